@@ -1,0 +1,52 @@
+"""The executor lifecycle shared by the local and the Kubernetes executors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from traitlets.config import LoggingConfigurable
+
+from .launch import JobLaunch
+
+
+@dataclass
+class ExecutionState:
+    """What an executor reports about one job it started."""
+
+    running: bool
+    exit_code: int | None = None
+    reason: str | None = None  # e.g. "exceeded its memory limit of 512 MB", "lost: process gone"
+    handle: dict = field(default_factory=dict)  # executor-specific, JSON-serialisable, stored on the job
+
+
+class Executor(LoggingConfigurable):
+    """Run jobs somewhere: before_start, execute, then poll/stop; on_failure or on_complete.
+
+    Handles are plain dicts so the scheduler can store them in the database and
+    re-attach after a restart (`attach`).
+    """
+
+    async def before_start(self, launch: JobLaunch) -> None:
+        """Prepare what the job needs (run folder, environment) before it starts."""
+
+    async def execute(self, launch: JobLaunch) -> dict:
+        """Start the job and return its handle."""
+        raise NotImplementedError
+
+    async def poll(self, launch: JobLaunch, handle: dict) -> ExecutionState:
+        """Return the job's current state."""
+        raise NotImplementedError
+
+    async def stop(self, launch: JobLaunch, handle: dict, grace_seconds: float = 10.0) -> None:
+        """Stop the job: SIGTERM (or delete), then force after the grace period."""
+        raise NotImplementedError
+
+    async def attach(self, launch: JobLaunch, handle: dict) -> ExecutionState:
+        """Re-attach to a job started before a restart, or say it is lost."""
+        return await self.poll(launch, handle)
+
+    async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
+        """Clean up after a job that failed or was stopped."""
+
+    async def on_complete(self, launch: JobLaunch, state: ExecutionState) -> None:
+        """Clean up after a job that succeeded."""

@@ -1,0 +1,55 @@
+"""What an executor needs to start one job: the launch description."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Resources:
+    """Resources of one job or notebook; memory and shm in MB, devices by kind."""
+
+    cpu: float = 1.0
+    memory: int = 1024
+    shm: int = 64
+    devices: dict[str, int] = field(default_factory=dict)  # e.g. {"gpu": 1, "npu": 0}
+
+
+@dataclass
+class JobLaunch:
+    """Everything needed to run one function of one algorithm version as a process or pod."""
+
+    job_id: str
+    project: str
+    function: str  # train | test | infer | deploy | compile
+    cmd: str
+    algorithm_dir: Path  # the immutable algorithm version folder (working directory)
+    run_dir: Path  # the job's run folder (docs/job-contract.md)
+    image: str | None = None  # environment.yml image.from_image (Kubernetes)
+    runs: list[str] = field(default_factory=list)  # environment.yml image.runs (local venv)
+    inputs: dict[str, Path] = field(default_factory=dict)  # key -> dataset/model version folder
+    outputs: list[str] = field(default_factory=list)  # output keys
+    parameters: dict = field(default_factory=dict)
+    limits: Resources = field(default_factory=Resources)
+    requests: Resources | None = None
+    assigned_devices: dict[str, list[int]] = field(default_factory=dict)  # kind -> device indexes
+    env: dict[str, str] = field(default_factory=dict)  # extra variables
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        for key in ("algorithm_dir", "run_dir"):
+            data[key] = str(data[key])
+        data["inputs"] = {k: str(v) for k, v in self.inputs.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> JobLaunch:
+        data = dict(data)
+        data["algorithm_dir"] = Path(data["algorithm_dir"])
+        data["run_dir"] = Path(data["run_dir"])
+        data["inputs"] = {k: Path(v) for k, v in data.get("inputs", {}).items()}
+        data["limits"] = Resources(**data.get("limits", {}))
+        if data.get("requests") is not None:
+            data["requests"] = Resources(**data["requests"])
+        return cls(**data)

@@ -1,0 +1,188 @@
+"""Where a project's files live under the storage root, and atomic copies into it.
+
+Layout: `<root>/projects/<project>/{datasets,models,algorithms}/<name>/<version>/` and
+`<root>/projects/<project>/jobs/<job_id>/`. Copies go to a staging folder on the same
+filesystem and become visible by one rename, so a failure leaves nothing half-copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BadRequest
+
+NAME_RE = re.compile(r"^\w[\w.\-]{0,99}$")  # \w is Unicode: names in any language
+SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints"}
+KINDS = ("datasets", "models", "algorithms", "jobs")
+_CHUNK = 1 << 20
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Return `name` if it is a safe single path component, else raise BadRequest."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in {".", ".."}:
+        raise BadRequest(
+            f"{what} {name!r} is not valid: use 1-100 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit",
+            field=what,
+        )
+    return name
+
+
+@dataclass
+class CopyResult:
+    """What a hashed copy found: content hash, total bytes, relative file paths."""
+
+    digest: str
+    size_bytes: int
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def version(self) -> str:
+        """Return the short content hash used as a version."""
+        return self.digest[:12]
+
+
+class Storage:
+    """The storage root (a local folder for now) and the paths of everything in it."""
+
+    def __init__(self, url: str | os.PathLike) -> None:
+        text = os.fspath(url)
+        if text.startswith("file://"):
+            text = text[len("file://") :]
+        elif "://" in text:
+            raise BadRequest(f"storage_url {text!r}: only local folders are supported for now")
+        self.root = Path(text).expanduser().resolve()
+
+    def project_dir(self, project: str) -> Path:
+        """Return the folder of one project."""
+        return self.root / "projects" / check_name(project, "project")
+
+    def kind_dir(self, project: str, kind: str) -> Path:
+        """Return the folder of one kind of object (datasets, models, algorithms, jobs)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        return self.project_dir(project) / kind
+
+    def dataset_dir(self, project: str, name: str, version: str) -> Path:
+        """Return the folder of one dataset version."""
+        return self.kind_dir(project, "datasets") / check_name(name) / check_name(version, "version")
+
+    def model_dir(self, project: str, name: str, version: str) -> Path:
+        """Return the folder of one model version."""
+        return self.kind_dir(project, "models") / check_name(name) / check_name(version, "version")
+
+    def algorithm_dir(self, project: str, name: str, version: str) -> Path:
+        """Return the folder of one algorithm version."""
+        return self.kind_dir(project, "algorithms") / check_name(name) / check_name(version, "version")
+
+    def job_dir(self, project: str, job_id: str) -> Path:
+        """Return the run folder of one job."""
+        return self.kind_dir(project, "jobs") / check_name(job_id, "job id")
+
+    def relative(self, path: Path) -> str:
+        """Return `path` relative to the root, as stored in the database."""
+        return Path(path).resolve().relative_to(self.root).as_posix()
+
+    def absolute(self, relative: str) -> Path:
+        """Return the absolute path of a path stored in the database."""
+        return self.root / relative
+
+    @contextlib.contextmanager
+    def staging(self, project: str) -> Iterator[Path]:
+        """Yield an empty folder on the storage filesystem; it is removed unless published."""
+        base = self.project_dir(project) / ".staging"
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = base / uuid.uuid4().hex
+        tmp.mkdir()
+        try:
+            yield tmp
+        finally:
+            if tmp.exists():
+                remove_tree(tmp)
+
+    def publish(self, staged: Path, final: Path) -> bool:
+        """Move a staged folder to its final place in one rename; False if it already existed."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        make_read_only(staged)
+        try:
+            os.rename(staged, final)
+        except OSError:
+            if final.is_dir():  # same content published before (or by a concurrent add)
+                return False
+            raise
+        return True
+
+    def remove(self, path: Path) -> None:
+        """Delete a published folder: rename it away first so it vanishes at once."""
+        if not path.exists():
+            return
+        trash = path.parent / f".deleting-{uuid.uuid4().hex}"
+        os.rename(path, trash)
+        remove_tree(trash)
+
+
+def copy_hashed(src: Path, dest: Path) -> CopyResult:
+    """Copy a file or a folder's files into folder `dest`, hashing paths and bytes on the way.
+
+    Symlinks and special files are refused: an upload is hostile until checked.
+    """
+    src = Path(src)
+    if src.is_symlink():
+        raise BadRequest(f"{src}: symbolic links are not accepted")
+    if src.is_file():
+        entries = [(src.name, src)]
+    elif src.is_dir():
+        entries = sorted(_walk(src, src), key=lambda e: e[0])
+    else:
+        raise BadRequest(f"{src}: no such file or folder")
+    digest = hashlib.sha256()
+    total = 0
+    for rel, path in entries:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest.update(rel.encode() + b"\0")
+        with open(path, "rb") as fin, open(target, "wb") as fout:
+            while chunk := fin.read(_CHUNK):
+                digest.update(chunk)
+                fout.write(chunk)
+                total += len(chunk)
+        digest.update(b"\0")
+    return CopyResult(digest.hexdigest(), total, [rel for rel, _ in entries])
+
+
+def _walk(root: Path, folder: Path) -> Iterator[tuple[str, Path]]:
+    for entry in os.scandir(folder):
+        path = Path(entry.path)
+        rel = path.relative_to(root).as_posix()
+        if entry.name in SKIPPED:
+            continue
+        if entry.is_symlink():
+            raise BadRequest(f"{rel}: symbolic links are not accepted")
+        if entry.is_dir():
+            yield from _walk(root, path)
+        elif entry.is_file():
+            yield rel, path
+        else:
+            raise BadRequest(f"{rel}: not a regular file")
+
+
+def make_read_only(path: Path) -> None:
+    """Remove write permission from every file under `path` (versions are immutable)."""
+    for folder, _, files in os.walk(path):
+        for name in files:
+            file = os.path.join(folder, name)
+            os.chmod(file, stat.S_IMODE(os.lstat(file).st_mode) & ~0o222)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder (read-only files go too: their folders stay writable)."""
+    shutil.rmtree(path)

@@ -1,0 +1,137 @@
+"""The embedded platform: configuration, database, storage, catalog and jobs in one object."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session
+from traitlets import Unicode, default
+from traitlets.config import LoggingConfigurable
+
+from .catalog.storage import Storage
+
+if TYPE_CHECKING:
+    from .catalog.service import Catalog
+    from .engine.service import JobService
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class Platform(LoggingConfigurable):
+    """KPL Lab on one machine: a storage folder, a database and local job processes."""
+
+    home = Unicode(help="Folder holding the platform's state; default $KPL_LAB_HOME or ~/.kpl-lab.").tag(
+        config=True
+    )
+
+    storage_url = Unicode(
+        help="Storage root for everything users create (a local folder for now); default <home>/storage."
+    ).tag(config=True)
+
+    database_url = Unicode(
+        help="SQLAlchemy URL of the catalog database; default sqlite:///<home>/kpl.sqlite."
+    ).tag(config=True)
+
+    default_project = Unicode("default", help="Project used when none is named.").tag(config=True)
+
+    @default("home")
+    def _default_home(self) -> str:
+        return os.environ.get("KPL_LAB_HOME") or str(Path("~/.kpl-lab").expanduser())
+
+    @default("storage_url")
+    def _default_storage_url(self) -> str:
+        return str(Path(self.home) / "storage")
+
+    @default("database_url")
+    def _default_database_url(self) -> str:
+        return f"sqlite:///{Path(self.home) / 'kpl.sqlite'}"
+
+    _engine_lock = threading.Lock()
+
+    @property
+    def engine(self) -> Engine:
+        """Return the database engine, with the schema upgraded to the newest revision."""
+        with self._engine_lock:
+            if "_engine" not in self.__dict__:
+                self.__dict__["_engine"] = self._open_engine()
+        return self.__dict__["_engine"]
+
+    def _open_engine(self) -> Engine:
+        from .catalog.migrate import upgrade
+
+        Path(self.home).mkdir(parents=True, exist_ok=True)
+        engine = create_engine(self.database_url)
+        if engine.dialect.name == "sqlite":
+            _configure_sqlite(engine)
+        upgrade(engine)
+        return engine
+
+    @contextlib.contextmanager
+    def session(self, immediate: bool = False) -> Iterator[Session]:
+        """Yield a session; commit when the block succeeds, roll back when it raises.
+
+        `immediate=True` takes SQLite's write lock at the start of the transaction
+        (BEGIN IMMEDIATE), so read-then-write sequences cannot interleave.
+        """
+        bind = self.engine.execution_options(sqlite_immediate=True) if immediate else self.engine
+        with Session(bind, expire_on_commit=False) as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @cached_property
+    def storage(self) -> Storage:
+        """Return the storage root."""
+        storage = Storage(self.storage_url)
+        storage.root.mkdir(parents=True, exist_ok=True)
+        return storage
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """Return the catalog of datasets, models and algorithms."""
+        from .catalog.service import Catalog
+
+        return Catalog(self)
+
+    @cached_property
+    def jobs(self) -> JobService:
+        """Return the job service."""
+        from .engine.service import JobService
+
+        return JobService(self)
+
+    def close(self) -> None:
+        """Release database connections."""
+        engine = self.__dict__.pop("_engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """WAL, a busy timeout, foreign keys, and transactions we begin ourselves."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # take transaction control from the driver so BEGIN IMMEDIATE is possible
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        immediate = connection.get_execution_options().get("sqlite_immediate")
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

@@ -1,0 +1,88 @@
+"""Metric curves shown live in the job page: a figure, then one point per push."""
+
+from __future__ import annotations
+
+import operator
+import time
+
+from kpl_helper import events
+
+PLOT_LINE = "line"
+
+
+def number(value, name: str) -> float:
+    """Return `value` as a float (numpy and torch scalars too); refuse what is not a number."""
+    if type(value) is float:
+        return value
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r:.60}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise TypeError(
+            f"{name} must be a number, got {type(value).__name__} {value!r:.60}: {error}"
+        ) from None
+
+
+def _x(value):
+    if type(value) is int:
+        return value
+    try:
+        return operator.index(value)  # integer steps stay integers (numpy, torch included)
+    except TypeError:
+        return number(value, "metric x")
+
+
+def _name(value, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"MetricFigure {what} must be a non-empty string, got {value!r}")
+    return value
+
+
+class MetricFigure:
+    """One figure with up to two series (y1, y2) over `x_name`."""
+
+    def __init__(
+        self,
+        title: str,
+        y1_name: str,
+        y1_type: str = PLOT_LINE,
+        y2_name: str | None = None,
+        y2_type: str | None = None,
+        x_name: str = "step",
+    ):
+        self.title = _name(title, "title")
+        self.y1_name = _name(y1_name, "y1_name")
+        self.y1_type = _name(y1_type, "y1_type")
+        self.y2_name = None if y2_name is None else _name(y2_name, "y2_name")
+        if self.y2_name == self.y1_name:
+            raise ValueError(f"MetricFigure {title!r}: y1_name and y2_name are both {y1_name!r}")
+        self.y2_type = None if self.y2_name is None else _name(y2_type or PLOT_LINE, "y2_type")
+        self.x_name = _name(x_name, "x_name")
+        self._writer = events.get_writer()
+        if self._writer is not None:
+            self._writer.push(
+                {
+                    "type": "figure",
+                    "time": time.time(),
+                    "title": self.title,
+                    "x_name": self.x_name,
+                    "y1_name": self.y1_name,
+                    "y1_type": self.y1_type,
+                    "y2_name": self.y2_name,
+                    "y2_type": self.y2_type,
+                }
+            )
+
+    def push_metric(self, x, y1, y2=None) -> None:
+        """Add one point: cheap enough for every step (queued, sent at most every 0.5 s)."""
+        values = {self.y1_name: number(y1, self.y1_name)}
+        if y2 is not None:
+            if self.y2_name is None:
+                raise ValueError(f"MetricFigure {self.title!r} has no y2_name: pass y2_name=... to push y2")
+            values[self.y2_name] = number(y2, self.y2_name)
+        x = _x(x)
+        if self._writer is not None:
+            self._writer.push(
+                {"type": "metric", "time": time.time(), "title": self.title, "x": x, "values": values}
+            )

@@ -1,0 +1,18 @@
+"""How far the job is (0.0 to 1.0), for the estimated time left."""
+
+from __future__ import annotations
+
+from kpl_helper import events
+from kpl_helper.base import get_config, logger
+from kpl_helper.metric import number
+
+
+def send_progress(progress) -> None:
+    """Send the job's progress, clamped to [0.0, 1.0] with a warning; nothing outside the platform."""
+    if not get_config().inner:
+        return
+    value = number(progress, "progress")
+    if not (0.0 <= value <= 1.0):
+        logger.warning("Progress should be in range [0.0, 1.0]. but get `{}`".format(progress))  # noqa: UP032 original text
+        value = min(max(value, 0.0), 1.0)
+    events.emit("progress", value=value)

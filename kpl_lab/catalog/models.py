@@ -62,7 +62,7 @@ class Dataset(_Named, Base):
 
     project: Mapped[Project] = relationship()
     versions: Mapped[list[DatasetVersion]] = relationship(
-        back_populates="dataset", order_by="DatasetVersion.id", cascade="all, delete-orphan"
+        back_populates="dataset", order_by="DatasetVersion.id", cascade="all, delete-orphan", lazy="selectin"
     )
 
 
@@ -76,7 +76,7 @@ class DatasetVersion(_Version, Base):
     record_count: Mapped[int] = mapped_column(BigInteger, default=0)
     parts: Mapped[dict] = mapped_column(JSON, default=dict)  # part name -> record count
 
-    dataset: Mapped[Dataset] = relationship(back_populates="versions")
+    dataset: Mapped[Dataset] = relationship(back_populates="versions", lazy="joined")
 
     @property
     def ref(self) -> str:
@@ -92,7 +92,7 @@ class Model(_Named, Base):
 
     project: Mapped[Project] = relationship()
     versions: Mapped[list[ModelVersion]] = relationship(
-        back_populates="model", order_by="ModelVersion.id", cascade="all, delete-orphan"
+        back_populates="model", order_by="ModelVersion.id", cascade="all, delete-orphan", lazy="selectin"
     )
 
 
@@ -105,7 +105,7 @@ class ModelVersion(_Version, Base):
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     files: Mapped[list] = mapped_column(JSON, default=list)  # relative paths, for the structure view
 
-    model: Mapped[Model] = relationship(back_populates="versions")
+    model: Mapped[Model] = relationship(back_populates="versions", lazy="joined")
 
     @property
     def ref(self) -> str:
@@ -121,7 +121,10 @@ class Algorithm(_Named, Base):
 
     project: Mapped[Project] = relationship()
     versions: Mapped[list[AlgorithmVersion]] = relationship(
-        back_populates="algorithm", order_by="AlgorithmVersion.id", cascade="all, delete-orphan"
+        back_populates="algorithm",
+        order_by="AlgorithmVersion.id",
+        cascade="all, delete-orphan",
+        lazy="selectin",
     )
 
 
@@ -135,7 +138,7 @@ class AlgorithmVersion(_Version, Base):
     functions: Mapped[list] = mapped_column(JSON, default=list)  # e.g. ["train", "test", "infer"]
     parameters: Mapped[dict] = mapped_column(JSON, default=dict)  # parameter.yml defaults
 
-    algorithm: Mapped[Algorithm] = relationship(back_populates="versions")
+    algorithm: Mapped[Algorithm] = relationship(back_populates="versions", lazy="joined")
 
     @property
     def ref(self) -> str:

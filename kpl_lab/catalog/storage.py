@@ -160,7 +160,9 @@ def copy_hashed(src: Path, dest: Path) -> CopyResult:
 
 
 def _walk(root: Path, folder: Path) -> Iterator[tuple[str, Path]]:
-    for entry in os.scandir(folder):
+    with os.scandir(folder) as scan:
+        entries = list(scan)
+    for entry in entries:
         path = Path(entry.path)
         rel = path.relative_to(root).as_posix()
         if entry.name in SKIPPED:

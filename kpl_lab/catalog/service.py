@@ -1,0 +1,335 @@
+"""The catalog: versioned datasets, models and algorithms of each project.
+
+Every query names its project; another project's object is simply not found.
+Files are copied into storage first (staging folder + one rename), the database
+row is written last, so a failure leaves nothing registered and nothing half-copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..errors import BadRequest, Conflict, NotFound
+from .jobs import Job
+from .models import (
+    Algorithm,
+    AlgorithmVersion,
+    Dataset,
+    DatasetVersion,
+    Model,
+    ModelVersion,
+    Project,
+)
+from .storage import CopyResult, check_name, copy_hashed
+
+if TYPE_CHECKING:
+    from ..platform import Platform
+
+ACTIVE_STATES = ("queued", "running")
+INPUT_KINDS = ("dataset", "model")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How one kind of catalog object is stored."""
+
+    word: str  # the user's word: dataset, model, algorithm
+    named: type
+    version: type
+    parent: str  # attribute of the version pointing at the named object
+    folder: str  # storage folder: datasets, models, algorithms
+
+
+DATASET = _Kind("dataset", Dataset, DatasetVersion, "dataset", "datasets")
+MODEL = _Kind("model", Model, ModelVersion, "model", "models")
+ALGORITHM = _Kind("algorithm", Algorithm, AlgorithmVersion, "algorithm", "algorithms")
+KINDS = {k.word: k for k in (DATASET, MODEL, ALGORITHM)}
+
+
+def parse_ref(ref: str, what: str = "ref") -> tuple[str, str | None]:
+    """Split `NAME` or `NAME:VERSION` into (name, version or None)."""
+    if not isinstance(ref, str) or not ref:
+        raise BadRequest(f"{what}: expected NAME or NAME:VERSION, got {ref!r}", field=what)
+    name, _, version = ref.partition(":")
+    check_name(name, what)
+    if version:
+        check_name(version, what)
+    return name, version or None
+
+
+class Catalog:
+    """Add, find, list and delete versions of datasets, models and algorithms."""
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    @property
+    def storage(self):
+        return self.platform.storage
+
+    def path(self, version_row) -> Path:
+        """Return the folder of a version in storage."""
+        return self.storage.absolute(version_row.path)
+
+    # projects
+
+    def ensure_project(self, session: Session, name: str) -> Project:
+        """Return the project, creating it on first use."""
+        project = session.scalar(select(Project).where(Project.name == check_name(name, "project")))
+        if project is None:
+            project = Project(name=name)
+            session.add(project)
+            session.flush()
+        return project
+
+    def list_projects(self) -> list[Project]:
+        """Return every project by name."""
+        with self.platform.session() as session:
+            return list(session.scalars(select(Project).order_by(Project.name)))
+
+    def _project(self, session: Session, name: str, what: str, ref: str) -> Project:
+        project = session.scalar(select(Project).where(Project.name == check_name(name, "project")))
+        if project is None:
+            raise NotFound(f"{what} {ref!r} not found in project {name!r}")
+        return project
+
+    # generic queries shared by the three kinds
+
+    def _named(self, session: Session, kind: _Kind, project: str, name: str) -> Dataset | Model | Algorithm:
+        proj = self._project(session, project, kind.word, name)
+        row = session.scalar(
+            select(kind.named).where(kind.named.project_id == proj.id, kind.named.name == name)
+        )
+        if row is None:
+            raise NotFound(f"{kind.word} {name!r} not found in project {project!r}")
+        return row
+
+    def _get(self, kind: _Kind, project: str, ref: str, session: Session | None = None):
+        if session is None:
+            with self.platform.session() as session:
+                return self._get(kind, project, ref, session)
+        name, version = parse_ref(ref)
+        named = self._named(session, kind, project, name)
+        if not named.versions:
+            raise NotFound(f"{kind.word} {name!r} has no versions")
+        if version is None:
+            return named.versions[-1]
+        matches = [v for v in named.versions if v.version == version]
+        if not matches:  # a unique prefix of the content hash also pins a version
+            matches = [v for v in named.versions if v.version.startswith(version)]
+        if len(matches) != 1:
+            known = ", ".join(v.version for v in named.versions)
+            problem = "is ambiguous" if matches else "not found"
+            raise NotFound(f"{kind.word} version {name}:{version} {problem} (versions: {known})")
+        return matches[0]
+
+    def _list(self, kind: _Kind, project: str) -> list:
+        with self.platform.session() as session:
+            proj = session.scalar(select(Project).where(Project.name == check_name(project, "project")))
+            if proj is None:
+                return []
+            query = select(kind.named).where(kind.named.project_id == proj.id).order_by(kind.named.name)
+            return list(session.scalars(query))
+
+    def _register(
+        self,
+        kind: _Kind,
+        project: str,
+        name: str,
+        staged: Path,
+        copy: CopyResult,
+        description: str,
+        fields: dict,
+    ):
+        """Publish a staged folder and write its version row; undo the publish if the row fails."""
+        final = self.storage.kind_dir(project, kind.folder) / name / copy.version
+        published = False
+        try:
+            with self.platform.session(immediate=True) as session:
+                proj = self.ensure_project(session, project)
+                named = session.scalar(
+                    select(kind.named).where(kind.named.project_id == proj.id, kind.named.name == name)
+                )
+                if named is None:
+                    named = kind.named(project_id=proj.id, name=name, description=description)
+                    session.add(named)
+                    session.flush()
+                existing = next((v for v in named.versions if v.version == copy.version), None)
+                if existing is not None and final.is_dir():
+                    return existing  # same content: same version
+                published = self.storage.publish(staged, final)
+                if existing is not None:
+                    return existing
+                row = kind.version(
+                    version=copy.version,
+                    path=self.storage.relative(final),
+                    description=description,
+                    size_bytes=copy.size_bytes,
+                    **{kind.parent: named},
+                    **fields,
+                )
+                session.add(row)
+                session.flush()
+                return row
+        except BaseException:
+            if published:
+                self.storage.remove(final)
+            raise
+
+    def _delete(self, kind: _Kind, project: str, ref: str) -> list[str]:
+        """Delete one version (NAME:VERSION) or every version (NAME); return the refs deleted."""
+        name, version = parse_ref(ref)
+        with self.platform.session(immediate=True) as session:
+            named = self._named(session, kind, project, name)
+            doomed = [self._get(kind, project, ref, session)] if version else list(named.versions)
+            self._refuse_if_in_use(session, kind, named.project_id, doomed)
+            paths = [self.path(v) for v in doomed]
+            refs = [v.ref for v in doomed]
+            for row in doomed:
+                named.versions.remove(row)
+            if not named.versions:
+                session.delete(named)
+        for path in paths:
+            self.storage.remove(path)
+        with contextlib.suppress(OSError):  # the name's folder, once empty
+            paths[0].parent.rmdir()
+        return refs
+
+    def _refuse_if_in_use(self, session: Session, kind: _Kind, project_id: int, versions: list) -> None:
+        ids = {v.id for v in versions}
+        active = session.scalars(
+            select(Job).where(Job.project_id == project_id, Job.state.in_(ACTIVE_STATES))
+        )
+        for job in active:
+            if kind is ALGORITHM:
+                used = job.algorithm_version_id in ids
+            else:
+                used = any(
+                    spec.get("kind") == kind.word and spec.get("version_id") in ids
+                    for spec in (job.inputs or {}).values()
+                    if isinstance(spec, dict)
+                )
+            if used:
+                refs = ", ".join(v.ref for v in versions)
+                raise Conflict(f"{kind.word} {refs} is used by {job.state} job {job.id}; stop it first")
+
+    # datasets
+
+    def add_dataset(
+        self, project: str, name: str, src_dir: str | Path, description: str = "", lineage: dict | None = None
+    ) -> DatasetVersion:
+        """Copy a kpl-dataset folder into storage as a new version (same content: same version)."""
+        check_name(name)
+        src = Path(src_dir)
+        if not src.is_dir():
+            raise BadRequest(f"{src}: not a folder (a dataset is a kpl-dataset folder)", field="path")
+        with self.storage.staging(project) as tmp:
+            staged = tmp / "data"
+            copy = copy_hashed(src, staged)
+            parts = count_records(staged, src)
+            return self._register(
+                DATASET,
+                project,
+                name,
+                staged,
+                copy,
+                description,
+                {"record_count": sum(parts.values()), "parts": parts, "lineage": lineage},
+            )
+
+    def get_dataset(self, project: str, ref: str) -> DatasetVersion:
+        """Return a dataset version: `NAME` (the latest) or `NAME:VERSION`."""
+        return self._get(DATASET, project, ref)
+
+    def list_datasets(self, project: str) -> list[Dataset]:
+        """Return the project's datasets, each with its versions (oldest first)."""
+        return self._list(DATASET, project)
+
+    def delete_dataset(self, project: str, ref: str) -> list[str]:
+        """Delete a dataset version, or the whole dataset when no version is named."""
+        return self._delete(DATASET, project, ref)
+
+    # models
+
+    def add_model(
+        self,
+        project: str,
+        name: str,
+        src_path: str | Path,
+        description: str = "",
+        lineage: dict | None = None,
+    ) -> ModelVersion:
+        """Copy a model file or folder into storage as a new version (same content: same version)."""
+        check_name(name)
+        src = Path(src_path)
+        if not src.exists():
+            raise BadRequest(f"{src}: no such file or folder", field="path")
+        with self.storage.staging(project) as tmp:
+            staged = tmp / "model"
+            copy = copy_hashed(src, staged)
+            if not copy.files:
+                raise BadRequest(f"{src}: the model folder is empty", field="path")
+            return self._register(
+                MODEL, project, name, staged, copy, description, {"files": copy.files, "lineage": lineage}
+            )
+
+    def get_model(self, project: str, ref: str) -> ModelVersion:
+        """Return a model version: `NAME` (the latest) or `NAME:VERSION`."""
+        return self._get(MODEL, project, ref)
+
+    def list_models(self, project: str) -> list[Model]:
+        """Return the project's models, each with its versions (oldest first)."""
+        return self._list(MODEL, project)
+
+    def delete_model(self, project: str, ref: str) -> list[str]:
+        """Delete a model version, or the whole model when no version is named."""
+        return self._delete(MODEL, project, ref)
+
+    # inputs of jobs
+
+    def resolve_input(self, project: str, ref: str) -> tuple[str, DatasetVersion | ModelVersion, Path]:
+        """Resolve `dataset:NAME[:VERSION]`, `model:NAME[:VERSION]` or a bare `NAME[:VERSION]`.
+
+        A bare name is looked up as a dataset, then as a model; a name that is both is ambiguous.
+        """
+        kind, _, rest = ref.partition(":")
+        if kind in INPUT_KINDS and rest:
+            row = self._get(KINDS[kind], project, rest)
+            return kind, row, self.path(row)
+        found = []
+        for word in INPUT_KINDS:
+            with contextlib.suppress(NotFound):
+                found.append((word, self._get(KINDS[word], project, ref)))
+        if not found:
+            raise NotFound(f"no dataset or model {ref!r} in project {project!r}")
+        if len(found) > 1:
+            name = ref.partition(":")[0]
+            raise BadRequest(
+                f"{ref!r} names both a dataset and a model: write dataset:{ref} or model:{ref}",
+                field=name,
+            )
+        word, row = found[0]
+        return word, row, self.path(row)
+
+
+def count_records(folder: Path, shown_as: Path) -> dict[str, int]:
+    """Open every part of a kpl-dataset folder and return part name -> record count."""
+    import kpl_dataset
+
+    try:
+        parts = kpl_dataset.list_parts(str(folder))
+        if not parts:
+            raise BadRequest(f"{shown_as}: not a kpl-dataset folder (no dataset part found)", field="path")
+        counts = {}
+        for part in parts:
+            with kpl_dataset.ReadOnlyDataset(str(folder), part) as reader:
+                counts[part] = len(reader)
+        return counts
+    except kpl_dataset.KPLDatasetError as exc:
+        raise BadRequest(f"{shown_as}: {exc}", field="path") from exc

@@ -291,6 +291,75 @@ class Catalog:
         """Delete a model version, or the whole model when no version is named."""
         return self._delete(MODEL, project, ref)
 
+    # algorithms
+
+    def add_algorithm(
+        self, project: str, path_or_archive: str | Path, name: str | None = None, description: str = ""
+    ) -> AlgorithmVersion:
+        """Validate an algorithm folder or archive and store it as a version (same content: same version)."""
+        from ..algorithms.errors import AlgorithmError
+        from ..algorithms.package import install_algorithm, remove_version
+
+        if name is not None:
+            check_name(name)
+        versions_root = self.storage.kind_dir(project, "algorithms")
+        try:
+            algorithm = install_algorithm(path_or_archive, versions_root, name)
+        except AlgorithmError as exc:
+            raise BadRequest(str(exc), field="path") from exc
+        try:
+            with self.platform.session(immediate=True) as session:
+                proj = self.ensure_project(session, project)
+                named = session.scalar(
+                    select(Algorithm).where(Algorithm.project_id == proj.id, Algorithm.name == algorithm.name)
+                )
+                if named is None:
+                    named = Algorithm(project_id=proj.id, name=algorithm.name, description=description)
+                    session.add(named)
+                    session.flush()
+                existing = next((v for v in named.versions if v.version == algorithm.version), None)
+                if existing is not None:
+                    return existing
+                row = AlgorithmVersion(
+                    algorithm=named,
+                    version=algorithm.version,
+                    path=self.storage.relative(algorithm.path),
+                    description=description,
+                    size_bytes=algorithm.size_bytes,
+                    functions=list(algorithm.spec.functions),
+                    parameters=algorithm.parameters.values,
+                )
+                session.add(row)
+                session.flush()
+                return row
+        except BaseException:
+            if not self._is_registered(ALGORITHM, algorithm.path):
+                remove_version(algorithm.path)
+            raise
+
+    def get_algorithm(self, project: str, ref: str) -> AlgorithmVersion:
+        """Return an algorithm version: `NAME` (the latest) or `NAME:VERSION`."""
+        return self._get(ALGORITHM, project, ref)
+
+    def list_algorithms(self, project: str) -> list[Algorithm]:
+        """Return the project's algorithms, each with its versions (oldest first)."""
+        return self._list(ALGORITHM, project)
+
+    def delete_algorithm(self, project: str, ref: str) -> list[str]:
+        """Delete an algorithm version, or the whole algorithm when no version is named."""
+        return self._delete(ALGORITHM, project, ref)
+
+    def read_algorithm(self, version_row: AlgorithmVersion):
+        """Return the stored version's validated `kpl_lab.algorithms.package.Algorithm` (spec, parameters)."""
+        from ..algorithms.package import read_algorithm
+
+        return read_algorithm(self.path(version_row), version_row.algorithm.name)
+
+    def _is_registered(self, kind: _Kind, path: Path) -> bool:
+        with self.platform.session() as session:
+            rel = self.storage.relative(path)
+            return session.scalar(select(kind.version.id).where(kind.version.path == rel)) is not None
+
     # inputs of jobs
 
     def resolve_input(self, project: str, ref: str) -> tuple[str, DatasetVersion | ModelVersion, Path]:

@@ -231,7 +231,7 @@ class Catalog:
             raise BadRequest(f"{src}: not a folder (a dataset is a kpl-dataset folder)", field="path")
         with self.storage.staging(project) as tmp:
             staged = tmp / "data"
-            copy = copy_hashed(src, staged)
+            copy = copy_hashed(src, staged, skip=is_dataset_scratch)
             parts = count_records(staged, src)
             return self._register(
                 DATASET,
@@ -385,6 +385,11 @@ class Catalog:
             )
         word, row = found[0]
         return word, row, self.path(row)
+
+
+def is_dataset_scratch(name: str) -> bool:
+    """Say whether a file in a kpl-dataset folder is a writer's lock or temporary file, not data."""
+    return name.startswith(".") or name.endswith(".tmp")
 
 
 def count_records(folder: Path, shown_as: Path) -> dict[str, int]:

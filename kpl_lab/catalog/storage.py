@@ -14,7 +14,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,10 +130,11 @@ class Storage:
         remove_tree(trash)
 
 
-def copy_hashed(src: Path, dest: Path) -> CopyResult:
+def copy_hashed(src: Path, dest: Path, skip: Callable[[str], bool] | None = None) -> CopyResult:
     """Copy a file or a folder's files into folder `dest`, hashing paths and bytes on the way.
 
-    Symlinks and special files are refused: an upload is hostile until checked.
+    Entries whose name `skip` accepts are left out (with SKIPPED always). Symlinks and
+    special files are refused: an upload is hostile until checked.
     """
     src = Path(src)
     if src.is_symlink():
@@ -141,7 +142,7 @@ def copy_hashed(src: Path, dest: Path) -> CopyResult:
     if src.is_file():
         entries = [(src.name, src)]
     elif src.is_dir():
-        entries = sorted(_walk(src, src), key=lambda e: e[0])
+        entries = sorted(_walk(src, src, skip or (lambda _name: False)), key=lambda e: e[0])
     else:
         raise BadRequest(f"{src}: no such file or folder")
     digest = hashlib.sha256()
@@ -159,18 +160,18 @@ def copy_hashed(src: Path, dest: Path) -> CopyResult:
     return CopyResult(digest.hexdigest(), total, [rel for rel, _ in entries])
 
 
-def _walk(root: Path, folder: Path) -> Iterator[tuple[str, Path]]:
+def _walk(root: Path, folder: Path, skip: Callable[[str], bool]) -> Iterator[tuple[str, Path]]:
     with os.scandir(folder) as scan:
         entries = list(scan)
     for entry in entries:
         path = Path(entry.path)
         rel = path.relative_to(root).as_posix()
-        if entry.name in SKIPPED:
+        if entry.name in SKIPPED or skip(entry.name):
             continue
         if entry.is_symlink():
             raise BadRequest(f"{rel}: symbolic links are not accepted")
         if entry.is_dir():
-            yield from _walk(root, path)
+            yield from _walk(root, path, skip)
         elif entry.is_file():
             yield rel, path
         else:

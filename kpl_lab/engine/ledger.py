@@ -1,0 +1,209 @@
+"""The resource ledger: what this machine has, what each job or notebook holds, and project quotas.
+
+Every change happens in a transaction that first locks the ledger (SQLite: BEGIN
+IMMEDIATE through `Platform.session(immediate=True)`; other databases: SELECT ... FOR
+UPDATE of the single `ledger_lock` row), so two reservations never both see the same
+free resources. Devices are reserved by index, so a job knows which GPU is its own.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import psutil
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+from traitlets import Dict, Float, Integer, default
+from traitlets.config import LoggingConfigurable
+
+from ..catalog.jobs import LedgerLock, Reservation
+from ..errors import BadRequest
+from .devices import Device, discover
+from .launch import Resources
+
+if TYPE_CHECKING:
+    from ..platform import Platform
+
+DEVICE_WORDS = {"gpu": "GPU", "npu": "NPU"}
+
+
+def _amount(kind: str, count: float) -> str:
+    if kind == "cpu":
+        return f"{count:g} CPU" + ("" if count == 1 else "s")
+    if kind == "memory":
+        return f"{count:g} MB of memory"
+    word = DEVICE_WORDS.get(kind, kind)
+    return f"{count:g} {word}" + ("" if count == 1 else "s")
+
+
+@dataclass
+class Usage:
+    """Resources held: cpu, memory MB, and device indexes by kind."""
+
+    cpu: float = 0.0
+    memory: int = 0
+    devices: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(self, reservation: Reservation) -> None:
+        self.cpu += reservation.cpu
+        self.memory += reservation.memory
+        for kind, indexes in (reservation.devices or {}).items():
+            self.devices.setdefault(kind, set()).update(indexes)
+
+    def to_json(self) -> dict:
+        return {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "devices": {k: sorted(v) for k, v in self.devices.items()},
+        }
+
+
+class Ledger(LoggingConfigurable):
+    """Reserve and release cpu, memory and devices for jobs and notebooks, within capacity and quotas."""
+
+    cpu = Float(help="CPUs jobs and notebooks may hold in all; default: this machine's cores.").tag(
+        config=True
+    )
+    memory = Integer(help="Memory (MB) jobs and notebooks may hold in all; default: this machine's.").tag(
+        config=True
+    )
+    devices = Dict(
+        help='Declared accelerators, e.g. {"gpu": [{"index": 0, "name": "A100", "memory_mb": 40960}]}; '
+        "empty: discover them (NVML, npu-smi)."
+    ).tag(config=True)
+    quotas = Dict(
+        help='Project quotas, e.g. {"vision": {"cpu": 8, "memory": 32768, "gpu": 2}}; a missing '
+        "project or key is not limited."
+    ).tag(config=True)
+
+    @default("cpu")
+    def _default_cpu(self) -> float:
+        return float(os.cpu_count() or 1)
+
+    @default("memory")
+    def _default_memory(self) -> int:
+        return int(psutil.virtual_memory().total // (1024 * 1024))
+
+    def __init__(self, platform: Platform, **kwargs) -> None:
+        super().__init__(parent=platform, **kwargs)
+        self.platform = platform
+        self._inventory: dict[str, list[Device]] | None = None
+
+    @property
+    def inventory(self) -> dict[str, list[Device]]:
+        """Return the accelerators by kind (discovered once)."""
+        if self._inventory is None:
+            self._inventory = discover(self.devices)
+        return self._inventory
+
+    def capacity(self) -> dict:
+        """Return the total cpu, memory and device indexes by kind."""
+        return {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "devices": {kind: [d.index for d in devices] for kind, devices in self.inventory.items()},
+        }
+
+    def check(self, project: str, resources: Resources) -> None:
+        """Refuse a request that could never fit: larger than the machine or the project quota."""
+        asked = {"cpu": resources.cpu, "memory": resources.memory, **resources.devices}
+        for kind, count in asked.items():
+            if count and count < 0:
+                raise BadRequest(f"asks {_amount(kind, count)}: amounts cannot be negative", field=kind)
+        machine = {"cpu": self.cpu, "memory": self.memory}
+        machine.update({kind: len(devices) for kind, devices in self.inventory.items()})
+        for kind, count in asked.items():
+            if count and count > machine.get(kind, 0):
+                raise BadRequest(
+                    f"asks {_amount(kind, count)}, the machine has {_amount(kind, machine.get(kind, 0))}",
+                    field=kind,
+                )
+        quota = self.quotas.get(project) or {}
+        for kind, count in asked.items():
+            if count and kind in quota and count > quota[kind]:
+                raise BadRequest(
+                    f"asks {_amount(kind, count)}, the quota of project {project!r} is {_amount(kind, quota[kind])}",
+                    field=kind,
+                )
+
+    @contextmanager
+    def locked(self):
+        """Yield a session holding the ledger lock until it commits."""
+        with self.platform.session(immediate=True) as session:
+            self.lock(session)
+            yield session
+
+    def lock(self, session: Session) -> None:
+        """Take the ledger lock in this session's transaction (SQLite already holds it: BEGIN IMMEDIATE)."""
+        if session.get_bind().dialect.name == "sqlite":
+            return
+        if session.scalar(select(LedgerLock).where(LedgerLock.id == 1).with_for_update()) is None:
+            session.add(LedgerLock(id=1, generation=0))
+            session.flush()
+            session.scalar(select(LedgerLock).where(LedgerLock.id == 1).with_for_update())
+
+    def usage(self, session: Session, project: str | None = None) -> Usage:
+        """Return what is held, on the whole machine or by one project."""
+        query = select(Reservation)
+        if project is not None:
+            query = query.where(Reservation.project == project)
+        usage = Usage()
+        for reservation in session.scalars(query):
+            usage.add(reservation)
+        return usage
+
+    def try_reserve(
+        self, session: Session, project: str, owner_kind: str, owner_id: str, resources: Resources
+    ) -> Reservation | None:
+        """Reserve in a locked session; None when it does not fit now (machine or quota)."""
+        held = self.usage(session)
+        if held.cpu + resources.cpu > self.cpu + 1e-9 or held.memory + resources.memory > self.memory:
+            return None
+        picked: dict[str, list[int]] = {}
+        for kind, count in resources.devices.items():
+            if not count:
+                continue
+            taken = held.devices.get(kind, set())
+            free = [d.index for d in self.inventory.get(kind, []) if d.index not in taken]
+            if len(free) < count:
+                return None
+            picked[kind] = free[:count]
+        quota = self.quotas.get(project)
+        if quota:
+            mine = self.usage(session, project)
+            wants = {"cpu": mine.cpu + resources.cpu, "memory": mine.memory + resources.memory}
+            for kind, count in resources.devices.items():
+                wants[kind] = len(mine.devices.get(kind, ())) + count
+            if any(kind in quota and amount > quota[kind] + 1e-9 for kind, amount in wants.items()):
+                return None
+        reservation = Reservation(
+            project=project,
+            owner_kind=owner_kind,
+            owner_id=owner_id,
+            cpu=resources.cpu,
+            memory=resources.memory,
+            devices=picked,
+        )
+        session.add(reservation)
+        session.flush()
+        return reservation
+
+    def reserve(
+        self, project: str, owner_kind: str, owner_id: str, resources: Resources
+    ) -> Reservation | None:
+        """Check, then reserve in a transaction of its own; None when it does not fit now."""
+        self.check(project, resources)
+        with self.locked() as session:
+            return self.try_reserve(session, project, owner_kind, owner_id, resources)
+
+    def release(self, owner_kind: str, owner_id: str, session: Session | None = None) -> None:
+        """Give back what a job or notebook holds (nothing held is fine)."""
+        if session is None:
+            with self.locked() as session:
+                return self.release(owner_kind, owner_id, session)
+        session.execute(
+            delete(Reservation).where(Reservation.owner_kind == owner_kind, Reservation.owner_id == owner_id)
+        )

@@ -1,0 +1,187 @@
+"""Enforce a job's cpu, memory and process limits: a cgroup (v2 or v1) when writable, else a fallback.
+
+The fallback is stated on the job: RLIMIT_DATA caps the heap of each process and a
+watchdog sums the resident memory of the process group, killing it past the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARENT = "kpl-lab"
+PIDS_MAX = 4096
+CPU_PERIOD_US = 100_000
+FALLBACK = "fallback: RLIMIT_DATA + RSS watchdog (cpu not enforced)"
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _cgroup_v2_root(root: Path) -> Path | None:
+    controllers = root / "cgroup.controllers"
+    if not controllers.exists() or "memory" not in controllers.read_text().split():
+        return None
+    return root if os.access(root, os.W_OK) else None
+
+
+def _cgroup_v1_roots(root: Path) -> dict[str, Path] | None:
+    roots = {name: root / name for name in ("memory", "cpu", "pids")}
+    if not (roots["memory"] / "memory.limit_in_bytes").exists() or not os.access(roots["memory"], os.W_OK):
+        return None
+    return {name: path for name, path in roots.items() if path.is_dir() and os.access(path, os.W_OK)}
+
+
+@dataclass
+class JobLimits:
+    """The limits applied to one job: cgroup folders to join, or the fallback."""
+
+    memory_mb: int
+    cpu: float
+    version: int = 0  # 2 or 1 for cgroups, 0 for the fallback
+    paths: dict[str, Path] = field(default_factory=dict)  # controller (or "unified") -> job cgroup
+    enforcement: str = FALLBACK
+
+    @classmethod
+    def create(
+        cls, name: str, memory_mb: int, cpu: float, use_cgroups: bool = True, root: Path = CGROUP_ROOT
+    ) -> JobLimits:
+        """Create the job's cgroup under `kpl-lab` (v2 first, then v1), or choose the fallback."""
+        limits = cls(memory_mb=memory_mb, cpu=cpu)
+        if not use_cgroups:
+            return limits
+        try:
+            if (v2 := _cgroup_v2_root(root)) is not None:
+                limits._create_v2(v2, name)
+            elif (v1 := _cgroup_v1_roots(root)) is not None:
+                limits._create_v1(v1, name)
+        except OSError:
+            limits.remove()
+            limits.paths, limits.version, limits.enforcement = {}, 0, FALLBACK
+        return limits
+
+    def _create_v2(self, root: Path, name: str) -> None:
+        wanted = {"memory", "cpu", "pids"} & set((root / "cgroup.controllers").read_text().split())
+        enable = " ".join(f"+{c}" for c in sorted(wanted))
+        _write(root / "cgroup.subtree_control", enable)
+        parent = root / PARENT
+        parent.mkdir(exist_ok=True)
+        _write(parent / "cgroup.subtree_control", enable)
+        job = parent / name
+        job.mkdir()
+        self.paths, self.version = {"unified": job}, 2
+        applied = []
+        _write(job / "memory.max", str(self.memory_mb * 1024 * 1024))
+        applied.append("memory.max")
+        if (job / "memory.swap.max").exists():
+            _write(job / "memory.swap.max", "0")
+        if "cpu" in wanted:
+            _write(job / "cpu.max", f"{int(self.cpu * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+            applied.append("cpu.max")
+        if "pids" in wanted:
+            _write(job / "pids.max", str(PIDS_MAX))
+            applied.append("pids.max")
+        self.enforcement = "cgroup v2: " + ", ".join(applied)
+
+    def _create_v1(self, roots: dict[str, Path], name: str) -> None:
+        self.version = 1
+        applied = []
+        for controller, root in roots.items():
+            job = root / PARENT / name
+            job.mkdir(parents=True)
+            self.paths[controller] = job
+        memory = self.paths["memory"]
+        limit = str(self.memory_mb * 1024 * 1024)
+        _write(memory / "memory.limit_in_bytes", limit)
+        applied.append("memory.limit_in_bytes")
+        # memory+swap at the same value: an overrun is killed, not swapped out
+        if (memory / "memory.memsw.limit_in_bytes").exists():
+            with contextlib.suppress(OSError):
+                _write(memory / "memory.memsw.limit_in_bytes", limit)
+        if "cpu" in self.paths:
+            _write(self.paths["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            _write(self.paths["cpu"] / "cpu.cfs_quota_us", str(int(self.cpu * CPU_PERIOD_US)))
+            applied.append("cpu.cfs_quota_us")
+        if "pids" in self.paths:
+            _write(self.paths["pids"] / "pids.max", str(PIDS_MAX))
+            applied.append("pids.max")
+        self.enforcement = "cgroup v1: " + ", ".join(applied)
+
+    def enter(self) -> None:
+        """Put the calling process under the limits; called in the child before exec."""
+        if self.version:
+            for path in self.paths.values():
+                _write(path / "cgroup.procs", str(os.getpid()))
+        else:
+            limit = self.memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    def oom_killed(self) -> bool:
+        """Return whether the kernel killed a process of the job for exceeding its memory."""
+        try:
+            if self.version == 2:
+                events = (self.paths["unified"] / "memory.events").read_text()
+                return _counter(events, "oom_kill") > 0
+            if self.version == 1:
+                control = (self.paths["memory"] / "memory.oom_control").read_text()
+                return _counter(control, "oom_kill") > 0
+        except (OSError, ValueError, KeyError):
+            return False
+        return False
+
+    def kill_all(self) -> None:
+        """SIGKILL every process still in the job's cgroup (those that left its process group too)."""
+        for path in self.paths.values():
+            if self.version == 2 and (path / "cgroup.kill").exists():
+                with contextlib.suppress(OSError):
+                    _write(path / "cgroup.kill", "1")
+                continue
+            with contextlib.suppress(OSError):
+                for pid in (path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError, ValueError):
+                        os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self) -> None:
+        """Remove the job's cgroup folders (they must be empty of processes)."""
+        for path in self.paths.values():
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "paths": {k: str(v) for k, v in self.paths.items()},
+            "enforcement": self.enforcement,
+        }
+
+
+def _counter(text: str, name: str) -> int:
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            return int(value)
+    return 0
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Return the summed resident memory of every process in a process group."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) != pgid:  # fields after the name: state ppid pgrp ...
+                continue
+            with open(f"/proc/{entry.name}/statm", "rb") as statm:
+                total += int(statm.read().split()[1]) * resource.getpagesize()
+        except (OSError, IndexError, ValueError):
+            continue
+    return total

@@ -1,0 +1,187 @@
+"""Run jobs as local processes, each owned by a detached supervisor (`kpl_lab.engine.supervisor`).
+
+The run folder is the interface between this executor, the supervisor and the job
+(docs/job-contract.md). Besides the contract's files it holds `supervisor.json` (how to
+supervise), `handle.json` (pids and start times, written once the job started),
+`stop.request` (asks the supervisor to stop the job) and `status.json` (the end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from traitlets import Bool, Dict, Float, Unicode
+
+from .devices import VISIBLE_DEVICES_VARIABLE
+from .executor import ExecutionState, Executor
+from .launch import JobLaunch
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file through a temporary name and a rename, so readers never see half of it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    """Return a JSON file's object, or None when it does not exist (yet)."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def process_start_time(pid: int) -> int | None:
+    """Return a process's start time (clock ticks since boot), or None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])  # field 22 of stat, counted after the name
+
+
+def is_alive(pid: int | None, start_time: int | None) -> bool:
+    """Return whether the process with this pid is still the one started at `start_time`."""
+    return pid is not None and start_time is not None and process_start_time(pid) == start_time
+
+
+def job_environment(launch: JobLaunch, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Return the job's environment variables (docs/job-contract.md) over `base`."""
+    env = dict(os.environ if base is None else base)
+    run_dir = launch.run_dir
+    env.update(
+        {
+            "KPL_INNER": "1",
+            "KPL_ENV": "job",
+            "KPL_ENV_TASK_ID": launch.job_id,
+            "KPL_ENV_FUNCTION": launch.function,
+            "KPL_ENV_INPUT_ROOT_PATH": str(run_dir / "inputs"),
+            "KPL_ENV_OUTPUT_ROOT_PATH": str(run_dir / "outputs"),
+            "KPL_ENV_PARAMETER": json.dumps(launch.parameters),
+            "KPL_PARAMETER_FILE": str(run_dir / "parameter.yml"),
+            "KPL_EVENTS_FILE": str(run_dir / "events.jsonl"),
+            "KPL_RUN_DIR": str(run_dir),
+            "PYTHONUNBUFFERED": "1",  # logs reach output.log as they are printed
+        }
+    )
+    env.pop("KPL_EVENTS_URL", None)
+    for kind, variable in VISIBLE_DEVICES_VARIABLE.items():
+        env[variable] = ",".join(str(i) for i in launch.assigned_devices.get(kind, []))
+    env.update(launch.env)
+    return env
+
+
+class LocalExecutor(Executor):
+    """Run each job as a process group on this machine, under cgroup limits when writable."""
+
+    use_cgroups = Bool(True, config=True, help="Limit jobs with cgroups when they are writable.")
+    grace_seconds = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when stopping.")
+    tick_seconds = Float(1.0, config=True, help="Seconds between two event ingestions by the supervisor.")
+    python = Unicode(sys.executable, config=True, help="Python that runs the supervisors.")
+    environments_dir = Unicode(
+        "", config=True, help="Folder caching the virtual environments built for `image.runs`."
+    )
+    callbacks = Unicode(
+        "", help="`module:factory` the supervisor calls with `callbacks_config` to ingest and finish."
+    )
+    callbacks_config = Dict(help="JSON-serialisable argument of the callbacks factory.")
+
+    async def before_start(self, launch: JobLaunch) -> None:
+        """Create the run folder: job.json, parameter.yml, inputs/ links, outputs/ folders, logs."""
+        run_dir = launch.run_dir
+        (run_dir / "inputs").mkdir(parents=True, exist_ok=True)
+        (run_dir / "outputs").mkdir(exist_ok=True)
+        for key, path in launch.inputs.items():
+            link = run_dir / "inputs" / key
+            if not link.is_symlink():
+                link.symlink_to(Path(path).resolve(), target_is_directory=Path(path).is_dir())
+        for key in launch.outputs:
+            (run_dir / "outputs" / key).mkdir(exist_ok=True)
+        write_atomic(run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, allow_unicode=True))
+        write_atomic(run_dir / "job.json", json.dumps(launch.to_json(), indent=1))
+        supervision = {
+            "use_cgroups": self.use_cgroups,
+            "grace_seconds": self.grace_seconds,
+            "tick_seconds": self.tick_seconds,
+            "environments_dir": self.environments_dir or None,
+            "callbacks": self.callbacks or None,
+            "callbacks_config": self.callbacks_config,
+        }
+        write_atomic(run_dir / "supervisor.json", json.dumps(supervision))
+        for name in ("output.log", "events.jsonl"):
+            (run_dir / name).touch()
+
+    async def execute(self, launch: JobLaunch) -> dict:
+        """Start the job's detached supervisor and return its handle."""
+        return self._spawn_supervisor(launch.run_dir)
+
+    def _spawn_supervisor(self, run_dir: Path, *args: str) -> dict:
+        argv = [self.python, "-m", "kpl_lab.engine.supervisor", str(run_dir), "--detach", *args]
+        with open(run_dir / "supervisor.log", "ab") as log:
+            # The supervisor forks and its parent exits at once: nothing here waits on the job.
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, check=False, timeout=60
+            )
+        if done.returncode != 0:
+            raise RuntimeError(f"the supervisor did not start (see {run_dir / 'supervisor.log'})")
+        pid = int(done.stdout.split()[0])
+        return {"supervisor_pid": pid, "supervisor_start": process_start_time(pid), "run_dir": str(run_dir)}
+
+    def _handle(self, launch: JobLaunch, handle: dict) -> dict:
+        return {**handle, **(read_json(launch.run_dir / "handle.json") or {})}
+
+    async def poll(self, launch: JobLaunch, handle: dict) -> ExecutionState:
+        """Return the job's state from its status file, or from /proc while it runs."""
+        status = read_json(launch.run_dir / "status.json")
+        full = self._handle(launch, handle)
+        if status is not None:
+            return ExecutionState(False, status.get("exit_code"), status.get("reason") or None, full)
+        if is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
+            return ExecutionState(True, handle=full)
+        if is_alive(full.get("pid"), full.get("pid_start")):
+            return ExecutionState(True, reason="its supervisor is gone", handle=full)
+        # the supervisor may have written the status between the two reads
+        status = read_json(launch.run_dir / "status.json")
+        if status is not None:
+            return ExecutionState(False, status.get("exit_code"), status.get("reason") or None, full)
+        return ExecutionState(
+            False, None, "lost: the job and its supervisor ended without recording how it ended", full
+        )
+
+    async def attach(self, launch: JobLaunch, handle: dict) -> ExecutionState:
+        """Re-attach after a restart: adopt a job whose supervisor died, or say it is lost."""
+        state = await self.poll(launch, handle)
+        if state.running and state.reason == "its supervisor is gone":
+            adopter = self._spawn_supervisor(launch.run_dir, "--adopt")
+            return ExecutionState(True, handle={**state.handle, **adopter})
+        return state
+
+    async def stop(self, launch: JobLaunch, handle: dict, grace_seconds: float | None = None) -> None:
+        """Ask the supervisor to stop the job (SIGTERM, SIGKILL after the grace period)."""
+        grace = self.grace_seconds if grace_seconds is None else grace_seconds
+        write_atomic(
+            launch.run_dir / "stop.request", json.dumps({"grace_seconds": grace, "time": time.time()})
+        )
+        full = self._handle(launch, handle)
+        if is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(full["supervisor_pid"], signal.SIGUSR1)  # wake it now
+        elif is_alive(full.get("pid"), full.get("pid_start")):
+            # nobody supervises it: signal the process group directly
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(full["pgid"], signal.SIGKILL)

@@ -77,7 +77,9 @@ def iter_files(folder: Path) -> Iterator[tuple[str, Path]]:
     stack = [folder]
     while stack:
         current = stack.pop()
-        for entry in os.scandir(current):
+        with os.scandir(current) as scan:
+            listing = list(scan)
+        for entry in listing:
             path = Path(entry.path)
             rel = path.relative_to(folder).as_posix()
             if entry.name in IGNORED:
@@ -235,6 +237,10 @@ def extract_archive(archive: str | Path, dest: str | Path, limits: ArchiveLimits
         raise ArchiveError(Problem("", f"{archive.name}: cannot read the archive: {exc}")) from exc
 
 
+def _size(count: int) -> str:
+    return f"{count / (1024 * 1024):g} MB" if count >= 1024 * 1024 else f"{count} bytes"
+
+
 def _safe_name(raw: str) -> PurePosixPath:
     """Return the relative path of an archive entry, or raise naming the entry."""
     if "\0" in raw:
@@ -266,9 +272,7 @@ class _Budget:
         self.total += count
         if self.total > self.limits.max_total_bytes:
             raise ArchiveError(
-                Problem(
-                    entry, f"the archive expands beyond {self.limits.max_total_bytes // (1024 * 1024)} MB"
-                )
+                Problem(entry, f"the archive expands beyond {_size(self.limits.max_total_bytes)}")
             )
         if (
             self.total > self.limits.ratio_floor_bytes
@@ -325,9 +329,7 @@ def _extract_zip(archive: Path, dest: Path, limits: ArchiveLimits) -> None:
             if str(rel) == "." and not info.is_dir():
                 raise ArchiveError(Problem(info.filename, "entry has no file name"))
         if sum(info.file_size for info in infos) > limits.max_total_bytes:
-            raise ArchiveError(
-                Problem("", f"the archive expands beyond {limits.max_total_bytes // (1024 * 1024)} MB")
-            )
+            raise ArchiveError(Problem("", f"the archive expands beyond {_size(limits.max_total_bytes)}"))
         for info in infos:
             rel = _safe_name(info.filename)
             if info.is_dir():

@@ -48,8 +48,11 @@ def load_parameters(path: str | Path) -> Parameters:
 def parse_parameters(text: str | bytes, file: str = PARAMETER_FILE) -> Parameters:
     """Parse parameter.yml text: any YAML mapping with text keys (an empty file means no parameters)."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8-sig", errors="replace")
-    root = compose_yaml(text, file)
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ParameterError(Problem("", f"not UTF-8 text (byte {exc.start})", file)) from exc
+    root = compose_yaml(text, file, ParameterError)
     if root is None:
         return Parameters()
     if not isinstance(root, yaml.MappingNode):

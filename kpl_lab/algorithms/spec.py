@@ -132,13 +132,15 @@ def parse_environment(text: str | bytes, file: str = ENVIRONMENT_FILE) -> Enviro
     return spec
 
 
-def compose_yaml(text: str | bytes, file: str) -> yaml.Node | None:
+def compose_yaml(
+    text: str | bytes, file: str, error: type[AlgorithmError] = AlgorithmError
+) -> yaml.Node | None:
     """Compose YAML into nodes (which keep line numbers); raise AlgorithmError on a syntax error."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise AlgorithmError(Problem("", f"not UTF-8 text (byte {exc.start})", file)) from exc
+            raise error(Problem("", f"not UTF-8 text (byte {exc.start})", file)) from exc
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -146,9 +148,9 @@ def compose_yaml(text: str | bytes, file: str) -> yaml.Node | None:
         what = "; ".join(part for part in (exc.context, exc.problem) if part)
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
-        raise AlgorithmError(Problem("", f"invalid YAML: {what}", file, line, column)) from exc
+        raise error(Problem("", f"invalid YAML: {what}", file, line, column)) from exc
     except yaml.YAMLError as exc:
-        raise AlgorithmError(Problem("", f"invalid YAML: {exc}", file)) from exc
+        raise error(Problem("", f"invalid YAML: {exc}", file)) from exc
 
 
 def shown(value: Any) -> str:
@@ -239,11 +241,13 @@ class _Checker:
                 )
         image = self.image(items["image"]) if "image" in items else Image()
         functions = {}
-        for name in FUNCTIONS:
-            if name in items:
-                function = self.function(name, items[name])
-                if function is not None:
+        for key_node, value_node in root.value:  # a duplicated function is checked too, the last one kept
+            name = node_value(key_node)
+            if name in FUNCTIONS:
+                function = self.function(name, value_node, key_node)
+                if function is not None and value_node is items[name]:
                     functions[name] = function
+        functions = {name: functions[name] for name in FUNCTIONS if name in functions}
         if not any(name in items for name in FUNCTIONS):
             self.problem("", f"no function defined; expected at least one of {', '.join(FUNCTIONS)}", root)
         return EnvironmentSpec(version=version, image=image or Image(), functions=functions)
@@ -287,7 +291,7 @@ class _Checker:
                 lines.append(value)
         return lines
 
-    def function(self, name: str, node: yaml.Node) -> FunctionSpec | None:
+    def function(self, name: str, node: yaml.Node, key_node: yaml.Node) -> FunctionSpec | None:
         items = self.mapping(node, name, _FUNCTION_KEYS, "a mapping with resource, inputs, outputs and cmd")
         if items is None:
             return None
@@ -296,7 +300,9 @@ class _Checker:
         outputs = self.ports(f"{name}.outputs", items["outputs"]) if "outputs" in items else ()
         cmd = ""
         if "cmd" not in items:
-            self.problem(f"{name}.cmd", "missing; the command that starts this function is required", node)
+            self.problem(
+                f"{name}.cmd", "missing; the command that starts this function is required", key_node
+            )
         else:
             value = node_value(items["cmd"])
             if not isinstance(value, str) or not value.strip():

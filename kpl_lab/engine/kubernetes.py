@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote
 
 import aiohttp
 import yaml
@@ -236,7 +237,15 @@ class KubernetesExecutor(Executor):
             "KPL_RUN_DIR": str(RUN_PATH),
         }
         if self.events_url:
-            env["KPL_EVENTS_URL"] = self.events_url.format(job_id=launch.job_id, project=launch.project)
+            try:
+                env["KPL_EVENTS_URL"] = self.events_url.format(
+                    job_id=quote(launch.job_id, safe=""), project=quote(launch.project, safe="")
+                )
+            except (KeyError, IndexError) as exc:
+                raise BadRequest(
+                    f"KubernetesExecutor.events_url={self.events_url!r} may only use {{job_id}} and {{project}}",
+                    field="events_url",
+                ) from exc
         else:
             env["KPL_EVENTS_FILE"] = str(RUN_PATH / "events.jsonl")
         # A kind with no devices is hidden; a kind with devices is left to its device plugin.
@@ -589,6 +598,7 @@ class KubernetesExecutor(Executor):
         """Delete the Job and its pods (SIGTERM, SIGKILL after the grace period) and wait until gone."""
         namespace, name = handle["namespace"], handle["name"]
         grace = max(0, round(grace_seconds))
+        await self._keep_log(launch, handle)  # the pod and its log go with the Job
         async with self._api(f"stopping job {launch.job_id}") as (_, batch, core):
             pods = await self._pods(core, namespace, launch)
             try:
@@ -681,9 +691,10 @@ class KubernetesExecutor(Executor):
         """Keep the pod log, then delete a Job that cannot finish on its own (e.g. bad image)."""
         if not state.handle.get("name"):
             return
-        await self._keep_log(launch, state.handle)
         if state.exit_code is None and not (state.reason or "").startswith("lost:"):
-            await self.stop(launch, state.handle, grace_seconds=0)
+            await self.stop(launch, state.handle, grace_seconds=0)  # keeps the log first
+        else:
+            await self._keep_log(launch, state.handle)
 
 
 def _terminated(pod: dict | None) -> dict | None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from k8s_double import K8sDouble, fixture
 
 from kpl_lab.engine.kubernetes import (
     KubernetesAPIError,
@@ -22,6 +24,20 @@ from kpl_lab.engine.kubernetes import (
 )
 from kpl_lab.engine.launch import JobLaunch, Resources
 from kpl_lab.errors import BadRequest, Forbidden
+
+
+def _load_double():
+    # Loaded by path: works with pytest's prepend and importlib import modes alike.
+    path = Path(__file__).with_name("k8s_double.py")
+    spec = importlib.util.spec_from_file_location("kpl_tests_k8s_double", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+_double = _load_double()
+K8sDouble, fixture = _double.K8sDouble, _double.fixture
 
 NS = "kpl-demo"
 NAME = "kpl-job-42"
@@ -254,6 +270,10 @@ def test_events_url_token_from_a_secret_never_in_plain_env():
     assert variables["EXTRA"] == "1"
     assert "s3cret" not in json.dumps(manifest)
     assert "KPL_EVENTS_FILE" not in variables
+    odd = executor.build_job_manifest(make_launch(job_id="a/b c"))
+    assert env(odd)["KPL_EVENTS_URL"] == "http://kpl-lab.kpl-system.svc:8888/kpl/api/jobs/a%2Fb%20c/events"
+    with pytest.raises(BadRequest, match=r"may only use \{job_id\} and \{project\}"):
+        make_executor(events_url="http://kpl/{user}/events").build_job_manifest(make_launch())
 
 
 def test_runs_are_expected_in_the_image_unless_run_in_pod():
@@ -490,6 +510,30 @@ async def test_stop_deletes_job_and_pods_with_grace_then_poll_says_lost(double, 
     state = await executor.poll(launch, handle)
     assert not state.running and state.reason == f"lost: the Kubernetes Job {NS}/{NAME} no longer exists"
     await executor.stop(launch, handle)  # stopping twice is harmless
+
+
+async def test_stop_keeps_the_pod_log_before_deleting(double, tmp_path, storage):
+    executor = lifecycle_executor(double, tmp_path, storage)
+    launch = make_launch(storage)
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    double.add_pod(fixture("pod_running.json"))
+    double.logs[(NS, "kpl-job-42-x7k2p")] = "step 1\nstep 2\n"
+    await executor.stop(launch, handle, grace_seconds=0)
+    assert (launch.run_dir / "output.log").read_text() == "step 1\nstep 2\n"
+    state = await executor.poll(launch, handle)
+    await executor.on_failure(launch, state)  # the pod is gone: the kept log stays
+    assert (launch.run_dir / "output.log").read_text() == "step 1\nstep 2\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+async def test_before_start_gives_the_run_folder_to_the_job_user(tmp_path, storage):
+    executor = KubernetesExecutor(storage_root=str(storage), run_as_user=1234, fs_group=2345)
+    launch = make_launch(storage, outputs=["model"])
+    await executor.before_start(launch)
+    for path in (launch.run_dir, launch.run_dir / "outputs" / "model", launch.run_dir / "parameter.yml"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (1234, 2345)
+    assert json.loads((launch.run_dir / "job.json").read_text())["job_id"] == "42"
 
 
 async def test_attach_after_restart_finds_the_job_by_label(double, tmp_path, storage):

@@ -3,3 +3,16 @@
 from ._version import __version__
 
 __all__ = ["__version__"]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Name the prebuilt JupyterLab extension shipped in this package."""
+    return [{"src": "labextension", "dest": "kpl-lab"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, object]]:
+    """Name the jupyter-server extension app hosting the KPL Lab REST API."""
+    # Imported here so that `import kpl_lab` in a kernel does not load jupyter_server.
+    from .server_ext import KPLLab
+
+    return [{"module": "kpl_lab", "app": KPLLab}]

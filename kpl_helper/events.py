@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import deque
 
@@ -94,6 +95,9 @@ class HttpSink:
         try:
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
                 response.read()
+        except urllib.error.HTTPError as error:
+            error.close()  # it holds the connection open
+            raise OSError(f"{self.url} answered HTTP {error.code} {error.reason}") from None
         except http.client.HTTPException as error:  # e.g. a malformed status line
             raise OSError(f"bad answer from {self.url}: {error!r}") from error
 
@@ -105,7 +109,7 @@ class EventWriter:
 
     def __init__(self, sink: FileSink | HttpSink):
         self.sink = sink
-        self._queue: deque[dict] = deque()  # append/popleft are atomic: push needs no lock
+        self._queue: deque[dict | tuple] = deque()  # append/popleft are atomic: push needs no lock
         self._unsent: list[str] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -118,8 +122,11 @@ class EventWriter:
         self._lost_reported = 0
         self.dropped = 0
 
-    def push(self, event: dict) -> None:
-        """Queue an event for the next background flush (cheap: no I/O, no lock)."""
+    def push(self, event: dict | tuple) -> None:
+        """Queue an event for the next background flush (cheap: no I/O, no lock).
+
+        A tuple `(to_line, *args)` is encoded by `to_line(*args)` at flush time, off the caller's path.
+        """
         self._queue.append(event)
         if self._thread is None:
             self._start_thread()
@@ -136,7 +143,8 @@ class EventWriter:
             self._unsent = []
             queue = self._queue
             while queue:
-                lines.append(encode(queue.popleft()))
+                item = queue.popleft()
+                lines.append(encode(item) if type(item) is dict else item[0](*item[1:]))
             if not lines:
                 return
             if not final and time.monotonic() < self._retry_at:

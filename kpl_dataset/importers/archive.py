@@ -193,8 +193,9 @@ class ZipSource(Source):
         compressed = 0
         for info in self._zip.infolist():
             name = _zip_name(info)
+            # Unix permission bits; many writers leave the file-type bits at 0.
             mode = info.external_attr >> 16
-            if info.create_system == _ZIP_UNIX and mode:
+            if info.create_system == _ZIP_UNIX and stat.S_IFMT(mode):
                 if stat.S_ISLNK(mode):
                     raise UnsafeEntry(f"{name!r}: symbolic link refused")
                 if stat.S_ISDIR(mode):

@@ -180,3 +180,26 @@ def test_inside_without_any_sink_warns(job, monkeypatch, capsys):
     monkeypatch.setattr(events, "_warned_no_sink", False)
     ready()
     assert "neither KPL_EVENTS_FILE nor KPL_EVENTS_URL" in capsys.readouterr().out
+
+
+def test_forked_child_does_not_resend_the_parents_queue(job):
+    code = (
+        "import os\n"
+        "from kpl_helper import metric\n"
+        "f = metric.MetricFigure('t', y1_name='loss')\n"
+        "f.push_metric(1, 1.0)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    f.push_metric(2, 2.0)\n"
+        "    from kpl_helper import events\n"
+        "    events.flush()\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    process = job.run(code)
+    assert process.returncode == 0, process.stderr
+    assert sorted((e["type"], e.get("x")) for e in job.events()) == [
+        ("figure", None),
+        ("metric", 1),
+        ("metric", 2),
+    ]

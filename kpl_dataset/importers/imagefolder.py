@@ -51,7 +51,7 @@ def class_images(entries: list[Entry]) -> tuple[dict[str, list[Entry]], int]:
     skipped = len(entries) - len(images)
     # A zip of the dataset folder itself has one extra top folder: look through it.
     tops = {e.path.split("/")[0] for e in images}
-    strip = len(tops) == 1 and all(e.path.count("/") >= 2 for e in images)
+    strip = len(tops) == 1 and any(e.path.count("/") >= 2 for e in images)
     classes: dict[str, list[Entry]] = {}
     for e in images:
         parts = e.path.split("/")[1 if strip else 0 :]

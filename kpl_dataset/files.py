@@ -1,0 +1,66 @@
+"""BasicType.File values: inline small files, copy large ones beside the shards."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any, BinaryIO
+
+from kpl_dataset.errors import KPLDatasetError
+from kpl_dataset.fs import Location
+
+
+class FileType:
+    """Where a File value's bytes live (values kept from kpl-dataset 0.0.9)."""
+
+    Small = 0
+    Large = 1
+
+
+_SIZE_THRESHOLD = 50 * (1 << 20)
+PREVIEW_BYTES = 512
+_COPY_CHUNK = 8 << 20
+
+
+def set_size_threshold(size: int) -> None:
+    """Set the size (bytes) above which File values are stored as separate files."""
+    global _SIZE_THRESHOLD
+    _SIZE_THRESHOLD = int(size)
+
+
+def size_threshold() -> int:
+    """Return the current File size threshold."""
+    return _SIZE_THRESHOLD
+
+
+def copy_to(loc: Location, source: str, target: str) -> None:
+    """Copy a local file into the dataset location."""
+    with open(source, "rb") as src, loc.fs.open_output_stream(loc.path(target)) as dst:
+        while chunk := src.read(_COPY_CHUNK):
+            dst.write(chunk)
+
+
+def open_file_value(loc: Location, value: Any) -> BinaryIO:
+    """Open the full content of a File value read from a dataset."""
+    if not isinstance(value, dict) or "type" not in value:
+        raise KPLDatasetError(f"not a File value: {value!r:.80}")
+    if value["type"] == FileType.Small:
+        return io.BytesIO(value["content"])
+    path = value.get("file_path") or ""
+    try:
+        return loc.fs.open_input_file(loc.path(path))
+    except FileNotFoundError:
+        raise KPLDatasetError(f"{loc.describe(path)}: large file named by the dataset is missing") from None
+    except OSError as err:
+        raise KPLDatasetError(f"{loc.describe(path)}: cannot open ({err})") from err
+
+
+def read_source(path: str) -> tuple[int, bytes]:
+    """Return (size, first bytes or whole content) of a local file, with errors naming it."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            data = f.read() if size <= _SIZE_THRESHOLD else f.read(PREVIEW_BYTES)
+    except OSError as err:
+        raise OSError(f"cannot read file {path!r}: {err.strerror or err}") from err
+    return size, data

@@ -1,0 +1,335 @@
+"""ReadOnlyDataset: memory-mapped, random-access reads of a committed dataset part."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from kpl_dataset.errors import KPLDatasetError
+from kpl_dataset.files import open_file_value
+from kpl_dataset.fs import Location, resolve
+from kpl_dataset.manifest import DEFAULT_PART, Manifest, Shard, check_part_name, list_parts, load_manifest
+from kpl_dataset.metadb import MetaDB
+
+_ARROW_MAGIC = b"ARROW1"
+_REMOTE_CACHE = 8  # record batches kept in memory per reader on remote filesystems
+
+
+def _getter(col: pa.Array) -> Any:
+    """Return a fast row -> Python value function for one column of a validated batch."""
+    t = col.type
+    if col.null_count:
+        raise KPLDatasetError(f"field {col.type} holds nulls, which kpl-dataset never writes")
+    n = len(col)
+    if col.offset or n == 0:
+        return lambda r: col[r].as_py()
+    bufs = col.buffers()
+    if t == pa.int64() or t == pa.float64():
+        values = memoryview(bufs[1])[: n * 8].cast("q" if t == pa.int64() else "d")
+        return values.__getitem__
+    if t == pa.binary() or t == pa.string():
+        offsets = memoryview(bufs[1])[: (n + 1) * 4].cast("i")
+        data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+        if t == pa.binary():
+            return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
+        return lambda r: str(data[offsets[r] : offsets[r + 1]], "utf-8")
+    if t == pa.bool_():
+        bits = memoryview(bufs[1])
+        return lambda r: bool(bits[r >> 3] >> (r & 7) & 1)
+    return lambda r: col[r].as_py()
+
+
+class _ShardFile:
+    """An opened shard: a memory map locally, a random-access stream remotely."""
+
+    def __init__(self, loc: Location, shard: Shard):
+        self.where = loc.describe(shard.path)
+        self._lock = threading.Lock()
+        try:
+            if loc.local:
+                self._file = pa.memory_map(loc.path(shard.path))
+            else:
+                self._file = loc.fs.open_input_file(loc.path(shard.path))
+            size = self._file.size()
+        except FileNotFoundError:
+            raise KPLDatasetError(f"{self.where}: shard named by the manifest is missing") from None
+        except (OSError, pa.ArrowException) as err:
+            raise KPLDatasetError(f"{self.where}: cannot open shard ({err})") from err
+        if size != shard.bytes:
+            self.close()
+            raise KPLDatasetError(f"{self.where}: shard has {size} bytes, the manifest says {shard.bytes}")
+        self._whole = self._file.read_buffer(size) if loc.local else None
+
+    def read(self, offset: int, length: int) -> pa.Buffer:
+        if self._whole is not None:
+            return self._whole.slice(offset, length)
+        with self._lock:
+            try:
+                self._file.seek(offset)
+                return self._file.read_buffer(length)
+            except (OSError, pa.ArrowException) as err:
+                raise KPLDatasetError(f"{self.where}: cannot read bytes {offset}+{length} ({err})") from err
+
+    def close(self) -> None:
+        self._whole = None
+        self._file.close()
+
+
+class ReadOnlyDataset:
+    """Read a dataset part: iteration, next(), reader[i], slices, Arrow batches.
+
+    data_name None opens the part "root", or the first part when there is no "root".
+    columns=[...] reads only those top-level fields. verify=True checks each record
+    batch's CRC-32 the first time it is read (a projected read checks structure only).
+    """
+
+    def __init__(
+        self,
+        data_dir: Any,
+        data_name: str | None = None,
+        *,
+        columns: list[str] | None = None,
+        verify: bool = True,
+        filesystem: Any = None,
+    ):
+        self._args = (data_dir, data_name, columns, verify, filesystem)
+        self._loc = resolve(data_dir, filesystem)
+        self._part = self._choose_part(data_name)
+        manifest = load_manifest(self._loc, self._part)
+        if manifest is None:
+            raise KPLDatasetError(f"part {self._part!r} not found in {self._loc.root}")
+        self._manifest: Manifest = manifest
+        self._verify = verify
+        full = manifest.schema
+        if columns is None:
+            self._select = None
+            names = list(full.names)
+        else:
+            missing = [c for c in columns if c not in full.names]
+            if missing:
+                raise KPLDatasetError(f"columns {missing} not in the dataset; fields: {full.names}")
+            names = list(dict.fromkeys(columns))
+            self._select = [full.get_field_index(c) for c in names]
+        self._names = names
+        self.record_type = {k: manifest.record_type[k] for k in names}
+        self.arrow_schema = pa.schema([full.field(k) for k in names])
+        self._starts: list[int] = []
+        self._where: list[tuple[int, int]] = []
+        row = 0
+        for s, shard in enumerate(manifest.shards):
+            for b, batch in enumerate(shard.batches):
+                self._starts.append(row)
+                self._where.append((s, b))
+                row += batch.rows
+        self._len = row
+        self._cursor = 0
+        self._open_state()
+
+    def _open_state(self) -> None:
+        self._pid = os.getpid()
+        self._files: dict[int, _ShardFile] = {}
+        self._batches: OrderedDict[int, list[pa.Array]] = OrderedDict()
+        self._getters: dict[int, list] = {}
+
+    def _choose_part(self, data_name: str | None) -> str:
+        if data_name is not None:
+            return check_part_name(data_name)
+        parts = list_parts(self._loc.root, self._loc.fs)
+        if DEFAULT_PART in parts:
+            return DEFAULT_PART
+        if parts:
+            return parts[0]
+        hint = ""
+        if any(n.endswith(".meta") or n.endswith(".data") for n in self._loc.list()):
+            hint = " (it looks like a kpl-dataset 0.0.9 folder: convert it with `kpl-dataset import`)"
+        raise KPLDatasetError(f"Not found dataset in `{self._loc.root}`{hint}")
+
+    # Pickling reopens the files in the receiving process (DataLoader workers).
+    def __reduce__(self) -> tuple:
+        data_dir, data_name, columns, verify, filesystem = self._args
+        return _reopen, (data_dir, self._part, columns, verify, filesystem)
+
+    @property
+    def schema(self) -> dict:
+        return self.record_type
+
+    @property
+    def data_name(self) -> str:
+        return self._part
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _shard(self, s: int) -> _ShardFile:
+        f = self._files.get(s)
+        if f is None:
+            f = self._files[s] = _ShardFile(self._loc, self._manifest.shards[s])
+        return f
+
+    def _batch(self, g: int) -> list[pa.Array]:
+        """Return the (projected) column arrays of global batch g, loading and checking it once."""
+        if self._pid != os.getpid():
+            self._open_state()
+        cols = self._batches.get(g)
+        if cols is not None:
+            return cols
+        s, b = self._where[g]
+        shard = self._manifest.shards[s]
+        meta = shard.batches[b]
+        f = self._shard(s)
+        first = self._starts[g]
+        where = f"{f.where}: batch {b} (records {first}..{first + meta.rows - 1})"
+        buf = f.read(meta.offset, meta.length)
+        if self._verify and self._select is None and zlib.crc32(buf) != meta.crc32:
+            raise KPLDatasetError(f"{where}: checksum mismatch, the file is damaged")
+        try:
+            batch = self._decode(buf)
+        except KPLDatasetError as err:
+            raise KPLDatasetError(f"{where}: {err}") from None
+        except Exception as err:  # any failure to parse untrusted bytes is damage
+            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
+        if batch.num_rows != meta.rows:
+            raise KPLDatasetError(f"{where}: holds {batch.num_rows} records, the manifest says {meta.rows}")
+        cols = batch.columns
+        try:
+            self._getters[g] = [_getter(c) for c in cols]
+        except KPLDatasetError as err:
+            raise KPLDatasetError(f"{where}: {err}") from None
+        self._batches[g] = cols
+        if not self._loc.local and len(self._batches) > _REMOTE_CACHE:
+            old, _ = self._batches.popitem(last=False)
+            del self._getters[old]
+        return cols
+
+    def _decode(self, buf: pa.Buffer) -> pa.RecordBatch:
+        stream = pa.BufferReader(buf)
+        if buf.size >= 8 and buf.slice(0, 6).to_pybytes() == _ARROW_MAGIC:
+            stream.seek(8)  # the first batch's range starts with the file magic and schema message
+            if pa.ipc.read_message(stream).type != "schema":
+                raise KPLDatasetError("expected the schema message after the file magic")
+        message = pa.ipc.read_message(stream)
+        if message.type != "record batch":
+            raise KPLDatasetError(f"expected a record batch message, found {message.type!r}")
+        batch = pa.ipc.read_record_batch(message, self._manifest.schema)
+        if self._select is not None:
+            batch = batch.select(self._select)
+        batch.validate(full=True)
+        return batch
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return [self[i] for i in range(*idx.indices(self._len))]
+        i = int(idx)
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(f"record index {idx} out of range for {self._len} records")
+        g = bisect.bisect_right(self._starts, i) - 1
+        getters = self._getters.get(g)
+        if getters is None or self._pid != os.getpid():
+            self._batch(g)
+            getters = self._getters[g]
+        r = i - self._starts[g]
+        return {name: get(r) for name, get in zip(self._names, getters, strict=False)}
+
+    def next(self) -> dict:
+        """Return the record at the cursor and advance it; StopIteration at the end."""
+        i = self._cursor
+        if i >= self._len:
+            raise StopIteration
+        record = self[i]
+        self._cursor = i + 1
+        return record
+
+    def __next__(self) -> dict:
+        return self.next()
+
+    def __iter__(self) -> ReadOnlyDataset:
+        return self
+
+    def reset(self) -> None:
+        """Move the cursor back to the first record."""
+        self._cursor = 0
+
+    def close(self) -> None:
+        """Release memory maps and open files; the reader reopens them if used again."""
+        for f in self._files.values():
+            f.close()
+        self._open_state()
+
+    def __enter__(self) -> ReadOnlyDataset:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def iter_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Yield Arrow record batches (as stored, or re-cut to batch_size rows)."""
+        schema = self.arrow_schema
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for g in range(len(self._starts)):
+            batch = pa.RecordBatch.from_arrays(self._batch(g), schema=schema)
+            if batch_size is None:
+                yield batch
+                continue
+            while batch.num_rows:
+                take = min(batch_size - pending_rows, batch.num_rows)
+                pending.append(batch.slice(0, take))
+                pending_rows += take
+                batch = batch.slice(take)
+                if pending_rows == batch_size:
+                    yield pa.concat_batches(pending)
+                    pending, pending_rows = [], 0
+        if pending:
+            yield pa.concat_batches(pending)
+
+    def to_arrow(self) -> pa.Table:
+        """Return the whole part as an Arrow table (zero-copy locally)."""
+        return pa.Table.from_batches(list(self.iter_batches()), schema=self.arrow_schema)
+
+    def to_pandas(self) -> Any:
+        """Return the whole part as a pandas DataFrame (needs pandas)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+        return self.to_arrow().to_pandas()
+
+    def verify(self) -> None:
+        """Read and check every record batch now (CRC-32 and structure)."""
+        saved = self._verify
+        self._verify = True
+        try:
+            for g in range(len(self._starts)):
+                self._batch(g)
+        finally:
+            self._verify = saved
+
+    def get_meta_db(self) -> MetaDB:
+        """Return the part's key/value store."""
+        return MetaDB(self._loc, self._part)
+
+    def open_file(self, value: dict) -> BinaryIO:
+        """Open the full content of a File field value."""
+        return open_file_value(self._loc, value)
+
+    def read_file(self, value: dict) -> bytes:
+        """Return the full content of a File field value."""
+        with self.open_file(value) as f:
+            return f.read()
+
+
+def _reopen(data_dir: Any, part: str, columns: Any, verify: bool, filesystem: Any) -> ReadOnlyDataset:
+    return ReadOnlyDataset(data_dir, part, columns=columns, verify=verify, filesystem=filesystem)

@@ -1,0 +1,339 @@
+"""WriteOnlyDataset: validate records, write immutable Arrow IPC shards, commit a manifest."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import uuid
+import weakref
+import zlib
+from typing import Any
+
+import pyarrow as pa
+
+from kpl_dataset.errors import KPLDatasetError
+from kpl_dataset.files import PREVIEW_BYTES, FileType, copy_to, read_source, size_threshold
+from kpl_dataset.fs import Location, resolve, sync_dir
+from kpl_dataset.manifest import (
+    Batch,
+    Manifest,
+    Shard,
+    check_part_name,
+    load_manifest,
+    manifest_name,
+    now,
+    part_folder,
+)
+from kpl_dataset.metadb import MetaDB
+from kpl_dataset.schema import FieldError, RecordChecker, to_arrow_schema
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+
+
+class _Resources:
+    """OS handles a writer holds; released even when the writer is dropped without close()."""
+
+    def __init__(self) -> None:
+        self.lock_fd: int | None = None
+        self.file: Any = None
+
+    def release(self) -> None:
+        if self.file is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                self.file.close()
+            self.file = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+class _ShardWriter:
+    """One Arrow IPC file being written; records each batch's byte range and CRC-32."""
+
+    def __init__(self, loc: Location, name: str, schema: pa.Schema, res: _Resources):
+        self._loc = loc
+        self.name = name
+        self.tmp = name + ".tmp" if loc.local else name
+        self._res = res
+        # S3 objects appear whole on close, so remote shards need no temp name (a rename is a copy there).
+        if loc.local:
+            res.file = open(loc.path(self.tmp), "wb")  # noqa: SIM115 - closed by finish()/discard()/_Resources
+        else:
+            res.file = loc.fs.open_output_stream(loc.path(name))  # noqa: SIM115 - owned by _Resources
+        self.pos = 0
+        self._crc = 0
+        self.rows = 0
+        self.batches: list[Batch] = []
+        self._sink = pa.PythonFile(self, mode="w")
+        self._ipc = pa.ipc.new_file(self._sink, schema)
+
+    # File protocol used by pa.PythonFile.
+    closed = False
+
+    def write(self, data: Any) -> int:
+        self._res.file.write(data)
+        n = memoryview(data).nbytes
+        self.pos += n
+        self._crc = zlib.crc32(data, self._crc)
+        return n
+
+    def flush(self) -> None:
+        self._res.file.flush()
+
+    def close(self) -> None:
+        """Do nothing: the IPC writer must not close the underlying file."""
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        start = self.pos
+        self._crc = 0
+        self._ipc.write_batch(batch)
+        self.batches.append(Batch(start, self.pos - start, batch.num_rows, self._crc))
+        self.rows += batch.num_rows
+
+    def finish(self) -> Shard:
+        """Write the footer, make the file durable and give it its final name."""
+        self._ipc.close()
+        f = self._res.file
+        if self._loc.local:
+            f.flush()
+            os.fsync(f.fileno())
+        f.close()
+        self._res.file = None
+        if self._loc.local:
+            os.replace(self._loc.path(self.tmp), self._loc.path(self.name))
+        return Shard(self.name, self.rows, self.pos, self.batches)
+
+    def discard(self) -> None:
+        """Close and delete the unfinished file."""
+        f, self._res.file = self._res.file, None
+        if f is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                f.close()
+        self._loc.delete(self.tmp)
+
+
+def _lock(loc: Location, part: str) -> int | None:
+    """Take the single-writer lock of a local part (released by the OS if the process dies)."""
+    if not loc.local or fcntl is None:
+        return None
+    fd = os.open(loc.path(f".{part}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise KPLDatasetError(
+                f"part {part!r} in {loc.root} is being written by another writer; close it first"
+            ) from None
+        raise
+    return fd
+
+
+class WriteOnlyDataset:
+    """Write records of one record_type into a named part of a dataset folder.
+
+    mode="w" replaces the part when close() commits; mode="a" appends shards to it.
+    Nothing written becomes visible before close(); a writer that is never closed
+    leaves the previously committed part (or nothing) in place.
+    """
+
+    VERSION = 1
+
+    def __init__(
+        self,
+        data_dir: Any,
+        data_name: str | None = None,
+        record_type: dict | None = None,
+        mode: str = "w",
+        *,
+        filesystem: Any = None,
+        batch_rows: int = 1024,
+        batch_bytes: int = 8 << 20,
+        shard_rows: int = 1 << 20,
+        shard_bytes: int = 256 << 20,
+    ):
+        if mode not in ("w", "a"):
+            raise KPLDatasetError(f"mode must be 'w' or 'a', got {mode!r}")
+        self._loc = resolve(data_dir, filesystem)
+        self._part = check_part_name(data_name)
+        self._mode = mode
+        self._folder = part_folder(self._part)
+        self._limits = (max(1, batch_rows), max(1, batch_bytes), max(1, shard_rows), max(1, shard_bytes))
+        self._token = uuid.uuid4().hex[:16]
+        self._res = _Resources()
+        self._finalizer = weakref.finalize(self, self._res.release)
+        self._closed = True
+        self._loc.makedirs()
+        self._loc.makedirs(self._folder)
+        self._res.lock_fd = _lock(self._loc, self._part)
+        try:
+            self._old = self._load_old()
+            self._record_type = self._choose_record_type(record_type)
+            self._schema = to_arrow_schema(self._record_type)
+            self._checker = RecordChecker(self._record_type, self._encode_file)
+            self._remove_orphans()
+        except BaseException:
+            self._res.release()
+            raise
+        self._columns: list[list] = [[] for _ in self._schema]
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._count = 0
+        self._file_count = 0
+        self._shard: _ShardWriter | None = None
+        self._shards: list[Shard] = []
+        self._new_files: list[dict] = []
+        self._closed = False
+
+    @property
+    def record_type(self) -> dict:
+        return self._record_type
+
+    def _load_old(self) -> Manifest | None:
+        try:
+            return load_manifest(self._loc, self._part)
+        except KPLDatasetError:
+            if self._mode == "a":
+                raise
+            return None  # a damaged part is simply replaced in mode "w"
+
+    def _choose_record_type(self, record_type: dict | None) -> dict:
+        if record_type is None:
+            if self._mode == "a" and self._old is not None:
+                return self._old.record_type
+            raise KPLDatasetError("record_type is required to create a dataset part")
+        schema = to_arrow_schema(record_type)
+        if self._mode == "a" and self._old is not None and not schema.equals(self._old.schema):
+            raise KPLDatasetError(
+                f"record_type differs from the one of part {self._part!r}; "
+                f"existing: {self._old.record_type!r}, given: {record_type!r}"
+            )
+        return record_type
+
+    def _remove_orphans(self) -> None:
+        """Delete leftovers of crashed writers: anything in the part folder the manifest does not name."""
+        keep = set()
+        if self._old is not None:
+            keep = {s.path for s in self._old.shards} | {f["path"] for f in self._old.files}
+        for name in self._loc.list(self._folder, recursive=True):
+            if name not in keep:
+                self._loc.delete(name)
+        prefix = f".{manifest_name(self._part)}."
+        for name in self._loc.list():
+            if name.startswith(prefix) and name.endswith(".tmp"):
+                self._loc.delete(name)
+
+    def _encode_file(self, path: str, acc: list) -> dict:
+        try:
+            size, data = read_source(path)
+        except OSError as err:
+            raise FieldError(str(err)) from None
+        acc[0] += len(data)
+        if size <= size_threshold():
+            return {"type": FileType.Small, "content": data, "file_path": "", "size": size}
+        if not self._file_count:
+            self._loc.makedirs(f"{self._folder}/files")
+        rel = f"{self._folder}/files/{self._token}-{self._file_count:06d}"
+        self._file_count += 1
+        self._new_files.append({"path": rel, "size": size})
+        try:
+            copy_to(self._loc, path, rel)
+        except OSError as err:
+            raise FieldError(f"cannot copy file {path!r} into the dataset: {err}") from None
+        return {"type": FileType.Large, "content": data[:PREVIEW_BYTES], "file_path": rel, "size": size}
+
+    def get_meta_db(self) -> MetaDB:
+        """Return the part's key/value store."""
+        return MetaDB(self._loc, self._part)
+
+    def write(self, value: dict) -> None:
+        """Validate one record and buffer it; a bad record raises and is not written."""
+        if self._closed:
+            raise KPLDatasetError("write() on a closed WriteOnlyDataset")
+        values, nbytes = self._checker.check(value, self._count)
+        for column, v in zip(self._columns, values, strict=False):
+            column.append(v)
+        self._count += 1
+        self._pending_rows += 1
+        self._pending_bytes += nbytes
+        if self._pending_rows >= self._limits[0] or self._pending_bytes >= self._limits[1]:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending_rows:
+            return
+        try:
+            arrays = [pa.array(c, type=f.type) for c, f in zip(self._columns, self._schema, strict=False)]
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
+            raise KPLDatasetError(f"cannot encode records before record {self._count}: {err}") from err
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        self._columns = [[] for _ in self._schema]
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        if self._shard is None:
+            name = f"{self._folder}/{self._token}-{len(self._shards):05d}.arrow"
+            self._shard = _ShardWriter(self._loc, name, self._schema, self._res)
+        self._shard.write_batch(batch)
+        if self._shard.rows >= self._limits[2] or self._shard.pos >= self._limits[3]:
+            self._finish_shard()
+
+    def _finish_shard(self) -> None:
+        if self._shard is not None:
+            shard, self._shard = self._shard, None
+            self._shards.append(shard.finish())
+
+    def close(self) -> None:
+        """Commit: write remaining records, then atomically publish the new manifest."""
+        if self._closed:
+            return
+        try:
+            self._flush()
+            self._finish_shard()
+            if self._loc.local:
+                sync_dir(self._loc.path(self._folder))
+            old = self._old if self._mode == "a" else None
+            manifest = Manifest(
+                name=self._part,
+                record_type=self._record_type,
+                schema=self._schema,
+                created=old.created if old else now(),
+                updated=now(),
+                shards=(old.shards if old else []) + self._shards,
+                files=(old.files if old else []) + self._new_files,
+            )
+            self._loc.write_atomic(manifest_name(self._part), manifest.to_json())
+        except BaseException:
+            self._discard()
+            raise
+        self._closed = True
+        if self._mode == "w" and self._old is not None:
+            for name in [s.path for s in self._old.shards] + [f["path"] for f in self._old.files]:
+                self._loc.delete(name)
+        self._res.release()
+
+    def abort(self) -> None:
+        """Drop everything written by this writer; the committed part stays as it was."""
+        if not self._closed:
+            self._discard()
+
+    def _discard(self) -> None:
+        self._closed = True
+        if self._shard is not None:
+            self._shard.discard()
+            self._shard = None
+        for name in [s.path for s in self._shards] + [f["path"] for f in self._new_files]:
+            self._loc.delete(name)
+        self._res.release()
+
+    def __enter__(self) -> WriteOnlyDataset:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

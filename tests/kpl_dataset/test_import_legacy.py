@@ -53,7 +53,7 @@ def test_migrate_fixture(tmp_path, capsys, dataset):
             got = [comparable(r, reader.schema, reader) for r in reader]
             assert got == want["records"]
             db = reader.get_meta_db()
-            assert {k: db.get(k) for k in db.keys()} == want["properties"]
+            assert {k: db.get(k) for k in db.keys()} == want["properties"]  # noqa: SIM118 - MetaDB is no dict
 
 
 def test_fixture_parts_decode_without_migration():

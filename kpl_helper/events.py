@@ -142,10 +142,14 @@ class EventWriter:
             lines = self._unsent
             self._unsent = []
             queue = self._queue
+            unsent_before = len(lines)
             while queue:
                 item = queue.popleft()
                 lines.append(encode(item) if type(item) is dict else item[0](*item[1:]))
             if not lines:
+                return
+            if final and self._lost_reported and unsent_before == len(lines):
+                self._unsent = lines  # a final flush already failed for exactly these: do not wait again
                 return
             if not final and time.monotonic() < self._retry_at:
                 self._keep(lines)
@@ -154,6 +158,7 @@ class EventWriter:
             for attempt in range(attempts):
                 lines, error = self._deliver(lines)
                 if error is None:
+                    self._lost_reported = 0
                     if self._failing:
                         self._failing = False
                         self._backoff = 0.0

@@ -163,7 +163,9 @@ def test_job_with_platform_down_exits_cleanly(job):
     process = job.run(code, KPL_EVENTS_FILE="", KPL_EVENTS_URL=_free_port_url())
     assert process.returncode == 0, process.stderr
     assert "training finished" in process.stdout
-    assert "103 events could not be sent" in process.stdout
+    assert (
+        process.stdout.count("103 events could not be sent") == 1
+    )  # done() reports; exit does not wait again
     assert process.stderr == ""
 
 

@@ -6,12 +6,14 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from .errors import KPLError
+from .catalog.jobs import JOB_STATES
+from .errors import BadRequest, KPLError
 
 # ----------------------------------------------------------------- formatting
 
@@ -204,6 +206,403 @@ def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# ----------------------------------------------------------------- jobs
+
+SPARKS = "▁▂▃▄▅▆▇█"
+FOLLOW_INTERVAL = 0.5
+
+
+def human_duration(seconds: float | None) -> str:
+    """Return seconds as `1h02m`, `3m20s` or `12s`."""
+    if seconds is None:
+        return "-"
+    seconds = int(round(max(0.0, seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def progress_bar(fraction: float, width: int = 24) -> str:
+    """Return `[#######.........]  42%`."""
+    fraction = min(1.0, max(0.0, fraction or 0.0))
+    done = int(round(fraction * width))
+    return f"[{'#' * done}{'.' * (width - done)}] {fraction * 100:3.0f}%"
+
+
+def sparkline(values: Sequence[float], width: int = 30) -> str:
+    """Return a one-line chart of `values` (resampled to at most `width` characters)."""
+    if not values:
+        return ""
+    if len(values) > width:
+        step = len(values) / width
+        values = [values[min(len(values) - 1, int(i * step))] for i in range(width)] + [values[-1]]
+        values = values[:width]
+    low, high = min(values), max(values)
+    if high == low:
+        return SPARKS[len(SPARKS) // 2] * len(values)
+    scale = (len(SPARKS) - 1) / (high - low)
+    return "".join(SPARKS[int(round((v - low) * scale))] for v in values)
+
+
+def format_number(value: float) -> str:
+    """Return a metric value in a short form."""
+    return f"{value:.4g}"
+
+
+def latest_metrics(platform, job_id: str) -> dict[str, tuple[float, float]]:
+    """Return each series' last point (x, value) of a job, straight from the metrics table."""
+    from sqlalchemy import and_, func, select
+
+    from .catalog.jobs import Metric
+
+    with platform.session() as session:
+        last = (
+            select(Metric.figure, Metric.series, func.max(Metric.step).label("step"))
+            .where(Metric.job_id == job_id)
+            .group_by(Metric.figure, Metric.series)
+            .subquery()
+        )
+        rows = session.execute(
+            select(Metric.figure, Metric.series, Metric.x, Metric.value).join(
+                last,
+                and_(
+                    Metric.job_id == job_id,
+                    Metric.figure == last.c.figure,
+                    Metric.series == last.c.series,
+                    Metric.step == last.c.step,
+                ),
+            )
+        ).all()
+    names = [series for _, series, _, _ in rows]
+    return {
+        (series if names.count(series) == 1 else f"{figure}/{series}"): (x, value)
+        for figure, series, x, value in sorted(rows)
+    }
+
+
+def job_json(platform, job) -> dict:
+    """Return a job as plain data, with its progress, time left and latest metric values."""
+    fraction, eta = platform.jobs.progress(job.project.name, job.id)
+    return {
+        "id": job.id,
+        "project": job.project.name,
+        "algorithm": job.algorithm_ref,
+        "function": job.function,
+        "state": job.state,
+        "progress": fraction,
+        "eta_seconds": eta,
+        "inputs": job.inputs,
+        "parameters": job.parameters,
+        "outputs": job.outputs,
+        "limits": job.limits,
+        "requests": job.requests,
+        "assigned_devices": job.assigned_devices,
+        "executor": job.executor,
+        "enforcement": job.enforcement,
+        "exit_code": job.exit_code,
+        "reason": job.reason,
+        "last_log_lines": job.last_log_lines,
+        "created": iso_time(job.created),
+        "started": iso_time(job.started),
+        "finished": iso_time(job.finished),
+        "copied_from": job.copied_from,
+        "resumed_from": job.resumed_from,
+        "metrics": {name: value for name, (_, value) in latest_metrics(platform, job.id).items()},
+    }
+
+
+def _duration(job) -> float | None:
+    if job.started is None:
+        return None
+    end = job.finished or datetime.now(timezone.utc)
+    start, end = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (job.started, end))
+    return (end - start).total_seconds()
+
+
+def _resources_text(limits: dict) -> str:
+    parts = [f"cpu {limits.get('cpu', '-'):g}" if limits.get("cpu") else "cpu -"]
+    parts.append(f"memory {limits.get('memory', '-')} MB")
+    if limits.get("shm") is not None:
+        parts.append(f"shm {limits['shm']} MB")
+    parts += [f"{kind} {count}" for kind, count in sorted((limits.get("devices") or {}).items())]
+    return ", ".join(parts)
+
+
+def status_line(job, fraction: float, eta: float | None, metrics: dict[str, tuple[float, float]]) -> str:
+    """Return the one-line live status of a followed job."""
+    line = f"{job.id} {job.state:<9} {progress_bar(fraction)}"
+    if job.state == "running" and eta is not None:
+        line += f"  {human_duration(eta)} left"
+    values = "  ".join(f"{name}={format_number(value)}" for name, (_, value) in metrics.items())
+    return f"{line}  {values}" if values else line
+
+
+def _parameters(base: dict, texts: Sequence[str]) -> dict:
+    """Type `NAME=VALUE` overrides against `base` (YAML values; text where the default is text)."""
+    from .algorithms.errors import ParameterError
+    from .algorithms.parameters import apply_overrides
+
+    if not texts:
+        return {}
+    try:
+        return apply_overrides(base, list(texts))
+    except ParameterError as exc:
+        raise BadRequest(str(exc), field="parameters") from exc
+
+
+def _inputs(texts: Sequence[str]) -> dict[str, str]:
+    inputs = {}
+    for text in texts:
+        key, sep, ref = text.partition("=")
+        if not sep or not key or not ref:
+            raise BadRequest(f"--input {text!r}: expected KEY=REF (e.g. data=dataset:digits)", field="inputs")
+        inputs[key] = ref
+    return inputs
+
+
+def _resources(args) -> dict:
+    return {
+        name: getattr(args, name)
+        for name in ("cpu", "memory", "shm", "gpu", "npu")
+        if getattr(args, name, None) is not None
+    }
+
+
+def cmd_job_submit(args, platform) -> int:
+    from .engine.service import JobRequest, ResourceRequest
+
+    version = platform.catalog.get_algorithm(args.project, args.algorithm)
+    resources = _resources(args)
+    request = JobRequest(
+        project=args.project,
+        algorithm=version.ref,
+        function=args.function,
+        inputs=_inputs(args.input),
+        parameters=_parameters(version.parameters or {}, args.param),
+        resources=ResourceRequest(**resources) if resources else None,
+    )
+    job = platform.jobs.submit(request)
+    return _started(args, platform, job, f"submitted job {job.id} ({job.algorithm_ref} {job.function})")
+
+
+def cmd_job_rerun(args, platform) -> int:
+    job = platform.jobs.rerun(args.project, args.job_id)
+    return _started(args, platform, job, f"job {job.id} re-runs job {args.job_id}")
+
+
+def cmd_job_copy(args, platform) -> int:
+    source = platform.jobs.get(args.project, args.job_id)
+    job = platform.jobs.copy(
+        args.project,
+        args.job_id,
+        parameters=_parameters(source.parameters or {}, args.param) or None,
+        resources=_resources(args) or None,
+    )
+    return _started(args, platform, job, f"job {job.id} copies job {args.job_id}")
+
+
+def cmd_job_resume(args, platform) -> int:
+    source = platform.jobs.get(args.project, args.job_id)
+    parameters = _parameters(source.parameters or {}, args.param) or None
+    job = platform.jobs.resume(args.project, args.job_id, parameters=parameters)
+    return _started(args, platform, job, f"job {job.id} resumes job {args.job_id}")
+
+
+def _started(args, platform, job, message: str) -> int:
+    if args.json and not args.follow:
+        emit_json(job_json(platform, job))
+        return 0
+    print(f"{message}: {job.state}" + (f" ({job.reason})" if job.reason else ""))
+    if args.follow:
+        return follow_job(platform, args.project, job.id)
+    return 0
+
+
+def follow_job(platform, project: str, job_id: str, out=None) -> int:
+    """Show a live status line until the job ends; exit status 0 when it succeeded, else 1."""
+    out = out or sys.stdout
+    live = out.isatty()
+    shown, width = None, 0
+    while True:
+        job = platform.jobs.get(project, job_id)
+        fraction, eta = platform.jobs.progress(project, job_id)
+        metrics = latest_metrics(platform, job_id)
+        line = status_line(job, fraction, eta, metrics)
+        if live:
+            out.write("\r" + line + " " * max(0, width - display_width(line)))
+            width = display_width(line)
+        else:  # a log file: a line when state, percentage or metrics change
+            key = (job.state, int(fraction * 100), tuple(metrics.items()))
+            if key != shown:
+                out.write(line + "\n")
+                shown = key
+        out.flush()
+        if job.is_final:
+            break
+        time.sleep(FOLLOW_INTERVAL)
+    if live:
+        out.write("\n")
+    summary = f"job {job.id} {job.state} after {human_duration(_duration(job))}"
+    if job.reason:
+        summary += f": {job.reason}"
+    out.write(summary + "\n")
+    for key, spec in (job.outputs or {}).items():
+        if spec.get("registered"):
+            out.write(f"output {key}: {spec['registered']}\n")
+    if job.state != "succeeded" and job.last_log_lines:
+        out.write("last log lines:\n" + job.last_log_lines.rstrip("\n") + "\n")
+    out.flush()
+    return 0 if job.state == "succeeded" else 1
+
+
+def cmd_job_list(args, platform) -> int:
+    jobs = platform.jobs.list(args.project, state=args.state)
+    if args.json:
+        emit_json([job_json(platform, job) for job in jobs])
+        return 0
+    if not jobs:
+        print(f"no jobs in project {args.project}" + (f" in state {args.state}" if args.state else ""))
+        return 0
+    rows = [
+        [
+            job.id,
+            job.state,
+            job.algorithm_ref,
+            job.function,
+            f"{job.progress * 100:.0f}%",
+            human_time(job.created),
+            human_duration(_duration(job)),
+            _short(job.reason),
+        ]
+        for job in jobs
+    ]
+    headers = ["ID", "STATE", "ALGORITHM", "FUNCTION", "PROGRESS", "CREATED", "DURATION", "REASON"]
+    print(render_table(headers, rows))
+    return 0
+
+
+def cmd_job_show(args, platform) -> int:
+    job = platform.jobs.get(args.project, args.job_id)
+    if args.json:
+        emit_json(job_json(platform, job))
+        return 0
+    fraction, eta = platform.jobs.progress(args.project, args.job_id)
+    progress = progress_bar(fraction)
+    if job.state == "running":
+        progress += f"  {human_duration(eta)} left" if eta is not None else "  time left unknown"
+    inputs = ", ".join(f"{key}={spec.get('kind')}:{spec.get('version')}" for key, spec in job.inputs.items())
+    outputs = ", ".join(
+        f"{key}={spec.get('registered') or '(not registered)'}" for key, spec in (job.outputs or {}).items()
+    )
+    devices = ", ".join(
+        f"{kind} {indexes}" for kind, indexes in (job.assigned_devices or {}).items() if indexes
+    )
+    pairs = [
+        ("job", job.id),
+        ("state", job.state),
+        ("algorithm", f"{job.algorithm_ref} ({job.function})"),
+        ("inputs", inputs),
+        ("parameters", job.parameters),
+        ("progress", progress),
+        ("resources", _resources_text(job.limits or {})),
+        ("devices", devices),
+        ("enforcement", job.enforcement),
+        ("created", human_time(job.created)),
+        ("started", human_time(job.started)),
+        ("finished", human_time(job.finished)),
+        ("duration", human_duration(_duration(job))),
+        ("exit code", job.exit_code),
+        ("reason", job.reason),
+        ("outputs", outputs),
+    ]
+    if job.copied_from:
+        pairs.append(("copied from", job.copied_from))
+    if job.resumed_from:
+        pairs.append(("resumed from", job.resumed_from))
+    print(render_fields(pairs))
+    series = platform.jobs.metrics(args.project, job.id, max_points=60)
+    if series:
+        print("metrics:")
+        print(_metrics_table(series, latest_metrics(platform, job.id)))
+    if job.is_final and job.state != "succeeded" and job.last_log_lines:
+        print("last log lines:")
+        print(job.last_log_lines.rstrip("\n"))
+    return 0
+
+
+def _metrics_table(series: dict, latest: dict) -> str:
+    rows = []
+    for name, points in series.items():
+        values = [y for _, y in points]
+        last = latest.get(name, points[-1] if points else (None, None))[1]
+        rows.append(
+            [
+                name,
+                sparkline(values),
+                format_number(last) if last is not None else "-",
+                format_number(min(values)) if values else "-",
+                format_number(max(values)) if values else "-",
+            ]
+        )
+    return render_table(["SERIES", "CURVE", "LAST", "MIN", "MAX"], rows)
+
+
+def cmd_job_logs(args, platform) -> int:
+    for line in platform.jobs.follow_logs(args.project, args.job_id, follow=args.follow):
+        print(line, flush=args.follow)
+    return 0
+
+
+def cmd_job_stop(args, platform) -> int:
+    job = platform.jobs.stop(args.project, args.job_id)
+    # the job's supervisor records the end; wait for it (SIGKILL comes after the grace period)
+    deadline = time.monotonic() + platform.jobs.grace_seconds + 10
+    while not job.is_final and time.monotonic() < deadline:
+        time.sleep(FOLLOW_INTERVAL / 2)
+        job = platform.jobs.get(args.project, args.job_id)
+    print(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
+    return 0
+
+
+def cmd_job_metrics(args, platform) -> int:
+    job = platform.jobs.get(args.project, args.job_id)
+    series = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
+    if args.plot:
+        plot_metrics(series, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
+        print(f"wrote {args.plot}")
+        return 0
+    if args.json:
+        emit_json({name: [list(point) for point in points] for name, points in series.items()})
+        return 0
+    if not series:
+        print(f"job {job.id} has no metrics yet")
+        return 0
+    print(_metrics_table(series, latest_metrics(platform, job.id)))
+    return 0
+
+
+def plot_metrics(series: dict, path: str, title: str) -> None:
+    """Draw every series in one PNG (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise BadRequest("--plot needs matplotlib: pip install matplotlib", field="plot") from exc
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for name, points in series.items():
+        axes.plot([x for x, _ in points], [y for _, y in points], label=name)
+    axes.set_title(title)
+    axes.legend()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 # ----------------------------------------------------------------- parser
 
 
@@ -235,7 +634,72 @@ def build_parser() -> argparse.ArgumentParser:
         delete = group.add_parser("delete", help=f"delete a {kind} version, or every version")
         delete.add_argument("ref", metavar="REF", help="NAME:VERSION (one version) or NAME (all versions)")
         delete.set_defaults(func=cmd_delete, kind=kind)
+
+    jobs = groups.add_parser("job", help="submit and watch jobs").add_subparsers(
+        dest="command", required=True
+    )
+    submit = jobs.add_parser("submit", help="run one function of an algorithm as a job")
+    submit.add_argument("algorithm", metavar="ALGO", help="NAME (latest version) or NAME:VERSION")
+    submit.add_argument("--function", default="train", help="train, test, infer, deploy or compile")
+    submit.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=REF",
+        help="an input: REF is dataset:NAME[:VERSION], model:NAME[:VERSION] or NAME[:VERSION]",
+    )
+    _job_run_args(submit)
+    submit.set_defaults(func=cmd_job_submit)
+    for name, func, text in (
+        ("rerun", cmd_job_rerun, "run a job again exactly"),
+        ("copy", cmd_job_copy, "run a job again with other parameters or resources"),
+        ("resume", cmd_job_resume, "continue a job from the model it produced"),
+    ):
+        sub = jobs.add_parser(name, help=text)
+        sub.add_argument("job_id", metavar="ID")
+        _job_run_args(sub, parameters=name != "rerun", resources=name == "copy")
+        sub.set_defaults(func=func)
+    listing = jobs.add_parser("list", help="list the project's jobs, newest first")
+    listing.add_argument("--state", choices=JOB_STATES, help="only jobs in this state")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(func=cmd_job_list)
+    show = jobs.add_parser("show", help="state, progress, resources, metrics and reason of a job")
+    show.add_argument("job_id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=cmd_job_show)
+    logs = jobs.add_parser("logs", help="print a job's output")
+    logs.add_argument("job_id", metavar="ID")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    logs.set_defaults(func=cmd_job_logs)
+    stop = jobs.add_parser("stop", help="stop a queued or running job")
+    stop.add_argument("job_id", metavar="ID")
+    stop.set_defaults(func=cmd_job_stop)
+    metrics = jobs.add_parser("metrics", help="a job's metric curves")
+    metrics.add_argument("job_id", metavar="ID")
+    metrics.add_argument("--plot", metavar="OUT.png", help="draw the curves into a PNG (needs matplotlib)")
+    metrics.add_argument("--max-points", type=int, default=1000, help="points per series at most")
+    metrics.add_argument("--json", action="store_true", help="print JSON")
+    metrics.set_defaults(func=cmd_job_metrics)
     return parser
+
+
+def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, resources: bool = True) -> None:
+    if parameters:
+        parser.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="override a parameter.yml value (e.g. lr=0.01, model.depth=18)",
+        )
+    if resources:
+        parser.add_argument("--cpu", type=float, help="CPUs")
+        parser.add_argument("--memory", type=int, metavar="MB", help="memory limit in MB")
+        parser.add_argument("--shm", type=int, metavar="MB", help="shared memory in MB")
+        parser.add_argument("--gpu", type=int, metavar="N", help="GPUs")
+        parser.add_argument("--npu", type=int, metavar="N", help="NPUs")
+    parser.add_argument("--follow", action="store_true", help="show live progress until the job ends")
+    parser.add_argument("--json", action="store_true", help="print the job as JSON")
 
 
 def _algorithm_add_args(parser: argparse.ArgumentParser, kind: str) -> None:

@@ -1,0 +1,196 @@
+"""kpl-lab job commands end to end: real algorithm processes reporting through kpl_helper."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kpl_lab.cli import main, progress_bar, sparkline, status_line
+
+ENVIRONMENT = """\
+version: 1
+image:
+  runs: []
+train:
+  resource:
+    limits:
+      cpu: 1
+      memory: 512
+  inputs:
+    - key: data
+      name: data
+    - key: checkpoint
+      name: checkpoint
+  outputs:
+    - key: model
+      name: net
+  cmd: python train.py
+"""
+
+TRAIN = """\
+import os, time
+import kpl_helper
+from kpl_helper import io, metric, progress
+
+p = kpl_helper.get_parameter(default="./parameter.yml")
+data = io.get_input_path(key="data", default="./data")
+try:
+    checkpoint = io.get_input_path(key="checkpoint", default="./none")
+except FileNotFoundError:  # optional input
+    checkpoint = "./none"
+out = io.get_output_path(key="model", default="./out")
+start = 0
+if os.path.exists(os.path.join(checkpoint, "weights.txt")):
+    start = int(open(os.path.join(checkpoint, "weights.txt")).read())
+print("data parts", sorted(os.listdir(data)), "resumed at", start, flush=True)
+fig = metric.MetricFigure("training", y1_name="loss", y2_name="accuracy")
+for step in range(start, start + p.steps):
+    fig.push_metric(x=step, y1=1.0 / (step + 1), y2=step / 10)
+    progress.send_progress((step - start + 1) / p.steps)
+    print("step", step, flush=True)
+    time.sleep(p.pause)
+with open(os.path.join(out, "weights.txt"), "w") as f:
+    f.write(str(start + p.steps))
+if p.fail:
+    raise SystemExit("diverged: loss is nan")
+kpl_helper.done()
+"""
+
+
+@pytest.fixture
+def setup(tmp_path, capsys):
+    from kpl_dataset import BasicType, WriteOnlyDataset
+
+    home = str(tmp_path / "home")
+    algo = tmp_path / "toy"
+    algo.mkdir()
+    (algo / "environment.yml").write_text(ENVIRONMENT)
+    (algo / "parameter.yml").write_text("steps: 3\npause: 0.0\nfail: false\n")
+    (algo / "train.py").write_text(TRAIN)
+    data = tmp_path / "data"
+    writer = WriteOnlyDataset(str(data), "train", {"x": BasicType.Int})
+    for i in range(4):
+        writer.write({"x": i})
+    writer.close()
+
+    def run(*args):
+        status = main(["--home", home, *args])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    assert run("dataset", "add", "digits", str(data))[0] == 0
+    assert run("algorithm", "add", str(algo))[0] == 0
+    return run
+
+
+def job_id(run, *args):
+    status, out, err = run(*args, "--json")
+    assert status == 0, err
+    return json.loads(out)["id"]
+
+
+def wait_final(run, jid):
+    while True:
+        data = json.loads(run("job", "show", jid, "--json")[1])
+        if data["state"] not in ("queued", "running"):
+            return data
+        time.sleep(0.2)
+
+
+def test_submit_follow_show_logs_metrics(setup):
+    run = setup
+    status, out, err = run("job", "submit", "toy", "--input", "data=digits", "--param", "steps=4", "--follow")
+    assert status == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("submitted job ") and "toy:" in lines[0]
+    jid = lines[0].split()[2]
+    assert any(line.startswith(f"{jid} succeeded [####") and "loss=0.25" in line for line in lines)
+    assert f"job {jid} succeeded after" in out
+    assert "output model: model:net:" in out
+
+    status, out, _ = run("job", "show", jid)
+    assert "state:       succeeded" in out and "exit code:   0" in out
+    assert "inputs:      data=dataset:digits:" in out
+    assert '"steps": 4' in out and "cpu 1, memory 512 MB" in out
+    curve = [line for line in out.splitlines() if line.startswith("loss ")]
+    assert curve and "█" in curve[0] and "0.25" in curve[0]
+
+    status, out, _ = run("job", "logs", jid)
+    assert "resumed at 0" in out and "step 3" in out
+
+    status, out, _ = run("job", "metrics", jid, "--json")
+    series = json.loads(out)
+    assert [p[1] for p in series["loss"]] == [1.0, 0.5, pytest.approx(1 / 3), 0.25]
+    assert series["accuracy"][-1] == [3.0, 0.3]
+
+    status, out, _ = run("job", "list")
+    assert out.splitlines()[2].split()[:2] == [jid, "succeeded"]
+
+    status, out, _ = run("model", "show", "net", "--json")
+    lineage = json.loads(out)["lineage"]
+    assert lineage["job_id"] == jid and lineage["inputs"]["data"].startswith("digits:")
+
+
+def test_failed_job_shows_reason_and_last_lines(setup):
+    run = setup
+    status, out, _ = run("job", "submit", "toy", "--input", "data=digits", "--param", "fail=true", "--follow")
+    assert status == 1
+    assert "failed" in out and "last log lines:" in out and "diverged: loss is nan" in out
+    jid = out.split()[2]
+    data = json.loads(run("job", "show", jid, "--json")[1])
+    assert data["state"] == "failed" and data["exit_code"] == 1
+
+
+def test_stop_copy_rerun_resume(setup):
+    run = setup
+    jid = job_id(
+        run, "job", "submit", "toy", "--input", "data=digits", "--param", "steps=200", "--param", "pause=0.2"
+    )
+    status, out, _ = run("job", "stop", jid)
+    assert status == 0 and out.startswith(f"job {jid} stopped")
+    status, _, err = run("job", "stop", jid)
+    assert status == 2 and "already ended" in err
+
+    copied = job_id(run, "job", "copy", jid, "--param", "steps=2", "--param", "pause=0", "--memory", "256")
+    data = wait_final(run, copied)
+    assert data["state"] == "succeeded" and data["copied_from"] == jid
+    assert data["parameters"]["steps"] == 2 and data["limits"]["memory"] == 256
+
+    again = job_id(run, "job", "rerun", copied)
+    assert wait_final(run, again)["parameters"] == data["parameters"]
+
+    resumed = job_id(run, "job", "resume", copied)
+    final = wait_final(run, resumed)
+    assert final["state"] == "succeeded" and final["resumed_from"] == copied
+    assert final["inputs"]["checkpoint"]["kind"] == "model"
+    assert "resumed at 2" in run("job", "logs", resumed)[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--input", "data=nothing"), "input 'data': no dataset or model 'nothing'"),
+        (("--input", "data"), "expected KEY=REF"),
+        (("--param", "steps=abc"), 'steps: expected an integer, got "abc"'),
+        (("--function", "deploy"), "no deploy function"),
+        (("--cpu", "100000"), "asks 100000 CPUs"),
+    ],
+)
+def test_submit_errors(setup, args, message):
+    status, out, err = setup("job", "submit", "toy", *args)
+    assert status == 2 and message in err and "Traceback" not in err
+
+
+def test_helpers():
+    assert progress_bar(0.5, width=10) == "[#####.....]  50%"
+    assert sparkline([1, 2, 3, 4, 5, 6, 7, 8]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([2, 2]) == "▅▅"
+    assert len(sparkline(list(range(1000)), width=30)) == 30
+
+    class Job:
+        id, state = "abc", "running"
+
+    line = status_line(Job, 0.25, 90, {"loss": (3, 0.5)})
+    assert line == "abc running   [######..................]  25%  1m30s left  loss=0.5"

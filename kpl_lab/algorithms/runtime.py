@@ -9,8 +9,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -139,8 +141,10 @@ def _build(
                 log(text)
 
         started = time.monotonic()
-        steps = [[sys.executable, "-m", "venv", "--system-site-packages", str(runtime.venv)]]
-        labels = ["python -m venv --system-site-packages"]
+        assert runtime.venv is not None
+        _create_venv(runtime.venv, work, env, note)
+        steps: list[list[str]] = []
+        labels: list[str] = []
         for line in runs:
             cleaned, removed = strip_platform_packages(line)
             if removed:
@@ -167,11 +171,37 @@ def _build(
     os.replace(tmp, marker)  # written last: a folder without it is treated as absent
 
 
+def _create_venv(venv: Path, cwd: Path, env: dict[str, str], note: Callable[[str], None]) -> None:
+    """Create the venv; reuse the platform's pip through wrapper scripts when it has one (ensurepip is slow)."""
+    note("$ python -m venv --system-site-packages --without-pip")
+    command = [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)]
+    if _run(command, cwd, env, note, None) != 0:
+        raise EnvironmentBuildError(
+            "creating the virtual environment failed", str(cwd.parent / BUILD_LOG), []
+        )
+    python = venv / "bin" / "python"
+    if (
+        subprocess.run([str(python), "-c", "import pip"], cwd=cwd, env=env, capture_output=True).returncode
+        != 0
+    ):
+        note("$ python -m ensurepip --default-pip")
+        if _run([str(python), "-m", "ensurepip", "--default-pip"], cwd, env, note, None) != 0:
+            raise EnvironmentBuildError(
+                "installing pip into the environment failed", str(cwd.parent / BUILD_LOG), []
+            )
+        return
+    # pip run by the venv's python installs into the venv, like a pip of its own would
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for name in ("pip", f"pip{sys.version_info.major}", f"pip{version}"):
+        wrapper = venv / "bin" / name
+        wrapper.write_text(f'#!/bin/sh\nexec "{python}" -m pip "$@"\n')
+        wrapper.chmod(0o755)
+
+
 def _run(
     command: list[str], cwd: Path, env: dict[str, str], note: Callable[[str], None], timeout: float | None
 ) -> int | None:
     """Run one build step, streaming its output to the log; None when it timed out."""
-    deadline = None if timeout is None else time.monotonic() + timeout
     with subprocess.Popen(
         command,
         cwd=cwd,
@@ -183,18 +213,18 @@ def _run(
         errors="replace",
         start_new_session=True,
     ) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            note(line.rstrip("\n"))
-            if deadline is not None and time.monotonic() > deadline:
-                break
+        stdout = process.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: [note(line.rstrip("\n")) for line in stdout], daemon=True)
+        reader.start()
         try:
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.1)
-            return process.wait(timeout=remaining)
+            code: int | None = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
+            os.killpg(process.pid, signal.SIGKILL)  # the whole group: a shell line may have started children
             process.wait()
-            return None
+            code = None
+        reader.join()
+        return code
 
 
 def strip_platform_packages(line: str) -> tuple[str | None, list[str]]:
@@ -306,8 +336,11 @@ def _unshadow_platform_packages(
     if not shadowing:
         return
     note(f"[kpl] uninstalling {', '.join(shadowing)} from the environment (the platform provides its own)")
-    command = [str(runtime.python), "-m", "pip", "uninstall", "-y", *shadowing]
-    if _run(command, cwd, env, note, None) != 0:
+    _run([str(runtime.python), "-m", "pip", "uninstall", "-y", *shadowing], cwd, env, note, None)
+    left = [package for package in shadowing if (Path(site) / package.replace("-", "_")).exists()]
+    if left:
         raise EnvironmentBuildError(
-            "could not remove the shadowing kpl packages", str(cwd.parent / BUILD_LOG), []
+            f"{', '.join(left)} in the environment would shadow the platform's own; remove it from image.runs",
+            str(cwd.parent / BUILD_LOG),
+            [],
         )

@@ -7,6 +7,7 @@ import os
 import stat
 import tarfile
 import zipfile
+import zlib
 
 import pytest
 
@@ -205,7 +206,7 @@ def test_bomb_by_ratio_is_refused(tmp_path, capsys):
     # The same archive passes once the user raises the limit on purpose.
     code, out, _ = run(["import", src, dest, "--max-ratio", "100000"], capsys)
     assert code == 0, out
-    assert len(ReadOnlyDataset(str(dest), None)) == 1
+    assert len(_records(dest)) == 1
 
 
 def test_tar_gz_bomb_by_ratio_is_refused(tmp_path, capsys):
@@ -298,8 +299,13 @@ def _lie_second_entry(path, declared):
 # --- names in any language -----------------------------------------------------------
 
 
+def _records(dest, part=None):
+    with ReadOnlyDataset(str(dest), part) as reader:
+        return list(reader)
+
+
 def _paths(dest):
-    return sorted(r["path"] for r in ReadOnlyDataset(str(dest), None))
+    return sorted(r["path"] for r in _records(dest))
 
 
 def test_zip_names_utf8_flag_gbk_and_cp437(tmp_path, capsys):
@@ -315,7 +321,7 @@ def test_zip_names_utf8_flag_gbk_and_cp437(tmp_path, capsys):
     code, out, err = run(["import", src, dest], capsys)
     assert code == 0, err
     assert _paths(dest) == ["café.txt", "水果/苹果.txt", "水果/香蕉.txt"]
-    records = {r["path"]: r for r in ReadOnlyDataset(str(dest), None)}
+    records = {r["path"]: r for r in _records(dest)}
     assert records["水果/香蕉.txt"]["content"] == b"banana"
     assert records["水果/苹果.txt"]["contentType"] == "text/plain"
 
@@ -325,7 +331,7 @@ def test_zip_unicode_path_extra_field(tmp_path):
     raw = "报告.txt".encode("gbk")
     info = RawNameInfo(raw)
     unicode_name = "报告.txt".encode()
-    body = b"\x01" + (__import__("zlib").crc32(raw)).to_bytes(4, "little") + unicode_name
+    body = b"\x01" + zlib.crc32(raw).to_bytes(4, "little") + unicode_name
     info.extra = (0x7075).to_bytes(2, "little") + len(body).to_bytes(2, "little") + body
     with zipfile.ZipFile(src, "w") as zf:
         zf.writestr(info, b"r")
@@ -359,7 +365,7 @@ def test_folder_names_in_chinese_and_raw_gbk(tmp_path, capsys):
     dest = tmp_path / "ds"
     code, _, err = run(["import", src, dest, "--part", "训练"], capsys)
     assert code == 0, err
-    records = list(ReadOnlyDataset(str(dest), "训练"))
+    records = _records(dest, "训练")
     assert sorted((r["path"], r["contentType"], r["content"]) for r in records) == [
         ("旧文件.txt", "text/plain", b"old"),
         ("类别/图.png", "image/png", b"\x89PNG"),
@@ -378,9 +384,7 @@ def test_import_folder_zip_and_tar_give_the_same_records(tmp_path, capsys):
     for i, src in enumerate([folder, zsrc, tsrc]):
         dest = tmp_path / f"ds{i}"
         assert run(["import", src, dest], capsys)[0] == 0
-        results.append(
-            sorted((r["path"], r["contentType"], r["content"]) for r in ReadOnlyDataset(str(dest), None))
-        )
+        results.append(sorted((r["path"], r["contentType"], r["content"]) for r in _records(dest)))
     assert results[0] == results[1] == results[2]
     assert results[0] == [
         ("a/1.jpg", "image/jpeg", b"\xff\xd8jpeg"),

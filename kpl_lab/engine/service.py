@@ -589,11 +589,14 @@ class JobService(LoggingConfigurable):
             raise Conflict(f"job {job_id} has already ended ({job.state})")
         with self.ledger.locked() as session:
             row = session.get(Job, job_id)
-            if row.state == "queued":
+            was_queued = row.state == "queued"
+            if was_queued:
                 row.state, row.reason, row.finished = "stopped", "stopped before it started", _now()
-                return self.get(project, job_id)
-            row.stop_requested, row.reason = True, reason
+            else:
+                row.stop_requested, row.reason = True, reason
         job = self.get(project, job_id)
+        if was_queued:
+            return job
         launch = self._stored_launch(job)
         if launch is not None:
             run_sync(self.executor.stop(launch, job.handle, self.grace_seconds))
@@ -632,7 +635,7 @@ class JobService(LoggingConfigurable):
         else:
             state = "failed"
             if exit_code is None and not reason:
-                reason = "its exit code was lost with its supervisor and it never reported done"
+                reason = "its exit code was lost with its first supervisor and it never reported done"
         if state == "succeeded":
             try:
                 self._register_outputs(job)

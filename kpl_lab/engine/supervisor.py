@@ -259,10 +259,8 @@ class Supervisor:
         elif oom:
             how = "" if limits.version else " (RSS watchdog)"
             reason = f"exceeded its memory limit of {self.launch.limits.memory} MB{how}"
-        elif exit_code == 0:
+        elif exit_code == 0 or exit_code is None:
             reason = ""
-        elif exit_code is None:
-            reason = "its exit code was lost with its first supervisor"
         elif exit_code == 127 and shell:
             reason = f"command not found: {_shell_not_found(lines, self.launch.cmd)}"
         elif exit_code < 0:

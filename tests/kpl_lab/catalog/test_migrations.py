@@ -45,3 +45,15 @@ def test_concurrent_first_use(tmp_path):
     ]
     errors = [proc.communicate()[1] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0], errors
+
+
+def test_schema_compiles_for_postgresql():
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = postgresql.dialect()
+    for table in Base.metadata.sorted_tables:
+        ddl = str(CreateTable(table).compile(dialect=dialect))
+        assert "JSON" in ddl or not any(str(c.type) == "JSON" for c in table.columns)
+        for index in table.indexes:
+            CreateIndex(index).compile(dialect=dialect)

@@ -166,3 +166,15 @@ def test_delete_after_the_job_ended_is_allowed(platform, model_dir):
     row = platform.catalog.add_model("p", "m", model_dir)
     _job(platform, "p", "succeeded", {"checkpoint": {"ref": "m", "kind": "model", "version_id": row.id}})
     assert platform.catalog.delete_model("p", "m") == [row.ref]
+
+
+def test_concurrent_adds_of_the_same_content_give_one_version(platform, model_dir):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(lambda _: platform.catalog.add_model("p", "m", model_dir), range(4)))
+    assert len({row.id for row in rows}) == 1
+    [model] = platform.catalog.list_models("p")
+    assert len(model.versions) == 1
+    assert platform.catalog.path(rows[0]).is_dir()
+    assert staging_is_empty(platform)

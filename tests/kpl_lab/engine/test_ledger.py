@@ -1,0 +1,92 @@
+"""The ledger: capacity and quota refusals, device indexes, atomic reservations."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from traitlets.config import Config
+
+from kpl_lab.engine.launch import Resources
+from kpl_lab.engine.ledger import Ledger
+from kpl_lab.errors import BadRequest
+from kpl_lab.platform import Platform
+
+GPUS = {"gpu": [{"index": 0}, {"index": 1}, {"index": 2}]}
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    config = Config(
+        {"Ledger": {"cpu": 5.0, "memory": 8192, "devices": GPUS, "quotas": {"small": {"gpu": 1}}}}
+    )
+    platform = Platform(home=str(tmp_path / "home"), config=config)
+    yield Ledger(platform)
+    platform.close()
+
+
+def test_capacity_from_config(ledger):
+    assert ledger.capacity() == {"cpu": 5.0, "memory": 8192, "devices": {"gpu": [0, 1, 2]}}
+
+
+def test_defaults_are_this_machine(tmp_path):
+    platform = Platform(home=str(tmp_path / "home"))
+    machine = Ledger(platform)
+    assert machine.cpu >= 1 and machine.memory > 0
+    platform.close()
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        (Resources(cpu=6), "asks 6 CPUs, the machine has 5 CPUs"),
+        (Resources(memory=9000), "asks 9000 MB of memory, the machine has 8192 MB of memory"),
+        (Resources(devices={"gpu": 4}), "asks 4 GPUs, the machine has 3 GPUs"),
+        (Resources(devices={"npu": 1}), "asks 1 NPU, the machine has 0 NPUs"),
+    ],
+)
+def test_refuses_what_never_fits(ledger, resources, message):
+    with pytest.raises(BadRequest, match=message):
+        ledger.check("p", resources)
+
+
+def test_refuses_over_quota(ledger):
+    with pytest.raises(BadRequest, match="asks 2 GPUs, the quota of project 'small' is 1 GPU"):
+        ledger.check("small", Resources(devices={"gpu": 2}))
+
+
+def test_devices_are_picked_by_index_and_released(ledger):
+    first = ledger.reserve("p", "job", "a", Resources(cpu=1, memory=100, devices={"gpu": 2}))
+    second = ledger.reserve("p", "notebook", "b", Resources(cpu=1, memory=100, devices={"gpu": 1}))
+    assert (first.devices, second.devices) == ({"gpu": [0, 1]}, {"gpu": [2]})
+    assert ledger.reserve("p", "job", "c", Resources(cpu=1, memory=100, devices={"gpu": 1})) is None
+    ledger.release("job", "a")
+    third = ledger.reserve("p", "job", "c", Resources(cpu=1, memory=100, devices={"gpu": 2}))
+    assert third.devices == {"gpu": [0, 1]}
+
+
+def test_quota_holds_across_reservations(ledger):
+    assert ledger.reserve("small", "job", "a", Resources(cpu=1, memory=100, devices={"gpu": 1})) is not None
+    assert ledger.reserve("small", "job", "b", Resources(cpu=1, memory=100, devices={"gpu": 1})) is None
+    assert ledger.reserve("other", "job", "c", Resources(cpu=1, memory=100, devices={"gpu": 1})) is not None
+
+
+def test_concurrent_reservations_never_over_reserve(ledger):
+    granted, errors = [], []
+
+    def reserve(number: int) -> None:
+        try:
+            if ledger.reserve("p", "job", f"j{number}", Resources(cpu=1, memory=100)) is not None:
+                granted.append(number)
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=reserve, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(granted) == 5
+    with ledger.locked() as session:
+        assert ledger.usage(session).cpu == 5.0

@@ -1,0 +1,140 @@
+"""The local executor alone (no database): run folder, environment contract, limits, stop, lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from kpl_lab.engine.launch import JobLaunch, Resources
+from kpl_lab.engine.limits import JobLimits
+from kpl_lab.engine.local import LocalExecutor, is_alive, read_json
+from kpl_lab.engine.supervisor import CommandNotFound, command_argv
+
+SHOW_ENV = """\
+import json, os
+keys = [k for k in os.environ if k.startswith("KPL_") or k.endswith("_VISIBLE_DEVICES")]
+print(json.dumps({k: os.environ[k] for k in keys}))
+print(json.dumps({"cwd": os.getcwd(), "inputs": sorted(os.listdir(os.environ["KPL_ENV_INPUT_ROOT_PATH"]))}))
+"""
+
+
+def make_launch(tmp_path: Path, cmd: str, files: dict[str, str] | None = None, **fields) -> JobLaunch:
+    algorithm = tmp_path / "algorithm"
+    algorithm.mkdir(exist_ok=True)
+    for name, text in (files or {}).items():
+        (algorithm / name).write_text(text)
+    return JobLaunch(
+        job_id=fields.pop("job_id", "j1"),
+        project="p",
+        function="train",
+        cmd=cmd,
+        algorithm_dir=algorithm,
+        run_dir=tmp_path / "run" / fields.get("name", "j1"),
+        **{k: v for k, v in fields.items() if k != "name"},
+    )
+
+
+async def run_to_end(executor: LocalExecutor, launch: JobLaunch):
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    while (state := await executor.poll(launch, handle)).running:
+        await asyncio.sleep(0.05)
+    return state
+
+
+async def test_run_folder_and_environment_contract(tmp_path):
+    data = tmp_path / "mnist"
+    data.mkdir()
+    launch = make_launch(
+        tmp_path,
+        "python show.py",
+        {"show.py": SHOW_ENV},
+        inputs={"data": data},
+        outputs=["model"],
+        parameters={"lr": 0.1, "net": {"depth": 18}},
+        assigned_devices={"gpu": [1, 3]},
+    )
+    state = await run_to_end(LocalExecutor(), launch)
+    assert (state.exit_code, state.reason) == (0, None)
+    run = launch.run_dir
+    env_line, where_line = (run / "output.log").read_text().splitlines()[:2]
+    env, where = json.loads(env_line), json.loads(where_line)
+    assert env["KPL_INNER"] == "1" and env["KPL_ENV"] == "job"
+    assert env["KPL_ENV_TASK_ID"] == "j1" and env["KPL_ENV_FUNCTION"] == "train"
+    assert env["KPL_ENV_INPUT_ROOT_PATH"] == str(run / "inputs")
+    assert env["KPL_ENV_OUTPUT_ROOT_PATH"] == str(run / "outputs")
+    assert json.loads(env["KPL_ENV_PARAMETER"]) == {"lr": 0.1, "net": {"depth": 18}}
+    assert env["KPL_EVENTS_FILE"] == str(run / "events.jsonl")
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,3" and env["ASCEND_RT_VISIBLE_DEVICES"] == ""
+    assert where == {"cwd": str(launch.algorithm_dir), "inputs": ["data"]}
+    assert (run / "inputs" / "data").resolve() == data.resolve()
+    assert (run / "outputs" / "model").is_dir()
+    assert "net:\n  depth: 18" in (run / "parameter.yml").read_text()
+    assert JobLaunch.from_json(json.loads((run / "job.json").read_text())) == launch
+
+
+def test_command_argv(tmp_path):
+    assert command_argv("python train.py --lr 0.1", os.environ["PATH"], tmp_path)[0][1:] == [
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
+    assert command_argv("python a.py && python b.py", "", tmp_path) == (
+        ["/bin/sh", "-c", "python a.py && python b.py"],
+        True,
+    )
+    with pytest.raises(CommandNotFound, match="./run.sh"):
+        command_argv("./run.sh", "", tmp_path)
+
+
+async def test_shell_command_not_found(tmp_path):
+    launch = make_launch(tmp_path, "echo preparing && no-such-tool --fast")
+    state = await run_to_end(LocalExecutor(), launch)
+    assert (state.exit_code, state.reason) == (127, "command not found: no-such-tool")
+
+
+async def test_fallback_watchdog_reports_memory(tmp_path):
+    hog = "import time\nblocks = []\nfor _ in range(100):\n    blocks.append(b'x' * 10_000_000)\n    time.sleep(0.02)\n"
+    launch = make_launch(tmp_path, "python hog.py", {"hog.py": hog}, limits=Resources(memory=64))
+    state = await run_to_end(LocalExecutor(use_cgroups=False), launch)
+    assert state.reason in (
+        "exceeded its memory limit of 64 MB (RSS watchdog)",  # the watchdog saw it first
+        "exited with code 1: MemoryError",  # RLIMIT_DATA refused the allocation first
+    ), state.reason
+    assert state.handle["enforcement"].startswith("fallback:")
+
+
+def test_cgroup_enforcement_is_stated():
+    limits = JobLimits.create("kpl-test-probe", 64, 0.5)
+    try:
+        if limits.version:
+            assert limits.enforcement.startswith(f"cgroup v{limits.version}: ")
+            assert all(path.is_dir() for path in limits.paths.values())
+        else:
+            assert limits.enforcement.startswith("fallback:")
+    finally:
+        limits.remove()
+    assert not any(path.exists() for path in limits.paths.values())
+
+
+async def test_killed_job_and_supervisor_are_lost(tmp_path):
+    launch = make_launch(tmp_path, "python -c 'import time; time.sleep(60)'")
+    executor = LocalExecutor()
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    while (full := read_json(launch.run_dir / "handle.json")) is None:
+        await asyncio.sleep(0.05)
+    os.kill(full["supervisor_pid"], signal.SIGKILL)
+    os.killpg(full["pgid"], signal.SIGKILL)
+    while is_alive(full["pid"], full["pid_start"]) or is_alive(
+        full["supervisor_pid"], full["supervisor_start"]
+    ):
+        await asyncio.sleep(0.05)
+    state = await executor.attach(launch, handle)
+    assert not state.running
+    assert state.reason.startswith("lost:")

@@ -88,18 +88,19 @@ class HttpSink:
 
     def send(self, lines: list[str]) -> None:
         """POST the lines; raise OSError unless the platform answers 2xx."""
-        request = urllib.request.Request(self.url, data=("[" + ",".join(lines) + "]").encode(), method="POST")
-        request.add_header("Content-Type", "application/json")
+        headers = {"Content-Type": "application/json"}
         if self.token:
-            request.add_header("Authorization", f"token {self.token}")
+            headers["Authorization"] = f"token {self.token}"
+        body = ("[" + ",".join(lines) + "]").encode()
         try:
+            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
                 response.read()
         except urllib.error.HTTPError as error:
             error.close()  # it holds the connection open
             raise OSError(f"{self.url} answered HTTP {error.code} {error.reason}") from None
-        except http.client.HTTPException as error:  # e.g. a malformed status line
-            raise OSError(f"bad answer from {self.url}: {error!r}") from error
+        except (http.client.HTTPException, ValueError) as error:  # a malformed answer or URL
+            raise OSError(f"cannot POST to {self.url!r}: {error!r}") from None
 
 
 class EventWriter:

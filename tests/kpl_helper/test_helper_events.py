@@ -205,3 +205,10 @@ def test_forked_child_does_not_resend_the_parents_queue(job):
         ("metric", 1),
         ("metric", 2),
     ]
+
+
+def test_malformed_url_never_raises(job, monkeypatch, capsys):
+    monkeypatch.delenv("KPL_EVENTS_FILE")
+    monkeypatch.setenv("KPL_EVENTS_URL", "not a url")
+    ready()
+    assert "cannot POST to 'not a url'" in capsys.readouterr().out

@@ -30,6 +30,8 @@ class DatasetOutput:
         if self._in_place:
             self.target = self.dest
             self._taken = set(list_parts(str(self.dest)))
+            if not self._taken:
+                raise ImportFailed(f"{self.dest}: folder is not empty and holds no dataset")
         else:
             self.dest.parent.mkdir(parents=True, exist_ok=True)
             # mkdir (not mkdtemp) so the dataset gets the usual umask permissions.

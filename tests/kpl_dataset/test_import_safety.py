@@ -287,6 +287,16 @@ def test_failed_import_into_existing_dataset_keeps_it(tmp_path, capsys):
     assert code == 2 and "part 'root' already exists" in err
 
 
+def test_import_refuses_a_non_empty_folder_that_is_no_dataset(tmp_path, capsys):
+    dest = tmp_path / "home"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("mine")
+    src = make_zip(tmp_path / "up.zip", [("a.txt", b"a")])
+    code, _, err = run(["import", src, dest], capsys)
+    assert code == 2 and "holds no dataset" in err
+    assert sorted(p.name for p in dest.iterdir()) == ["notes.txt"]
+
+
 def _lie_second_entry(path, declared):
     data = bytearray(path.read_bytes())
     local = data.index(b"PK\x03\x04", data.index(b"PK\x03\x04") + 4)

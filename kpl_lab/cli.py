@@ -424,7 +424,14 @@ def _started(args, platform, job, message: str) -> int:
 
 def follow_job(platform, project: str, job_id: str, out=None) -> int:
     """Show a live status line until the job ends; exit status 0 when it succeeded, else 1."""
-    out = out or sys.stdout
+    try:
+        return _follow(platform, project, job_id, out or sys.stdout)
+    except KeyboardInterrupt:
+        print(f"\nstopped following; job {job_id} goes on (kpl-lab job show {job_id})", file=sys.stderr)
+        return 130
+
+
+def _follow(platform, project: str, job_id: str, out) -> int:
     live = out.isatty()
     shown, width = None, 0
     while True:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session
-from traitlets import Unicode, default
+from traitlets import Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from .catalog.storage import Storage
@@ -44,6 +44,11 @@ class Platform(LoggingConfigurable):
     @default("home")
     def _default_home(self) -> str:
         return os.environ.get("KPL_LAB_HOME") or str(Path("~/.kpl-lab").expanduser())
+
+    @validate("home")
+    def _absolute_home(self, proposal) -> str:
+        # job supervisors run in other folders: a relative home would point elsewhere there
+        return str(Path(proposal["value"]).expanduser().absolute())
 
     @default("storage_url")
     def _default_storage_url(self) -> str:

@@ -194,3 +194,21 @@ def test_helpers():
 
     line = status_line(Job, 0.25, 90, {"loss": (3, 0.5)})
     assert line == "abc running   [######..................]  25%  1m30s left  loss=0.5"
+
+
+def test_ctrl_c_stops_following_not_the_job(setup, monkeypatch):
+    import kpl_lab.cli
+
+    def interrupt(_seconds):
+        raise KeyboardInterrupt
+
+    run = setup
+    monkeypatch.setattr(kpl_lab.cli.time, "sleep", interrupt)
+    args = ("job", "submit", "toy", "--input", "data=digits", "--param", "steps=200", "--param", "pause=0.2")
+    status, out, err = run(*args, "--follow")
+    monkeypatch.undo()
+    assert status == 130
+    jid = out.split()[2]
+    assert f"stopped following; job {jid} goes on" in err
+    assert json.loads(run("job", "show", jid, "--json")[1])["state"] == "running"
+    assert run("job", "stop", jid)[0] == 0

@@ -73,3 +73,10 @@ def test_two_platforms_share_one_database(tmp_path):
         assert session.scalar(select(Project.name)) == "p"
     first.close()
     second.close()
+
+
+def test_relative_home_becomes_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plat = Platform(home="rel")
+    assert plat.home == str(tmp_path / "rel")
+    assert plat.database_url == f"sqlite:///{tmp_path / 'rel' / 'kpl.sqlite'}"

@@ -106,6 +106,8 @@ def cmd_legacy(args: argparse.Namespace) -> None:
 
 
 def _parts(data_dir: str, part: str | None = None) -> list[str]:
+    if "://" not in data_dir and not Path(data_dir).is_dir():
+        raise KPLDatasetError(f"{data_dir}: no such folder")
     parts = list_parts(data_dir)
     if part is not None:
         if part not in parts:

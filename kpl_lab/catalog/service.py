@@ -26,7 +26,7 @@ from .models import (
     ModelVersion,
     Project,
 )
-from .storage import CopyResult, check_name, copy_hashed
+from .storage import CopyResult, Storage, check_name, copy_hashed
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -70,7 +70,8 @@ class Catalog:
         self.platform = platform
 
     @property
-    def storage(self):
+    def storage(self) -> Storage:
+        """Return the platform's storage root."""
         return self.platform.storage
 
     def path(self, version_row) -> Path:

@@ -31,6 +31,7 @@ from ..catalog.jobs import FINAL_STATES, Job, Metric
 from ..catalog.models import Project
 from ..catalog.storage import check_name
 from ..errors import BadRequest, Conflict, KPLError, NotFound
+from . import envelope
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch, Resources
 from .ledger import Ledger
@@ -463,7 +464,10 @@ class JobService(LoggingConfigurable):
             for figure, series, count, last_step in counts:
                 key = series if names.count(series) == 1 else f"{figure}/{series}"
                 where = {"job": job.id, "figure": figure, "series": series}
-                if count <= max_points:
+                curve = (job.figures.get(figure) or {}).get("envelopes", {}).get(series)
+                if count > max_points and curve and curve["count"] == count:
+                    rows = envelope.points(curve, max_points)
+                elif count <= max_points:
                     rows = session.execute(
                         select(Metric.x, Metric.value)
                         .where(Metric.job_id == job.id, Metric.figure == figure, Metric.series == series)
@@ -516,7 +520,7 @@ class JobService(LoggingConfigurable):
         }
         points, asked_stop, invalid = [], False, 0
         figures, results, saves, handle = (
-            dict(job.figures),
+            json.loads(json.dumps(job.figures)),  # a deep copy, so the JSON column sees the change
             list(job.results),
             list(job.saves),
             dict(job.handle),
@@ -540,6 +544,8 @@ class JobService(LoggingConfigurable):
                         continue  # null for nan/inf: kept in the events file, not plotted
                     key = (title, str(series))
                     step = steps[key] = steps.get(key, -1) + 1
+                    curve = figures.setdefault(title, {"title": title}).setdefault("envelopes", {})
+                    envelope.add(curve.setdefault(str(series), envelope.new()), step, x, float(value))
                     points.append(
                         {
                             "job_id": job.id,
@@ -561,9 +567,9 @@ class JobService(LoggingConfigurable):
                 started = _timestamp(job.started) or moment
                 job.eta_seconds = (moment - started) * (1 - fraction) / fraction if fraction > 0 else None
             elif kind == "figure":
-                figures[str(event.get("title", ""))] = {
-                    k: v for k, v in event.items() if k not in ("type", "time")
-                }
+                title = str(event.get("title", ""))
+                fields = {k: v for k, v in event.items() if k not in ("type", "time")}
+                figures[title] = {**fields, "envelopes": figures.get(title, {}).get("envelopes", {})}
             elif kind == "result":
                 results.append(event)
             elif kind == "save":
@@ -575,7 +581,7 @@ class JobService(LoggingConfigurable):
             elif kind in ("ready", "done"):
                 handle[f"{kind}_event_time"] = moment
         if points:
-            session.execute(insert(Metric), points)
+            session.execute(insert(Metric.__table__), points)  # Core executemany: no ORM per row
         job.figures, job.results, job.saves, job.handle = figures, results, saves, handle
         job.events_invalid += invalid
         return asked_stop

@@ -153,7 +153,7 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
         raise KPLDatasetError(f"{where}: {err}") from None
     try:
         stored = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrow_schema"], validate=True)))
-    except (ValueError, TypeError, pa.ArrowException) as err:
+    except (ValueError, TypeError, OSError, pa.ArrowException) as err:
         raise KPLDatasetError(f"{where}: field 'arrow_schema' is not a base64 Arrow schema ({err})") from None
     if not stored.equals(schema):
         raise KPLDatasetError(f"{where}: 'arrow_schema' does not match 'record_type'")

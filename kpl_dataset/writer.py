@@ -82,7 +82,7 @@ class _ShardWriter:
         return n
 
     def flush(self) -> None:
-        self._res.file.flush()
+        """Do nothing: finish() flushes once (a flush on S3 would start a multipart upload)."""
 
     def close(self) -> None:
         """Do nothing: the IPC writer must not close the underlying file."""

@@ -94,6 +94,7 @@ def s3_uri(s3_endpoint, monkeypatch, request):
         access_key="testing",
         secret_key="testing",
         region="us-east-1",
+        allow_bucket_creation=True,
     )
     fs.create_dir(bucket)
     return f"s3://{bucket}/datasets/ds?endpoint_override={s3_endpoint}&scheme=http&region=us-east-1"

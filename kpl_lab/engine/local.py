@@ -20,70 +20,9 @@ from pathlib import Path
 import yaml
 from traitlets import Bool, Dict, Float, Unicode
 
-from .devices import VISIBLE_DEVICES_VARIABLE
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file through a temporary name and a rename, so readers never see half of it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict | None:
-    """Return a JSON file's object, or None when it does not exist (yet)."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-
-
-def process_start_time(pid: int) -> int | None:
-    """Return a process's start time (clock ticks since boot), or None when it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])  # field 22 of stat, counted after the name
-
-
-def is_alive(pid: int | None, start_time: int | None) -> bool:
-    """Return whether the process with this pid is still the one started at `start_time`."""
-    return pid is not None and start_time is not None and process_start_time(pid) == start_time
-
-
-def job_environment(launch: JobLaunch, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Return the job's environment variables (docs/job-contract.md) over `base`."""
-    env = dict(os.environ if base is None else base)
-    run_dir = launch.run_dir
-    env.update(
-        {
-            "KPL_INNER": "1",
-            "KPL_ENV": "job",
-            "KPL_ENV_TASK_ID": launch.job_id,
-            "KPL_ENV_FUNCTION": launch.function,
-            "KPL_ENV_INPUT_ROOT_PATH": str(run_dir / "inputs"),
-            "KPL_ENV_OUTPUT_ROOT_PATH": str(run_dir / "outputs"),
-            "KPL_ENV_PARAMETER": json.dumps(launch.parameters),
-            "KPL_PARAMETER_FILE": str(run_dir / "parameter.yml"),
-            "KPL_EVENTS_FILE": str(run_dir / "events.jsonl"),
-            "KPL_RUN_DIR": str(run_dir),
-            "PYTHONUNBUFFERED": "1",  # logs reach output.log as they are printed
-        }
-    )
-    env.pop("KPL_EVENTS_URL", None)
-    for kind, variable in VISIBLE_DEVICES_VARIABLE.items():
-        env[variable] = ",".join(str(i) for i in launch.assigned_devices.get(kind, []))
-    env.update(launch.env)
-    return env
+from .runfolder import is_alive, process_start_time, read_json, write_atomic
 
 
 class LocalExecutor(Executor):

@@ -35,7 +35,8 @@ from . import envelope
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch, Resources
 from .ledger import Ledger
-from .local import LocalExecutor, read_json
+from .local import LocalExecutor
+from .runfolder import read_json
 
 if TYPE_CHECKING:
     from ..platform import Platform

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .launch import JobLaunch
 from .limits import JobLimits, group_rss_bytes
-from .local import is_alive, job_environment, process_start_time, read_json, write_atomic
+from .runfolder import is_alive, job_environment, process_start_time, read_json, write_atomic
 
 log = logging.getLogger("kpl_lab.engine.supervisor")
 

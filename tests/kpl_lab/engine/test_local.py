@@ -12,7 +12,8 @@ import pytest
 
 from kpl_lab.engine.launch import JobLaunch, Resources
 from kpl_lab.engine.limits import JobLimits
-from kpl_lab.engine.local import LocalExecutor, is_alive, read_json
+from kpl_lab.engine.local import LocalExecutor
+from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.supervisor import CommandNotFound, command_argv
 
 SHOW_ENV = """\

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from kpl_lab.catalog.jobs import Metric, Reservation
-from kpl_lab.engine.local import is_alive
+from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.engine.service import LOG_CHUNK, JobRequest
 from kpl_lab.errors import BadRequest, Conflict
 

@@ -1,0 +1,220 @@
+"""Measure the job engine: start latency against a bare Popen, metric costs, memory while a job prints a lot.
+
+Everything runs for real in a temporary platform home: detached supervisors, the
+SQLite database, cgroups when writable. Each latency is the median of --repeat runs.
+
+    python benchmarks/jobs.py                      # 10 starts, 200k metric events, 1 GB of output
+    python benchmarks/jobs.py --repeat 5 --events 50000 --log-mb 100 --points 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+FIRST_LINE = "import time\nprint(repr(time.time()), flush=True)\n"
+PRINT_MB = """\
+import sys
+line = b"x" * 1023 + b"\\n"
+block = line * 1024
+for _ in range({mb}):
+    sys.stdout.buffer.write(block)
+sys.stdout.buffer.flush()
+"""
+PUSH = """\
+import time
+from kpl_helper import metric
+figure = metric.MetricFigure("loss", y1_name="train")
+n = {n}
+start = time.perf_counter()
+for i in range(n):
+    figure.push_metric(x=i, y1=1.0 / (i + 1))
+print((time.perf_counter() - start) / n)
+"""
+
+
+def add_algorithm(platform, folder: Path, name: str, files: dict[str, str], cmd: str, memory: int = 512):
+    folder = folder / name
+    folder.mkdir(parents=True)
+    (folder / "environment.yml").write_text(
+        f"version: 1\nimage:\n  runs: []\ntrain:\n  resource:\n    limits:\n      cpu: 1\n"
+        f"      memory: {memory}\n  cmd: {cmd}\n"
+    )
+    (folder / "parameter.yml").write_text("x: 1\n")
+    for file, text in files.items():
+        (folder / file).write_text(text)
+    return platform.catalog.add_algorithm("bench", folder)
+
+
+def wait_final(platform, job_id: str):
+    while not (job := platform.jobs.get("bench", job_id)).is_final:
+        time.sleep(0.02)
+    return job
+
+
+def first_line(path: Path) -> str:
+    while True:
+        try:
+            with open(path) as log:
+                line = log.readline()
+            if line.endswith("\n"):
+                return line
+        except FileNotFoundError:
+            pass
+        time.sleep(0.001)
+
+
+def bench_start(platform, src: Path, repeat: int) -> tuple[float, float]:
+    from kpl_lab.engine.service import JobRequest
+
+    add_algorithm(platform, src, "first", {"first.py": FIRST_LINE}, "python first.py")
+    script = src / "first" / "first.py"
+    ours, bare = [], []
+    for _ in range(repeat):
+        start = time.time()
+        process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+        bare.append(float(process.stdout.readline()) - start)
+        process.communicate()
+        start = time.time()
+        job = platform.jobs.submit(JobRequest(project="bench", algorithm="first"))
+        ours.append(float(first_line(platform.jobs.run_dir(job) / "output.log")) - start)
+        wait_final(platform, job.id)
+    return statistics.median(ours), statistics.median(bare)
+
+
+def bench_push(n: int, folder: Path) -> float:
+    env = dict(os.environ, KPL_INNER="1", KPL_ENV="job", KPL_EVENTS_FILE=str(folder / "push.jsonl"))
+    out = subprocess.run(
+        [sys.executable, "-c", PUSH.format(n=n)], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.split()[-1])
+
+
+def bench_ingest(platform, src: Path, events: int) -> tuple[float, str]:
+    from kpl_lab.engine.service import JobRequest
+
+    add_algorithm(platform, src, "empty", {"empty.py": "pass\n"}, "python empty.py")
+    job = wait_final(platform, platform.jobs.submit(JobRequest(project="bench", algorithm="empty")).id)
+    path = platform.jobs.run_dir(job) / "events.jsonl"
+    with open(path, "a") as out:
+        for i in range(events):
+            event = {
+                "type": "metric",
+                "time": 1e9 + i,
+                "title": "loss",
+                "x": i,
+                "values": {"train": i % 97, "val": i % 89},
+            }
+            out.write(json.dumps(event) + "\n")
+    start = time.perf_counter()
+    platform.jobs.ingest(job.id)
+    seconds = time.perf_counter() - start
+    return 2 * events / seconds, job.id
+
+
+def bench_metrics_query(platform, job_id: str) -> float:
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        series = platform.jobs.metrics("bench", job_id, max_points=1000)
+        times.append(time.perf_counter() - start)
+        assert all(len(points) <= 1000 for points in series.values())
+    return statistics.median(times)
+
+
+def bench_output_memory(platform, src: Path, mb: int) -> tuple[float, float, float, float]:
+    from kpl_lab.engine.service import JobRequest
+
+    add_algorithm(platform, src, "talk", {"talk.py": PRINT_MB.format(mb=mb)}, "python talk.py")
+    me = psutil.Process()
+    before = me.memory_info().rss
+    job = platform.jobs.submit(JobRequest(project="bench", algorithm="talk"))
+    peak = {"supervisor": 0, "server": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            handle = platform.jobs.get("bench", job.id).handle
+            try:
+                rss = psutil.Process(handle["supervisor_pid"]).memory_info().rss
+                peak["supervisor"] = max(peak["supervisor"], rss)
+            except (KeyError, psutil.Error):
+                pass
+            peak["server"] = max(peak["server"], me.memory_info().rss)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    read = sum(len(line) + 1 for line in platform.jobs.follow_logs("bench", job.id, follow=True))
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    assert read == mb * 1024 * 1024, read
+    return peak["supervisor"] / 2**20, (peak["server"] - before) / 2**20, peak["server"] / 2**20, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--push", type=int, default=100_000, help="push_metric calls timed")
+    parser.add_argument("--events", type=int, default=200_000, help="metric events ingested (2 series each)")
+    parser.add_argument(
+        "--points", type=int, default=1_000_000, help="points of the series queried downsampled"
+    )
+    parser.add_argument("--log-mb", type=int, default=1024, help="MB of output printed by the job")
+    args = parser.parse_args()
+    from traitlets.config import Config
+
+    from kpl_lab.platform import Platform
+
+    with tempfile.TemporaryDirectory(prefix="kpl-bench-") as tmp:
+        tmp_path = Path(tmp)
+        config = Config({"LocalExecutor": {"tick_seconds": 0.5}})
+        platform = Platform(home=str(tmp_path / "home"), config=config)
+        src = tmp_path / "src"
+        ours, bare = bench_start(platform, src, args.repeat)
+        push = bench_push(args.push, tmp_path)
+        rate, job_id = bench_ingest(platform, src, args.events)
+        _, big_job = bench_ingest(platform, src / "big", args.points // 2)
+        query = bench_metrics_query(platform, big_job)
+        supervisor_mb, server_growth_mb, server_mb, follow_s = bench_output_memory(platform, src, args.log_mb)
+        enforcement = platform.jobs.get("bench", job_id).enforcement
+        platform.close()
+    rows = [
+        (
+            "submit -> first line of user code",
+            f"{ours * 1000:.0f} ms",
+            f"bare Popen {bare * 1000:.0f} ms",
+            f"{ours / bare:.1f}x",
+        ),
+        ("push_metric per call", f"{push * 1e6:.2f} us", "", ""),
+        (f"metric points ingested ({2 * args.events} points)", f"{rate:,.0f} points/s", "", ""),
+        (f"metrics(max_points=1000) over {args.points:,} points", f"{query * 1000:.0f} ms", "", ""),
+        (f"supervisor RSS while the job prints {args.log_mb} MB", f"{supervisor_mb:.0f} MB", "", ""),
+        (
+            f"server RSS following {args.log_mb} MB of logs",
+            f"{server_mb:.0f} MB (+{server_growth_mb:.0f} MB)",
+            f"{args.log_mb / follow_s:.0f} MB/s",
+            "",
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"job engine on {os.cpu_count()} CPUs, limits: {enforcement}")
+    print(f"{'measure':<{width}}  {'KPL Lab':>22}  {'reference':>22}  ratio")
+    for name, value, reference, ratio in rows:
+        print(f"{name:<{width}}  {value:>22}  {reference:>22}  {ratio}")
+
+
+if __name__ == "__main__":
+    main()

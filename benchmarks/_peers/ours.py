@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,6 @@ RECORD_TYPE = {
     "contentType": BasicType.String,
     "label": BasicType.Int,
 }
-VERIFY = os.environ.get("KPL_BENCH_VERIFY", "1") == "1"
 
 
 def write(root: str, payload: Any, n: int) -> None:
@@ -27,7 +25,7 @@ def write(root: str, payload: Any, n: int) -> None:
 
 
 def open_reader(root: str) -> ReadOnlyDataset:
-    return ReadOnlyDataset(root, "root", verify=VERIFY)
+    return ReadOnlyDataset(root, "root")
 
 
 def _row(r: dict) -> tuple:
@@ -36,7 +34,7 @@ def _row(r: dict) -> tuple:
 
 def scan(reader: ReadOnlyDataset) -> Iterator[tuple]:
     for r in reader:
-        yield r["data"], r["path"], r["contentType"], r["label"]
+        yield _row(r)
 
 
 def get(reader: ReadOnlyDataset, i: int) -> tuple:

@@ -31,7 +31,7 @@ module.exports = {
     }
   },
   webServer: {
-    command: 'jupyter lab --config jupyter_server_test_config.py',
+    command: 'python3 -m jupyter lab --config jupyter_server_test_config.py',
     url: `${baseURL}/lab`,
     timeout: 120 * 1000,
     reuseExistingServer: false,

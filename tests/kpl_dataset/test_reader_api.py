@@ -1,0 +1,56 @@
+"""Reader behaviour beyond round trips: pickling, reopening, index types, cursor semantics."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kpl_dataset import BasicType, ReadOnlyDataset, WriteOnlyDataset
+
+RT = {"i": BasicType.Int, "s": BasicType.String}
+
+
+@pytest.fixture
+def reader(tmp_path):
+    with WriteOnlyDataset(tmp_path, "p", RT, batch_rows=3) as w:
+        for i in range(10):
+            w.write({"i": i, "s": str(i)})
+    with ReadOnlyDataset(tmp_path, "p") as r:
+        yield r
+
+
+def test_pickled_reader_reopens_its_files(reader):
+    assert reader[4]["i"] == 4
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy.data_name == "p"
+    assert [r["i"] for r in copy] == list(range(10))
+
+
+def test_close_then_use_reopens(reader):
+    assert reader[9]["s"] == "9"
+    reader.close()
+    assert reader[9]["s"] == "9"
+
+
+def test_index_types(reader):
+    np = pytest.importorskip("numpy")
+    assert reader[np.int64(2)]["i"] == 2
+    assert reader[True]["i"] == 1
+    with pytest.raises((TypeError, ValueError)):
+        reader["x"]
+
+
+def test_cursor_is_shared_by_next_and_iteration(reader):
+    assert reader.next()["i"] == 0
+    assert next(reader)["i"] == 1
+    assert [r["i"] for r in reader] == list(range(2, 10))
+    assert list(reader) == []
+    reader.reset()
+    assert len(list(reader)) == 10
+
+
+def test_schema_properties(reader):
+    assert reader.schema == RT
+    assert reader.arrow_schema.names == ["i", "s"]
+    assert len(reader.manifest.shards) == 1 and len(reader.manifest.shards[0].batches) == 4

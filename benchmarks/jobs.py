@@ -204,7 +204,7 @@ def main() -> None:
         (f"supervisor RSS while the job prints {args.log_mb} MB", f"{supervisor_mb:.0f} MB", "", ""),
         (
             f"server RSS following {args.log_mb} MB of logs",
-            f"{server_mb:.0f} MB (+{server_growth_mb:.0f} MB)",
+            f"{server_mb:.0f} MB ({server_growth_mb:+.0f} MB)",
             f"{args.log_mb / follow_s:.0f} MB/s",
             "",
         ),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import joinedload
 from traitlets import Float, Integer, Type
 from traitlets.config import Config, LoggingConfigurable
@@ -448,38 +448,32 @@ class JobService(LoggingConfigurable):
     def metrics(
         self, project: str, job_id: str, max_points: int = 1000
     ) -> dict[str, list[tuple[float, float]]]:
-        """Return each series' points, downsampled to at most `max_points` (min and max per bucket).
+        """Return each series' points, at most `max_points` (the lowest and highest of each bucket).
 
         A series is named by its series name, or `figure/series` when two figures share a name.
+        Long series are read from their envelope (kept by ingestion), never point by point.
         """
         job = self.get(project, job_id)
-        buckets = max(1, max_points // 2)
+        curves = [
+            (figure, series, curve)
+            for figure, fields in sorted(job.figures.items())
+            for series, curve in fields.get("envelopes", {}).items()
+        ]
+        names = [series for _, series, _ in curves]
+        result = {}
         with self.platform.session() as session:
-            counts = session.execute(
-                select(Metric.figure, Metric.series, func.count(), func.max(Metric.step))
-                .where(Metric.job_id == job.id)
-                .group_by(Metric.figure, Metric.series)
-            ).all()
-            names = [series for _, series, _, _ in counts]
-            result = {}
-            for figure, series, count, last_step in counts:
+            for figure, series, curve in curves:
                 key = series if names.count(series) == 1 else f"{figure}/{series}"
-                where = {"job": job.id, "figure": figure, "series": series}
-                curve = (job.figures.get(figure) or {}).get("envelopes", {}).get(series)
-                if count > max_points and curve and curve["count"] == count:
-                    rows = envelope.points(curve, max_points)
-                elif count <= max_points:
-                    rows = session.execute(
-                        select(Metric.x, Metric.value)
-                        .where(Metric.job_id == job.id, Metric.figure == figure, Metric.series == series)
-                        .order_by(Metric.step)
-                    ).all()
-                else:
-                    rows = session.execute(
-                        _DOWNSAMPLE, {**where, "buckets": buckets, "n": last_step + 1}
-                    ).all()
+                if curve["count"] > max_points:
+                    result[key] = envelope.points(curve, max_points)
+                    continue
+                rows = session.execute(
+                    select(Metric.x, Metric.value)
+                    .where(Metric.job_id == job.id, Metric.series == series, Metric.figure == figure)
+                    .order_by(Metric.step)
+                )
                 result[key] = [(float(x), float(y)) for x, y in rows]
-            return result
+        return result
 
     # ingesting events
 
@@ -749,23 +743,6 @@ class JobService(LoggingConfigurable):
             outcome[job_id] = self._job(job_id).state
         self.schedule()
         return outcome
-
-
-_DOWNSAMPLE = text(
-    """
-    SELECT x, value FROM (
-        SELECT step, x, value,
-            ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY value ASC, step) AS lowest,
-            ROW_NUMBER() OVER (PARTITION BY bucket ORDER BY value DESC, step) AS highest
-        FROM (
-            SELECT step, x, value, (step * :buckets) / :n AS bucket FROM metrics
-            WHERE job_id = :job AND figure = :figure AND series = :series
-        ) AS points
-    ) AS ranked
-    WHERE lowest = 1 OR highest = 1
-    ORDER BY step
-    """
-)
 
 
 def _resources(data: dict) -> Resources:

@@ -124,3 +124,10 @@ class LocalExecutor(Executor):
             # nobody supervises it: signal the process group directly
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(full["pgid"], signal.SIGKILL)
+
+    async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
+        """Remove the cgroups of a job whose supervisor died before cleaning up."""
+        limits = (read_json(launch.run_dir / "handle.json") or {}).get("limits") or {}
+        for path in limits.get("paths", {}).values():
+            with contextlib.suppress(OSError):
+                Path(path).rmdir()

@@ -740,6 +740,8 @@ class JobService(LoggingConfigurable):
                 continue
             status = read_json(launch.run_dir / "status.json")
             self.finish(job_id, status if status is not None else self._status_of(state))
+            if status is None:  # its supervisor died: clean up after it
+                run_sync(self.executor.on_failure(launch, state))
             outcome[job_id] = self._job(job_id).state
         self.schedule()
         return outcome

@@ -139,3 +139,5 @@ async def test_killed_job_and_supervisor_are_lost(tmp_path):
     state = await executor.attach(launch, handle)
     assert not state.running
     assert state.reason.startswith("lost:")
+    await executor.on_failure(launch, state)
+    assert not any(Path(path).exists() for path in full["limits"]["paths"].values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -211,6 +212,7 @@ def test_job_and_supervisor_killed_is_lost(lab):
     assert lab.jobs.reconcile() == {job.id: "lost"}
     job = lab.jobs.get("p", job.id)
     assert job.reason.startswith("lost:")
+    assert not any(Path(path).exists() for path in handle["limits"]["paths"].values())
     with lab.platform.session() as session:
         assert session.scalar(select(func.count()).select_from(Reservation)) == 0
 

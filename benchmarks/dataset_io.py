@@ -207,7 +207,9 @@ def fmt(value: float | None) -> str:
         return f"{value:,.0f}"
     if value >= 10:
         return f"{value:.1f}"
-    return f"{value:.2f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
 
 
 def cell(run: Run, ours: Run | None, phase: str, key: str) -> str:
@@ -219,8 +221,10 @@ def cell(run: Run, ours: Run | None, phase: str, key: str) -> str:
     if value is None:
         return "-"
     base = ours.median(phase, key) if ours else None
-    ratio = f" ({value / base:.2f}×)" if base else ""
-    return fmt(value) + ratio
+    if not base:
+        return fmt(value)
+    ratio = value / base
+    return f"{fmt(value)} ({ratio:.2f}×)" if ratio >= 0.095 else f"{fmt(value)} ({ratio:.1g}×)"
 
 
 def table(runs: list[Run]) -> str:

@@ -16,3 +16,10 @@ def _jupyter_server_extension_points() -> list[dict[str, object]]:
     from .server_ext import KPLLab
 
     return [{"module": "kpl_lab", "app": KPLLab}]
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register the %kpl_* magics: `%load_ext kpl_lab`."""
+    from .magics import KPLMagics
+
+    ipython.register_magics(KPLMagics(ipython))

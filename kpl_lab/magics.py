@@ -1,0 +1,421 @@
+"""IPython magics: `%load_ext kpl_lab`, then `%kpl_datasets`, `%kpl_train ALGO --input ...` and friends.
+
+Every magic talks to the REST API through `kpl_lab.client.Client`. Tables render as HTML
+in notebooks and as text in terminals; a submitted job shows a live progress bar and
+metric curves in a notebook (widgets) and status lines in a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from html import escape
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.display import display
+
+from .cli import format_number, human_duration, human_size, progress_bar, render_table, sparkline
+from .client import Client
+from .errors import KPLError
+
+WAIT_INTERVAL = 1.0
+FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
+
+
+class _HelpShown(Exception):
+    """`-h` printed the help: nothing else to do."""
+
+
+class MagicArgumentParser(argparse.ArgumentParser):
+    """An argument parser that reports bad arguments as a usage message, never by exiting."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().rstrip()}")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        if message:
+            print(message, file=sys.stderr)
+        raise _HelpShown
+
+
+class Table:
+    """Rows shown as an HTML table in notebooks and as aligned text in terminals."""
+
+    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str = "none") -> None:
+        self.headers = list(headers)
+        self.rows = [["" if cell is None else str(cell) for cell in row] for row in rows]
+        self.empty = empty
+
+    def __repr__(self) -> str:
+        return render_table(self.headers, self.rows) if self.rows else self.empty
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return f"<i>{escape(self.empty)}</i>"
+        head = "".join(f"<th style='text-align:left'>{escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left'>{escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class MetricsView:
+    """A job's metric series: SVG curves and a summary table in notebooks, sparklines in terminals."""
+
+    def __init__(self, job_id: str, series: dict[str, list], figures: dict[str, dict]) -> None:
+        self.job_id, self.series, self.figures = job_id, series, figures
+
+    def _table(self) -> Table:
+        rows = []
+        for name, points in self.series.items():
+            values = [y for _, y in points]
+            last_x, last_y = points[-1] if points else (None, None)
+            rows.append(
+                [
+                    name,
+                    len(points),
+                    "-" if last_x is None else format_number(last_x),
+                    "-" if last_y is None else format_number(last_y),
+                    format_number(min(values)) if values else "-",
+                    format_number(max(values)) if values else "-",
+                    sparkline(values),
+                ]
+            )
+        return Table(
+            ["series", "points", "last x", "last", "min", "max", "curve"],
+            rows,
+            f"job {self.job_id}: no metrics",
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+    def _repr_html_(self) -> str:
+        from .widgets.metrics import group_by_figure
+        from .widgets.svgplot import render_svg
+
+        charts = group_by_figure(self.series, self.figures)
+        svg = "".join(
+            render_svg(curves, title, x_label=self.figures.get(title, {}).get("x_name") or "step")
+            for title, curves in charts.items()
+        )
+        return svg + self._table()._repr_html_()
+
+
+def _parser(prog: str, description: str) -> MagicArgumentParser:
+    return MagicArgumentParser(prog=f"%{prog}", description=description, add_help=True)
+
+
+def _run_parser(function: str) -> MagicArgumentParser:
+    parser = _parser(f"kpl_{function}", f"Submit a {function} job of an algorithm.")
+    parser.add_argument("algorithm", help="NAME or NAME:VERSION")
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=REF",
+        help="input key and dataset/model reference",
+    )
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="NAME=VALUE", help="parameter override"
+    )
+    parser.add_argument("--gpu", type=int, help="GPUs")
+    parser.add_argument("--npu", type=int, help="NPUs")
+    parser.add_argument("--cpu", type=float, help="CPUs")
+    parser.add_argument("--memory", type=int, help="memory (MB)")
+    parser.add_argument("--shm", type=int, help="shared memory (MB)")
+    parser.add_argument("--priority", type=int, default=0)
+    parser.add_argument("--wait", action="store_true", help="block until the job ends (Ctrl-C stops waiting)")
+    return parser
+
+
+PARSERS: dict[str, MagicArgumentParser] = {
+    "train": _run_parser("train"),
+    "infer": _run_parser("infer"),
+}
+PARSERS["datasets"] = _parser("kpl_datasets", "List the project's datasets.")
+PARSERS["datasets"].add_argument("-q", "--query", help="search names and descriptions")
+PARSERS["algorithms"] = _parser("kpl_algorithms", "List the project's algorithms.")
+PARSERS["algorithms"].add_argument("-q", "--query", help="search names and descriptions")
+PARSERS["jobs"] = _parser("kpl_jobs", "List the project's jobs, newest first.")
+PARSERS["jobs"].add_argument("--state", choices=FINAL_STATES + ("queued", "running"))
+PARSERS["jobs"].add_argument("-n", "--limit", type=int, default=20, help="at most this many (0: all)")
+PARSERS["logs"] = _parser("kpl_logs", "Show a job's output.")
+PARSERS["logs"].add_argument("job")
+PARSERS["logs"].add_argument(
+    "-f", "--follow", action="store_true", help="keep showing new output until it ends"
+)
+PARSERS["metrics"] = _parser("kpl_metrics", "Show a job's metric curves.")
+PARSERS["metrics"].add_argument("job")
+PARSERS["metrics"].add_argument("--max-points", type=int, default=500, help="points per series")
+PARSERS["stop"] = _parser("kpl_stop", "Stop a job.")
+PARSERS["stop"].add_argument("job")
+
+
+def typed_parameters(defaults: dict, texts: Sequence[str]) -> dict[str, Any]:
+    """Type `NAME=VALUE` overrides like parameter.yml's defaults; return dotted name -> value."""
+    from .algorithms.errors import ParameterError
+    from .algorithms.parameters import apply_overrides, parse_override
+
+    try:
+        merged = apply_overrides(defaults, list(texts))
+    except ParameterError as error:
+        raise UsageError(f"--param: {error}") from None
+    typed = {}
+    for text in texts:
+        name, _ = parse_override(text)
+        node: Any = merged
+        for part in [name] if name in defaults else name.split("."):
+            node = node[part]
+        typed[name] = node
+    return typed
+
+
+def parse_inputs(texts: Sequence[str]) -> dict[str, str]:
+    """Return input key -> reference from `KEY=REF` texts."""
+    inputs = {}
+    for text in texts:
+        key, sep, ref = text.partition("=")
+        if not (sep and key and ref):
+            raise UsageError(
+                f"--input {text!r}: expected KEY=REF (e.g. data=digits or data=dataset:digits:1)"
+            )
+        inputs[key] = ref
+    return inputs
+
+
+def newest(versions: list[dict]) -> dict | None:
+    """Return the most recently created version of a list."""
+    return max(versions, key=lambda row: row.get("created") or "") if versions else None
+
+
+@magics_class
+class KPLMagics(Magics):
+    """The %kpl_* magics."""
+
+    def __init__(self, shell=None, client: Client | None = None, use_widgets: bool | None = None) -> None:
+        super().__init__(shell)
+        self._client = client
+        # widgets need a frontend: a kernel talking to JupyterLab, not a terminal
+        self.use_widgets = getattr(shell, "kernel", None) is not None if use_widgets is None else use_widgets
+
+    @property
+    def client(self) -> Client:
+        """Return the API client, found on first use so that %load_ext never fails."""
+        if self._client is None:
+            self._client = Client()
+        return self._client
+
+    def _run(self, name: str, line: str, action: Callable[[argparse.Namespace], None]) -> None:
+        parser = PARSERS[name]
+        try:
+            argv = shlex.split(line)
+        except ValueError as error:
+            raise UsageError(f"{parser.prog}: {error}\n{parser.format_usage().rstrip()}") from None
+        try:
+            args = parser.parse_args(argv)
+        except _HelpShown:
+            return
+        try:
+            action(args)
+        except KPLError as error:
+            where = f" (field {error.field})" if error.field else ""
+            print(f"{parser.prog}: {error.message}{where}", file=sys.stderr)
+
+    # catalog
+
+    @line_magic
+    def kpl_datasets(self, line: str) -> None:
+        """List datasets: `%kpl_datasets [-q TEXT]`."""
+        self._run("datasets", line, self._datasets)
+
+    def _datasets(self, args: argparse.Namespace) -> None:
+        rows = []
+        for dataset in self.client.datasets(q=args.query):
+            latest = newest(dataset.get("versions") or []) or {}
+            rows.append(
+                [
+                    dataset["name"],
+                    latest.get("version", "-"),
+                    len(dataset.get("versions") or []),
+                    latest.get("record_count", "-"),
+                    human_size(latest.get("size_bytes")),
+                    dataset.get("description", ""),
+                ]
+            )
+        display(Table(["name", "newest", "versions", "records", "size", "description"], rows, "no datasets"))
+
+    @line_magic
+    def kpl_algorithms(self, line: str) -> None:
+        """List algorithms: `%kpl_algorithms [-q TEXT]`."""
+        self._run("algorithms", line, self._algorithms)
+
+    def _algorithms(self, args: argparse.Namespace) -> None:
+        rows = []
+        for algorithm in self.client.algorithms(q=args.query):
+            latest = newest(algorithm.get("versions") or []) or {}
+            rows.append(
+                [
+                    algorithm["name"],
+                    latest.get("version", "-"),
+                    len(algorithm.get("versions") or []),
+                    ", ".join(latest.get("functions") or []),
+                    algorithm.get("description", ""),
+                ]
+            )
+        display(Table(["name", "newest", "versions", "functions", "description"], rows, "no algorithms"))
+
+    # jobs
+
+    @line_magic
+    def kpl_train(self, line: str) -> None:
+        """Submit a train job: `%kpl_train ALGO --input data=DATASET --param lr=0.01 --gpu 1 [--wait]`."""
+        self._run("train", line, lambda args: self._submit(args, "train"))
+
+    @line_magic
+    def kpl_infer(self, line: str) -> None:
+        """Submit an infer job: `%kpl_infer ALGO --input model=MODEL --input data=DATASET [--wait]`."""
+        self._run("infer", line, lambda args: self._submit(args, "infer"))
+
+    def _submit(self, args: argparse.Namespace, function: str) -> None:
+        inputs = parse_inputs(args.input)
+        name, _, version = args.algorithm.partition(":")
+        detail = self.client.algorithm_version(name, version or None)
+        parameters = typed_parameters(detail.get("parameters") or {}, args.param)
+        resources = {
+            kind: getattr(args, kind)
+            for kind in ("cpu", "memory", "shm", "gpu", "npu")
+            if getattr(args, kind) is not None
+        }
+        job = self.client.submit(detail["ref"], function, inputs, parameters, resources, args.priority)
+        if self.use_widgets:
+            from .widgets import JobMonitor
+
+            monitor = JobMonitor(job, self.client)
+            display(monitor)
+            if args.wait:
+                self._wait(job["id"], monitor.refresh)
+            else:
+                monitor.start()
+            return
+        print(f"submitted job {job['id']} ({job['algorithm']} {function}): {job['state']}")
+        if args.wait:
+            self._wait(job["id"], self._status_printer(job["id"]))
+            self._summary(job["id"])
+        else:
+            print(f"follow it with %kpl_logs {job['id']} -f, %kpl_metrics {job['id']}")
+
+    def _wait(self, job_id: str, tick: Callable[[], bool]) -> None:
+        """Call `tick` until it says the job ended; Ctrl-C stops waiting, never the job."""
+        try:
+            while not tick():
+                time.sleep(WAIT_INTERVAL)
+        except KeyboardInterrupt:
+            print(f"stopped waiting; job {job_id} goes on (%kpl_stop {job_id} stops it)", file=sys.stderr)
+
+    def _status_printer(self, job_id: str) -> Callable[[], bool]:
+        """Return a tick that prints a status line whenever state or percentage changes."""
+        shown: list[tuple] = []
+
+        def tick() -> bool:
+            data = self.client.progress(job_id)
+            state, fraction, eta = data["state"], float(data.get("fraction") or 0.0), data.get("eta_seconds")
+            key = (state, int(fraction * 100))
+            if not shown or shown[-1] != key:
+                line = f"{job_id} {state:<9} {progress_bar(fraction)}"
+                if state == "running" and eta is not None:
+                    line += f"  {human_duration(eta)} left"
+                print(line, flush=True)
+                shown.append(key)
+            return state in FINAL_STATES
+
+        return tick
+
+    def _summary(self, job_id: str) -> None:
+        """Print how a waited-for job ended, its registered outputs and its metrics."""
+        job = self.client.job(job_id)
+        if job["state"] not in FINAL_STATES:
+            return
+        print(f"job {job_id} {job['state']}" + (f": {job['reason']}" if job.get("reason") else ""))
+        for key, spec in (job.get("outputs") or {}).items():
+            if spec.get("registered"):
+                print(f"output {key}: {spec['registered']}")
+        if job["state"] != "succeeded" and job.get("last_log_lines"):
+            print("last log lines:\n" + job["last_log_lines"].rstrip("\n"))
+        data = self.client.metrics(job_id)
+        if data["series"]:
+            display(MetricsView(job_id, data["series"], data.get("figures") or {}))
+
+    @line_magic
+    def kpl_jobs(self, line: str) -> None:
+        """List jobs: `%kpl_jobs [--state STATE] [-n LIMIT]`."""
+        self._run("jobs", line, self._jobs)
+
+    def _jobs(self, args: argparse.Namespace) -> None:
+        jobs = self.client.jobs(state=args.state)
+        if args.limit > 0:
+            jobs = jobs[: args.limit]
+        rows = [
+            [
+                job["id"],
+                job["algorithm"],
+                job["function"],
+                job["state"],
+                f"{float(job.get('progress') or 0) * 100:.0f}%",
+                (job.get("created") or "")[:19].replace("T", " "),
+                job.get("reason", ""),
+            ]
+            for job in jobs
+        ]
+        display(
+            Table(
+                ["id", "algorithm", "function", "state", "progress", "created (UTC)", "reason"],
+                rows,
+                "no jobs",
+            )
+        )
+
+    @line_magic
+    def kpl_logs(self, line: str) -> None:
+        """Show a job's output: `%kpl_logs JOB [-f]` (-f follows it live; Ctrl-C stops following)."""
+        self._run("logs", line, self._logs)
+
+    def _logs(self, args: argparse.Namespace) -> None:
+        if args.follow:
+            try:
+                for text in self.client.follow_logs(args.job):
+                    print(text, end="", flush=True)
+            except KeyboardInterrupt:
+                print(f"\nstopped following job {args.job}", file=sys.stderr)
+            return
+        offset = 0
+        while True:
+            chunk = self.client.logs(args.job, offset)
+            print(chunk["text"], end="", flush=True)
+            if chunk["next_offset"] <= offset or chunk["next_offset"] >= chunk["size"]:
+                return
+            offset = chunk["next_offset"]
+
+    @line_magic
+    def kpl_metrics(self, line: str) -> None:
+        """Show a job's metric curves: `%kpl_metrics JOB [--max-points N]`."""
+        self._run("metrics", line, self._metrics)
+
+    def _metrics(self, args: argparse.Namespace) -> None:
+        data = self.client.metrics(args.job, max_points=args.max_points)
+        display(MetricsView(args.job, data["series"], data.get("figures") or {}))
+
+    @line_magic
+    def kpl_stop(self, line: str) -> None:
+        """Stop a job: `%kpl_stop JOB`."""
+        self._run("stop", line, self._stop)
+
+    def _stop(self, args: argparse.Namespace) -> None:
+        job = self.client.stop(args.job)
+        print(f"job {job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))

@@ -33,8 +33,16 @@ def size_threshold() -> int:
     return _SIZE_THRESHOLD
 
 
-def copy_to(loc: Location, source: str, target: str) -> None:
-    """Copy a local file into the dataset location."""
+def copy_to(loc: Location, source: str, target: str, durable: bool = False) -> None:
+    """Copy a local file into the dataset location (fsynced too when durable and local)."""
+    if loc.local:
+        with open(source, "rb") as src, open(loc.path(target), "wb") as dst:
+            while chunk := src.read(_COPY_CHUNK):
+                dst.write(chunk)
+            if durable:
+                dst.flush()
+                os.fsync(dst.fileno())
+        return
     with open(source, "rb") as src, loc.fs.open_output_stream(loc.path(target)) as dst:
         while chunk := src.read(_COPY_CHUNK):
             dst.write(chunk)

@@ -55,8 +55,11 @@ class Location:
         with self.fs.open_input_stream(self.path(name)) as f:
             return f.read()
 
-    def write_atomic(self, name: str, data: bytes) -> None:
-        """Make name hold data, never a partial write: temp file + rename locally, one PUT remotely."""
+    def write_atomic(self, name: str, data: bytes, durable: bool = True) -> None:
+        """Make name hold data, never a partial write: temp file + rename locally, one PUT remotely.
+
+        durable also fsyncs the file and its folder, so that the rename survives a power loss.
+        """
         if not self.local:
             with self.fs.open_output_stream(self.path(name)) as f:
                 f.write(data)
@@ -67,14 +70,16 @@ class Location:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, self.path(name))
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-        sync_dir(folder)
+        if durable:
+            sync_dir(folder)
 
     def delete(self, name: str) -> None:
         """Delete a file if it exists."""

@@ -16,7 +16,7 @@ from kpl_dataset.fs import Location, resolve
 from kpl_dataset.schema import to_arrow_schema
 
 FORMAT = "kpl-dataset"
-VERSION = 1
+VERSION = 2
 DEFAULT_PART = "root"
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -56,12 +56,13 @@ def now() -> str:
 
 @dataclass
 class Batch:
-    """One record batch: its byte range in the shard, row count and CRC-32 of those bytes."""
+    """One record batch: its byte range in the shard, row count and checksums of those bytes."""
 
     offset: int
     length: int
     rows: int
     crc32: int
+    sum64: int
 
 
 @dataclass
@@ -106,7 +107,7 @@ class Manifest:
                     "path": s.path,
                     "rows": s.rows,
                     "bytes": s.bytes,
-                    "batches": [[b.offset, b.length, b.rows, b.crc32] for b in s.batches],
+                    "batches": [[b.offset, b.length, b.rows, b.crc32, f"{b.sum64:016x}"] for b in s.batches],
                 }
                 for s in self.shards
             ],
@@ -119,6 +120,12 @@ def _int(value: Any, what: str, where: str) -> int:
     if type(value) is not int or value < 0:
         raise KPLDatasetError(f"{where}: {what} must be a non-negative integer, got {value!r}")
     return value
+
+
+def _hex64(value: Any, where: str) -> int:
+    if not isinstance(value, str) or len(value) != 16 or value.strip("0123456789abcdef"):
+        raise KPLDatasetError(f"{where}: sum64 must be 16 lowercase hex digits, got {value!r}")
+    return int(value, 16)
 
 
 def _member_path(value: Any, part: str, what: str, where: str) -> str:
@@ -143,7 +150,9 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise KPLDatasetError(f"{where}: not a kpl-dataset manifest (format field missing or wrong)")
     if doc.get("version") != VERSION:
-        raise KPLDatasetError(f"{where}: unsupported format version {doc.get('version')!r} (this reader: 1)")
+        raise KPLDatasetError(
+            f"{where}: unsupported format version {doc.get('version')!r} (this reader: {VERSION})"
+        )
     for key in ("record_type", "arrow_schema", "shards", "num_rows", "created", "updated"):
         if key not in doc:
             raise KPLDatasetError(f"{where}: field {key!r} missing")
@@ -170,15 +179,16 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
         batches = []
         end = 0
         for j, b in enumerate(s["batches"]):
-            if not isinstance(b, list) or len(b) != 4:
-                raise KPLDatasetError(f"{at}.batches[{j}]: must be [offset, length, rows, crc32]")
-            offset, length, brows, crc = (_int(v, "value", f"{at}.batches[{j}]") for v in b)
+            if not isinstance(b, list) or len(b) != 5:
+                raise KPLDatasetError(f"{at}.batches[{j}]: must be [offset, length, rows, crc32, sum64]")
+            offset, length, brows, crc = (_int(v, "value", f"{at}.batches[{j}]") for v in b[:4])
+            total = _hex64(b[4], f"{at}.batches[{j}]")
             if offset < end or offset + length > size or length == 0:
                 raise KPLDatasetError(
                     f"{at}.batches[{j}]: byte range {offset}+{length} out of order or past bytes"
                 )
             end = offset + length
-            batches.append(Batch(offset, length, brows, crc))
+            batches.append(Batch(offset, length, brows, crc, total))
         if sum(b.rows for b in batches) != rows:
             raise KPLDatasetError(f"{at}: rows {rows} differs from the sum of its batches")
         shards.append(Shard(path, rows, size, batches))

@@ -8,10 +8,13 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 
+from kpl_dataset import arrays
+from kpl_dataset.checksum import sum64
 from kpl_dataset.errors import KPLDatasetError
 from kpl_dataset.files import open_file_value
 from kpl_dataset.fs import Location, resolve
@@ -20,30 +23,6 @@ from kpl_dataset.metadb import MetaDB
 
 _ARROW_MAGIC = b"ARROW1"
 _REMOTE_CACHE = 8  # record batches kept in memory per reader on remote filesystems
-
-
-def _getter(col: pa.Array) -> Any:
-    """Return a fast row -> Python value function for one column of a validated batch."""
-    t = col.type
-    if col.null_count:
-        raise KPLDatasetError(f"field {col.type} holds nulls, which kpl-dataset never writes")
-    n = len(col)
-    if col.offset or n == 0:
-        return lambda r: col[r].as_py()
-    bufs = col.buffers()
-    if t == pa.int64() or t == pa.float64():
-        values = memoryview(bufs[1])[: n * 8].cast("q" if t == pa.int64() else "d")
-        return values.__getitem__
-    if t == pa.binary() or t == pa.string():
-        offsets = memoryview(bufs[1])[: (n + 1) * 4].cast("i")
-        data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
-        if t == pa.binary():
-            return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
-        return lambda r: str(data[offsets[r] : offsets[r + 1]], "utf-8")
-    if t == pa.bool_():
-        bits = memoryview(bufs[1])
-        return lambda r: bool(bits[r >> 3] >> (r & 7) & 1)
-    return lambda r: col[r].as_py()
 
 
 class _ShardFile:
@@ -86,8 +65,12 @@ class ReadOnlyDataset:
     """Read a dataset part: iteration, next(), reader[i], slices, Arrow batches.
 
     data_name None opens the part "root", or the first part when there is no "root".
-    columns=[...] reads only those top-level fields. verify=True checks each record
-    batch's CRC-32 the first time it is read (a projected read checks structure only).
+    columns=[...] reads only those top-level fields.
+
+    Every record batch is checked the first time this process touches it: its structure
+    always (row count, offsets, Arrow validation), and its bytes against the manifest's
+    checksums as verify says: True / "fast" (default) the 64-bit word sum, "full" also
+    the CRC-32, False none. A projected read (columns=) checks structure only.
     """
 
     def __init__(
@@ -96,7 +79,7 @@ class ReadOnlyDataset:
         data_name: str | None = None,
         *,
         columns: list[str] | None = None,
-        verify: bool = True,
+        verify: bool | str = True,
         filesystem: Any = None,
     ):
         self._args = (data_dir, data_name, columns, verify, filesystem)
@@ -106,7 +89,9 @@ class ReadOnlyDataset:
         if manifest is None:
             raise KPLDatasetError(f"part {self._part!r} not found in {self._loc.root}")
         self._manifest: Manifest = manifest
-        self._verify = verify
+        if verify not in (True, False, "fast", "full"):
+            raise KPLDatasetError(f"verify must be True, False, 'fast' or 'full', got {verify!r}")
+        self._verify = "fast" if verify is True else verify
         full = manifest.schema
         if columns is None:
             self._select = None
@@ -121,11 +106,13 @@ class ReadOnlyDataset:
         self.record_type = {k: manifest.record_type[k] for k in names}
         self.arrow_schema = pa.schema([full.field(k) for k in names])
         self._starts: list[int] = []
+        self._counts: list[int] = []
         self._where: list[tuple[int, int]] = []
         row = 0
         for s, shard in enumerate(manifest.shards):
             for b, batch in enumerate(shard.batches):
                 self._starts.append(row)
+                self._counts.append(batch.rows)
                 self._where.append((s, b))
                 row += batch.rows
         self._len = row
@@ -136,7 +123,7 @@ class ReadOnlyDataset:
         self._pid = os.getpid()
         self._files: dict[int, _ShardFile] = {}
         self._batches: OrderedDict[int, list[pa.Array]] = OrderedDict()
-        self._getters: dict[int, list] = {}
+        self._rows: dict[int, Any] = {}  # batch -> (row -> record dict)
 
     def _choose_part(self, data_name: str | None) -> str:
         if data_name is not None:
@@ -148,7 +135,7 @@ class ReadOnlyDataset:
             return parts[0]
         hint = ""
         if any(n.endswith(".meta") or n.endswith(".data") for n in self._loc.list()):
-            hint = " (it looks like a kpl-dataset 0.0.9 folder: convert it with `kpl-dataset import`)"
+            hint = " (it looks like a kpl-dataset 0.0.9 folder: convert it with `kpl-dataset legacy`)"
         raise KPLDatasetError(f"Not found dataset in `{self._loc.root}`{hint}")
 
     # Pickling reopens the files in the receiving process (DataLoader workers).
@@ -188,10 +175,12 @@ class ReadOnlyDataset:
         shard = self._manifest.shards[s]
         meta = shard.batches[b]
         f = self._shard(s)
-        first = self._starts[g]
-        where = f"{f.where}: batch {b} (records {first}..{first + meta.rows - 1})"
+        where = self._describe(g)
         buf = f.read(meta.offset, meta.length)
-        if self._verify and self._select is None and zlib.crc32(buf) != meta.crc32:
+        checked = self._verify and self._select is None
+        if checked and (
+            sum64(buf) != meta.sum64 or (self._verify == "full" and zlib.crc32(buf) != meta.crc32)
+        ):
             raise KPLDatasetError(f"{where}: checksum mismatch, the file is damaged")
         try:
             batch = self._decode(buf)
@@ -202,15 +191,23 @@ class ReadOnlyDataset:
         if batch.num_rows != meta.rows:
             raise KPLDatasetError(f"{where}: holds {batch.num_rows} records, the manifest says {meta.rows}")
         cols = batch.columns
+        for name, c in zip(self._names, cols, strict=True):
+            if c.null_count:
+                raise KPLDatasetError(f"{where}: field {name} holds nulls, which kpl-dataset never writes")
         try:
-            self._getters[g] = [_getter(c) for c in cols]
-        except KPLDatasetError as err:
-            raise KPLDatasetError(f"{where}: {err}") from None
+            self._rows[g] = arrays.row_function(self._names, [arrays.getter(c) for c in cols])
+        except Exception as err:  # a buffer of the wrong size is damage too
+            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
         self._batches[g] = cols
         if not self._loc.local and len(self._batches) > _REMOTE_CACHE:
             old, _ = self._batches.popitem(last=False)
-            del self._getters[old]
+            del self._rows[old]
         return cols
+
+    def _describe(self, g: int) -> str:
+        s, b = self._where[g]
+        first = self._starts[g]
+        return f"{self._loc.describe(self._manifest.shards[s].path)}: batch {b} (records {first}..{first + self._counts[g] - 1})"
 
     def _decode(self, buf: pa.Buffer) -> pa.RecordBatch:
         stream = pa.BufferReader(buf)
@@ -228,20 +225,21 @@ class ReadOnlyDataset:
         return batch
 
     def __getitem__(self, idx: Any) -> Any:
-        if isinstance(idx, slice):
-            return [self[i] for i in range(*idx.indices(self._len))]
-        i = int(idx)
+        i = idx if type(idx) is int else None
+        if i is None:
+            if isinstance(idx, slice):
+                return [self[i] for i in range(*idx.indices(self._len))]
+            i = int(idx)
         if i < 0:
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError(f"record index {idx} out of range for {self._len} records")
         g = bisect.bisect_right(self._starts, i) - 1
-        getters = self._getters.get(g)
-        if getters is None or self._pid != os.getpid():
+        row = self._rows.get(g)
+        if row is None:
             self._batch(g)
-            getters = self._getters[g]
-        r = i - self._starts[g]
-        return {name: get(r) for name, get in zip(self._names, getters, strict=False)}
+            row = self._rows[g]
+        return row(i - self._starts[g])
 
     def next(self) -> dict:
         """Return the record at the cursor and advance it; StopIteration at the end."""
@@ -255,8 +253,20 @@ class ReadOnlyDataset:
     def __next__(self) -> dict:
         return self.next()
 
-    def __iter__(self) -> ReadOnlyDataset:
-        return self
+    def __iter__(self) -> Iterator[dict]:
+        """Yield the records from the cursor to the end, moving the cursor along."""
+        make = arrays.record_function(self._names)
+        while self._cursor < self._len:
+            g = bisect.bisect_right(self._starts, self._cursor) - 1
+            cols = self._batch(g)
+            skip = self._cursor - self._starts[g]
+            try:
+                columns = [islice(arrays.values(c), skip, None) for c in cols]
+            except Exception as err:  # a buffer of the wrong size is damage too
+                raise KPLDatasetError(f"{self._describe(g)}: damaged record batch ({err})") from None
+            for record in map(make, *columns) if columns else ({} for _ in range(self._counts[g] - skip)):
+                self._cursor += 1
+                yield record
 
     def reset(self) -> None:
         """Move the cursor back to the first record."""
@@ -308,9 +318,10 @@ class ReadOnlyDataset:
         return self.to_arrow().to_pandas()
 
     def verify(self) -> None:
-        """Read and check every record batch now (CRC-32 and structure)."""
+        """Read and check every record batch now (structure, word sum and CRC-32)."""
         saved = self._verify
-        self._verify = True
+        self._verify = "full"
+        self.close()
         try:
             for g in range(len(self._starts)):
                 self._batch(g)
@@ -331,5 +342,5 @@ class ReadOnlyDataset:
             return f.read()
 
 
-def _reopen(data_dir: Any, part: str, columns: Any, verify: bool, filesystem: Any) -> ReadOnlyDataset:
+def _reopen(data_dir: Any, part: str, columns: Any, verify: bool | str, filesystem: Any) -> ReadOnlyDataset:
     return ReadOnlyDataset(data_dir, part, columns=columns, verify=verify, filesystem=filesystem)

@@ -7,11 +7,12 @@ import errno
 import os
 import uuid
 import weakref
-import zlib
 from typing import Any
 
 import pyarrow as pa
 
+from kpl_dataset import arrays
+from kpl_dataset.checksum import Digest
 from kpl_dataset.errors import KPLDatasetError
 from kpl_dataset.files import PREVIEW_BYTES, FileType, copy_to, read_source, size_threshold
 from kpl_dataset.fs import Location, resolve, sync_dir
@@ -39,6 +40,7 @@ class _Resources:
 
     def __init__(self) -> None:
         self.lock_fd: int | None = None
+        self.lock_path: str | None = None
         self.file: Any = None
 
     def release(self) -> None:
@@ -47,25 +49,31 @@ class _Resources:
                 self.file.close()
             self.file = None
         if self.lock_fd is not None:
+            # Unlink while still holding the lock: a writer that opened this file before
+            # sees it is no longer the lock file and starts over (see _lock).
+            with contextlib.suppress(OSError):
+                os.unlink(self.lock_path)
             os.close(self.lock_fd)
             self.lock_fd = None
 
 
 class _ShardWriter:
-    """One Arrow IPC file being written; records each batch's byte range and CRC-32."""
+    """One Arrow IPC file being written; records each batch's byte range and checksums."""
 
-    def __init__(self, loc: Location, name: str, schema: pa.Schema, res: _Resources):
+    def __init__(self, loc: Location, name: str, schema: pa.Schema, res: _Resources, durable: bool):
         self._loc = loc
         self.name = name
         self.tmp = name + ".tmp" if loc.local else name
         self._res = res
+        self._durable = durable
         # S3 objects appear whole on close, so remote shards need no temp name (a rename is a copy there).
         if loc.local:
-            res.file = open(loc.path(self.tmp), "wb")  # noqa: SIM115 - closed by finish()/discard()/_Resources
+            # Unbuffered: Arrow hands over whole buffers that a Python buffer would only copy again.
+            res.file = open(loc.path(self.tmp), "wb", buffering=0)  # noqa: SIM115 - closed by finish()/discard()
         else:
             res.file = loc.fs.open_output_stream(loc.path(name))  # noqa: SIM115 - owned by _Resources
         self.pos = 0
-        self._crc = 0
+        self._digest = Digest()
         self.rows = 0
         self.batches: list[Batch] = []
         self._sink = pa.PythonFile(self, mode="w")
@@ -75,11 +83,17 @@ class _ShardWriter:
     closed = False
 
     def write(self, data: Any) -> int:
-        self._res.file.write(data)
-        n = memoryview(data).nbytes
-        self.pos += n
-        self._crc = zlib.crc32(data, self._crc)
-        return n
+        view = memoryview(data).cast("B")
+        f = self._res.file
+        if self._loc.local:
+            rest = view
+            while rest:  # a raw file may take less than asked
+                rest = rest[f.write(rest) :]
+        else:
+            f.write(view)
+        self.pos += len(view)
+        self._digest.update(view)
+        return len(view)
 
     def flush(self) -> None:
         """Do nothing: finish() flushes once (a flush on S3 would start a multipart upload)."""
@@ -89,17 +103,17 @@ class _ShardWriter:
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         start = self.pos
-        self._crc = 0
+        self._digest = Digest()
         self._ipc.write_batch(batch)
-        self.batches.append(Batch(start, self.pos - start, batch.num_rows, self._crc))
+        d = self._digest
+        self.batches.append(Batch(start, self.pos - start, batch.num_rows, d.crc32, d.sum64))
         self.rows += batch.num_rows
 
     def finish(self) -> Shard:
-        """Write the footer, make the file durable and give it its final name."""
+        """Write the footer, make the file durable if asked and give it its final name."""
         self._ipc.close()
         f = self._res.file
-        if self._loc.local:
-            f.flush()
+        if self._loc.local and self._durable:
             os.fsync(f.fileno())
         f.close()
         self._res.file = None
@@ -116,21 +130,30 @@ class _ShardWriter:
         self._loc.delete(self.tmp)
 
 
-def _lock(loc: Location, part: str) -> int | None:
+def _lock(loc: Location, part: str, res: _Resources) -> None:
     """Take the single-writer lock of a local part (released by the OS if the process dies)."""
     if not loc.local or fcntl is None:
-        return None
-    fd = os.open(loc.path(f".{part}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        os.close(fd)
-        if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise KPLDatasetError(
-                f"part {part!r} in {loc.root} is being written by another writer; close it first"
-            ) from None
-        raise
-    return fd
+        return
+    path = loc.path(f".{part}.lock")
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise KPLDatasetError(
+                    f"part {part!r} in {loc.root} is being written by another writer; close it first"
+                ) from None
+            raise
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            res.lock_fd, res.lock_path = fd, path
+            return
+        os.close(fd)  # the previous holder removed this file as it finished: take the new one
 
 
 class WriteOnlyDataset:
@@ -138,10 +161,12 @@ class WriteOnlyDataset:
 
     mode="w" replaces the part when close() commits; mode="a" appends shards to it.
     Nothing written becomes visible before close(); a writer that is never closed
-    leaves the previously committed part (or nothing) in place.
+    leaves the previously committed part (or nothing) in place. durable=True also
+    fsyncs every shard, file and the manifest before the commit, so that the commit
+    survives a power loss (a process crash never needs it).
     """
 
-    VERSION = 1
+    VERSION = 2
 
     def __init__(
         self,
@@ -151,6 +176,7 @@ class WriteOnlyDataset:
         mode: str = "w",
         *,
         filesystem: Any = None,
+        durable: bool = False,
         batch_rows: int = 1024,
         batch_bytes: int = 8 << 20,
         shard_rows: int = 1 << 20,
@@ -161,16 +187,18 @@ class WriteOnlyDataset:
         self._loc = resolve(data_dir, filesystem)
         self._part = check_part_name(data_name)
         self._mode = mode
+        self._durable = bool(durable)
         self._folder = part_folder(self._part)
         self._limits = (max(1, batch_rows), max(1, batch_bytes), max(1, shard_rows), max(1, shard_bytes))
         self._token = uuid.uuid4().hex[:16]
         self._res = _Resources()
         self._finalizer = weakref.finalize(self, self._res.release)
         self._closed = True
+        self._made_root = self._loc.local and not os.path.isdir(self._loc.root)
         self._loc.makedirs()
-        self._loc.makedirs(self._folder)
-        self._res.lock_fd = _lock(self._loc, self._part)
+        self._folder_ready = False
         try:
+            _lock(self._loc, self._part, self._res)
             self._old = self._load_old()
             self._record_type = self._choose_record_type(record_type)
             self._schema = to_arrow_schema(self._record_type)
@@ -178,6 +206,7 @@ class WriteOnlyDataset:
             self._remove_orphans()
         except BaseException:
             self._res.release()
+            self._remove_empty_folders()
             raise
         self._columns: list[list] = [[] for _ in self._schema]
         self._pending_rows = 0
@@ -227,6 +256,22 @@ class WriteOnlyDataset:
             if name.startswith(prefix) and name.endswith(".tmp"):
                 self._loc.delete(name)
 
+    def _ensure_folder(self, sub: str = "") -> None:
+        """Create the part folder (or a sub-folder) when the first file goes there."""
+        self._loc.makedirs(f"{self._folder}/{sub}" if sub else self._folder)
+        self._folder_ready = True
+
+    def _remove_empty_folders(self) -> None:
+        """Remove the part folder, and the dataset folder this writer made, when left empty."""
+        if not self._loc.local:
+            return  # object stores have no empty folders to leave behind
+        for folder in (f"{self._folder}/files", self._folder):
+            with contextlib.suppress(OSError):
+                os.rmdir(self._loc.path(folder))
+        if self._made_root:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._loc.root)
+
     def _encode_file(self, path: str, acc: list) -> dict:
         try:
             size, data = read_source(path)
@@ -236,12 +281,12 @@ class WriteOnlyDataset:
         if size <= size_threshold():
             return {"type": FileType.Small, "content": data, "file_path": "", "size": size}
         if not self._file_count:
-            self._loc.makedirs(f"{self._folder}/files")
+            self._ensure_folder("files")
         rel = f"{self._folder}/files/{self._token}-{self._file_count:06d}"
         self._file_count += 1
         self._new_files.append({"path": rel, "size": size})
         try:
-            copy_to(self._loc, path, rel)
+            copy_to(self._loc, path, rel, durable=self._durable)
         except OSError as err:
             raise FieldError(f"cannot copy file {path!r} into the dataset: {err}") from None
         return {"type": FileType.Large, "content": data[:PREVIEW_BYTES], "file_path": rel, "size": size}
@@ -255,7 +300,7 @@ class WriteOnlyDataset:
         if self._closed:
             raise KPLDatasetError("write() on a closed WriteOnlyDataset")
         values, nbytes = self._checker.check(value, self._count)
-        for column, v in zip(self._columns, values, strict=False):
+        for column, v in zip(self._columns, values, strict=True):
             column.append(v)
         self._count += 1
         self._pending_rows += 1
@@ -266,17 +311,20 @@ class WriteOnlyDataset:
     def _flush(self) -> None:
         if not self._pending_rows:
             return
+        first = self._count - self._pending_rows
         try:
-            arrays = [pa.array(c, type=f.type) for c, f in zip(self._columns, self._schema, strict=False)]
-        except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
-            raise KPLDatasetError(f"cannot encode records before record {self._count}: {err}") from err
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+            cols = [arrays.build(c, f.type, f.name) for c, f in zip(self._columns, self._schema, strict=True)]
+        except KPLDatasetError as err:
+            raise KPLDatasetError(f"records {first}..{self._count - 1}: {err}") from None
+        batch = pa.RecordBatch.from_arrays(cols, schema=self._schema)
         self._columns = [[] for _ in self._schema]
         self._pending_rows = 0
         self._pending_bytes = 0
         if self._shard is None:
+            if not self._folder_ready:
+                self._ensure_folder()
             name = f"{self._folder}/{self._token}-{len(self._shards):05d}.arrow"
-            self._shard = _ShardWriter(self._loc, name, self._schema, self._res)
+            self._shard = _ShardWriter(self._loc, name, self._schema, self._res, self._durable)
         self._shard.write_batch(batch)
         if self._shard.rows >= self._limits[2] or self._shard.pos >= self._limits[3]:
             self._finish_shard()
@@ -293,7 +341,7 @@ class WriteOnlyDataset:
         try:
             self._flush()
             self._finish_shard()
-            if self._loc.local:
+            if self._loc.local and self._durable and self._folder_ready:
                 sync_dir(self._loc.path(self._folder))
             old = self._old if self._mode == "a" else None
             manifest = Manifest(
@@ -305,7 +353,7 @@ class WriteOnlyDataset:
                 shards=(old.shards if old else []) + self._shards,
                 files=(old.files if old else []) + self._new_files,
             )
-            self._loc.write_atomic(manifest_name(self._part), manifest.to_json())
+            self._loc.write_atomic(manifest_name(self._part), manifest.to_json(), durable=self._durable)
         except BaseException:
             self._discard()
             raise
@@ -314,6 +362,7 @@ class WriteOnlyDataset:
             for name in [s.path for s in self._old.shards] + [f["path"] for f in self._old.files]:
                 self._loc.delete(name)
         self._res.release()
+        self._remove_empty_folders()
 
     def abort(self) -> None:
         """Drop everything written by this writer; the committed part stays as it was."""
@@ -328,6 +377,7 @@ class WriteOnlyDataset:
         for name in [s.path for s in self._shards] + [f["path"] for f in self._new_files]:
             self._loc.delete(name)
         self._res.release()
+        self._remove_empty_folders()
 
     def __enter__(self) -> WriteOnlyDataset:
         return self

@@ -205,7 +205,7 @@ def test_missing_dataset_errors(tmp_path):
     with pytest.raises(KPLDatasetError, match="Not found dataset"):
         ReadOnlyDataset(tmp_path, None)
     (tmp_path / "root.meta").write_text("x")
-    with pytest.raises(KPLDatasetError, match="kpl-dataset import"):
+    with pytest.raises(KPLDatasetError, match="kpl-dataset legacy"):
         ReadOnlyDataset(tmp_path, None)
 
 

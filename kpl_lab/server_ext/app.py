@@ -1,19 +1,156 @@
-"""The KPL Lab jupyter-server extension app."""
+"""The KPL Lab jupyter-server extension app: configuration, the platform, background work, routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.utils import url_path_join
+from sqlalchemy import select
+from tornado.ioloop import PeriodicCallback
+from traitlets import Dict, Float, Integer, List, Type, Unicode
+from traitlets.config import Config
 
-from .version import VersionHandler
+from ..catalog.jobs import Job
+from ..platform import Platform
+from .routes import API_PREFIX, handlers
 
-API_PREFIX = "/kpl/api"
+GiB = 1 << 30
 
 
 class KPLLab(ExtensionApp):
     """Serve the KPL Lab REST API inside a Jupyter server."""
 
     name = "kpl_lab"
-    description = "KPL Lab REST API: datasets, algorithms, jobs, pipelines, models"
+    description = "KPL Lab REST API: datasets, algorithms, jobs, models, devices"
     load_other_extensions = True
+
+    home = Unicode("", help="Folder of the platform's state; default $KPL_LAB_HOME or ~/.kpl-lab.").tag(
+        config=True
+    )
+    storage_url = Unicode("", help="Storage root; default <home>/storage.").tag(config=True)
+    database_url = Unicode(
+        "", help="SQLAlchemy URL of the catalog; default sqlite:///<home>/kpl.sqlite."
+    ).tag(config=True)
+    executor_class = Type(
+        None,
+        klass="kpl_lab.engine.executor.Executor",
+        allow_none=True,
+        help="Executor that runs jobs (default: JobService's, the local executor).",
+    ).tag(config=True)
+    devices = Dict(
+        help='Declared accelerators, e.g. {"gpu": [{"index": 0, "name": "A100", "memory_mb": 40960}]}; '
+        "empty: discover them."
+    ).tag(config=True)
+    cpu = Float(0.0, help="CPUs jobs may hold in all; 0: this machine's cores.").tag(config=True)
+    memory = Integer(0, help="Memory (MB) jobs may hold in all; 0: this machine's.").tag(config=True)
+    quotas = Dict(help='Project quotas, e.g. {"vision": {"cpu": 8, "gpu": 2}}.').tag(config=True)
+    projects = List(
+        Unicode(), help="Projects users of this server may name with ?project=; empty: any project."
+    ).tag(config=True)
+    max_upload_bytes = Integer(16 * GiB, help="Largest upload (dataset or algorithm archive) in bytes.").tag(
+        config=True
+    )
+    poll_seconds = Float(
+        2.0, help="Seconds between background rounds of event ingestion and scheduling."
+    ).tag(config=True)
+    worker_threads = Integer(4, help="Threads that run database and file work off the event loop.").tag(
+        config=True
+    )
+
+    platform: Platform
+    pool: ThreadPoolExecutor
+
+    def platform_config(self) -> Config:
+        """Return the server's configuration with this app's settings applied to Platform, JobService, Ledger."""
+        config = Config(self.config)
+        for trait, section in (
+            ("home", "Platform"),
+            ("storage_url", "Platform"),
+            ("database_url", "Platform"),
+            ("devices", "Ledger"),
+            ("cpu", "Ledger"),
+            ("memory", "Ledger"),
+            ("quotas", "Ledger"),
+        ):
+            value = getattr(self, trait)
+            if value:
+                config[section][trait] = value
+        if self.executor_class is not None:
+            # a dotted name, so supervisors reading the JSON of this config import the same class
+            cls = self.executor_class
+            config.JobService.executor_class = f"{cls.__module__}.{cls.__qualname__}"
+        return config
+
+    def may_use_project(self, user: object, project: str) -> bool:
+        """Say whether the user may use a project (the hub will decide per user later)."""
+        return not self.projects or project in self.projects
+
+    def initialize_settings(self) -> None:
+        """Open the platform, publish the API URL and token to kernels, start background work."""
+        self.platform = Platform(config=self.platform_config())
+        self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-api")
+        self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
+        self.publish_api_url()
+        self._reconciled = False
+        self._tick_running = False
+        self._ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
+        self._ticker.start()
+
+    def publish_api_url(self) -> None:
+        """Tell kernels started by this server where the API is (they inherit the environment)."""
+        os.environ["KPL_API_URL"] = url_path_join(self.serverapp.connection_url, API_PREFIX.strip("/"))
+        token = self.serverapp.identity_provider.token
+        if token:
+            os.environ["KPL_API_TOKEN"] = token
 
     def initialize_handlers(self) -> None:
         """Register the REST API handlers under /kpl/api/."""
-        self.handlers.extend([(rf"{API_PREFIX}/version", VersionHandler)])
+        self.handlers.extend(handlers())
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        """Publish the URL again once the server listens (its port may have moved)."""
+        self.publish_api_url()
+
+    async def _tick(self) -> None:
+        """Re-attach jobs once, then ingest running jobs' events and start queued jobs that fit."""
+        if self._tick_running:
+            return
+        self._tick_running = True
+        try:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self.pool, self._background_round)
+        except Exception:
+            self.log.exception("kpl_lab: background round failed")
+        finally:
+            self._tick_running = False
+
+    def _background_round(self) -> None:
+        jobs = self.platform.jobs
+        if not self._reconciled:
+            outcome = jobs.reconcile()  # on start: re-attach running jobs, finish the ended
+            if outcome:
+                self.log.info("kpl_lab: re-attached jobs: %s", outcome)
+            self._reconciled = True
+        with self.platform.session() as session:
+            running = session.scalars(select(Job.id).where(Job.state == "running")).all()
+            queued = session.scalar(select(Job.id).where(Job.state == "queued").limit(1)) is not None
+        for job_id in running:
+            with contextlib.suppress(FileNotFoundError):
+                jobs.ingest(job_id)
+        if queued:
+            jobs.schedule()
+
+    async def stop_extension(self) -> None:
+        """Stop background work and release the database; running jobs keep running."""
+        self._ticker.stop()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.platform.close()
+        for key, value in self._saved_environ.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,136 @@
+"""The base of every KPL Lab API handler: the platform, the project, blocking work, and errors.
+
+Errors are mapped to responses in ONE place, `KPLHandler.write_error`: a KPLError answers its
+status with `{"error", "message", "field"}`, a pydantic ValidationError answers 400 naming the
+field at fault, and anything else answers 500 without leaking a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from pydantic import BaseModel, ValidationError
+from tornado import web
+from tornado.ioloop import IOLoop
+
+from ..catalog.storage import check_name
+from ..errors import BadRequest, Forbidden, KPLError
+
+if TYPE_CHECKING:
+    from ..platform import Platform
+    from .app import KPLLab
+
+Model = TypeVar("Model", bound=BaseModel)
+T = TypeVar("T")
+
+
+def validation_error(error: ValidationError) -> BadRequest:
+    """Return the BadRequest that names the first field a pydantic model refused."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or None
+    where = f"{field}: " if field else ""
+    return BadRequest(f"{where}{first.get('msg', 'invalid value')}", field=field)
+
+
+class KPLHandler(ExtensionHandlerMixin, APIHandler):
+    """An API handler of the kpl_lab extension."""
+
+    @property
+    def app(self) -> KPLLab:
+        """Return the extension app."""
+        return self.extensionapp
+
+    @property
+    def platform(self) -> Platform:
+        """Return the platform this server serves."""
+        return self.app.platform
+
+    @functools.cached_property
+    def project(self) -> str:
+        """Return the project of this request: `?project=` if the user may use it, else `default`."""
+        name = self.get_query_argument("project", None) or self.platform.default_project
+        check_name(name, "project")
+        if not self.app.may_use_project(self.current_user, name):
+            raise Forbidden(f"project {name!r}: you may not use this project", field="project")
+        return name
+
+    async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run database or file work on the extension's thread pool, not on the event loop."""
+        call = functools.partial(function, *args, **kwargs)
+        return await IOLoop.current().run_in_executor(self.app.pool, call)
+
+    def query_int(self, name: str, default: int, low: int, high: int) -> int:
+        """Return an integer query argument within [low, high], or refuse it naming the argument."""
+        text = self.get_query_argument(name, None)
+        if text is None or text == "":
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise BadRequest(f"{name}: expected an integer, got {text!r}", field=name) from None
+        if not low <= value <= high:
+            raise BadRequest(f"{name}: must be between {low} and {high}, got {value}", field=name)
+        return value
+
+    def json_body(self) -> Any:
+        """Return the request body parsed as JSON (an empty body is None)."""
+        if not self.request.body:
+            return None
+        try:
+            return json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise BadRequest(f"the request body is not valid JSON: {error}", field="body") from None
+
+    def body_as(self, model: type[Model], **fixed: Any) -> Model:
+        """Return the JSON body checked by a pydantic model (an empty body gives the defaults)."""
+        data = self.json_body()
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise BadRequest(
+                f"the request body must be a JSON object, got {type(data).__name__}", field="body"
+            )
+        for key in fixed:
+            if key in data:
+                raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
+        return model.model_validate({**data, **fixed})
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        """Answer JSON."""
+        self.set_status(status)
+        self.finish(json.dumps(data, default=str))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Answer `{"error", "message", "field"}` with the status of the error raised."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, ValidationError):
+            error = validation_error(error)
+        if isinstance(error, KPLError):
+            self.set_status(error.status)
+            body = error.to_json()
+            body.setdefault("field", None)
+        elif isinstance(error, web.HTTPError):
+            body = {
+                "error": "HTTPError",
+                "message": error.log_message or self._reason,
+                "field": None,
+            }
+        else:
+            body = {
+                "error": "InternalError",
+                "message": "internal server error (see the server log)",
+                "field": None,
+            }
+        self.finish(json.dumps(body))
+
+    def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001 - tornado's signature
+        """Log a person's mistake in one line; keep tracebacks for real failures."""
+        if isinstance(value, (KPLError, ValidationError)):
+            self.log.info("%s %s: %s", self.request.method, self.request.path, value)
+            return
+        super().log_exception(typ, value, tb)

@@ -1,0 +1,110 @@
+"""Algorithms: list, upload, show (functions, resources, ports, parameter schema), delete."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tornado import web
+
+from ...catalog.storage import check_name
+from ...errors import BadRequest
+from ..base import KPLHandler
+from ..serialize import matches, named_json, version_json
+from ..upload import UploadHandler
+
+
+@web.stream_request_body
+class AlgorithmsHandler(UploadHandler):
+    """GET: the project's algorithms; POST: upload an algorithm archive as a new version."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List algorithms."""
+        query = self.get_query_argument("q", None)
+        rows = await self.blocking(self.platform.catalog.list_algorithms, self.project)
+        self.reply({"algorithms": [named_json("algorithm", a) for a in rows if matches(a, query)]})
+
+    def check_upload_query(self) -> None:
+        """Check the name before the body is stored."""
+        name = self.get_query_argument("name", None)
+        if name:
+            check_name(name)
+        self.project  # noqa: B018 - refuse a forbidden project before the body arrives
+
+    @web.authenticated
+    async def post(self) -> None:
+        """Install the uploaded archive and answer the new version."""
+        name = self.get_query_argument("name", None) or None
+        archive = self.finish_upload(name or "algorithm")
+        if archive.name == "upload":
+            raise BadRequest("the upload is not a zip or tar archive", field="body")
+
+        def work():
+            try:
+                return self.platform.catalog.add_algorithm(
+                    self.project, archive, name=name, description=self.get_query_argument("description", "")
+                )
+            except BadRequest as error:
+                raise BadRequest(error.message.replace(str(archive.parent), "upload"), field="body") from None
+
+        row = await self.blocking(work)
+        self.reply(version_json("algorithm", row), status=201)
+
+
+class AlgorithmHandler(KPLHandler):
+    """GET: an algorithm and its versions; DELETE: every version."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """Show an algorithm."""
+        version = await self.blocking(self.platform.catalog.get_algorithm, self.project, name)
+        self.reply(named_json("algorithm", version.algorithm))
+
+    @web.authenticated
+    async def delete(self, name: str) -> None:
+        """Delete an algorithm."""
+        self.reply(
+            {"deleted": await self.blocking(self.platform.catalog.delete_algorithm, self.project, name)}
+        )
+
+
+def algorithm_detail(platform, project: str, ref: str) -> dict:
+    """Return a version with its functions, resources, inputs, outputs and parameter schema."""
+    catalog = platform.catalog
+    row = catalog.get_algorithm(project, ref)
+    algorithm = catalog.read_algorithm(row)
+    spec = algorithm.spec
+    functions = {
+        name: {
+            "cmd": function.cmd,
+            "resource": dataclasses.asdict(function.resource),
+            "inputs": [dataclasses.asdict(port) for port in function.inputs],
+            "outputs": [dataclasses.asdict(port) for port in function.outputs],
+        }
+        for name, function in spec.functions.items()
+    }
+    return version_json("algorithm", row) | {
+        "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
+        "function_specs": functions,
+        "parameter_descriptions": algorithm.parameters.descriptions,
+        "parameter_schema": algorithm.parameters.schema(),
+    }
+
+
+class AlgorithmVersionHandler(KPLHandler):
+    """GET: one version in full; DELETE: that version."""
+
+    @web.authenticated
+    async def get(self, name: str, version: str) -> None:
+        """Show an algorithm version."""
+        check_name(version, "version")
+        self.reply(await self.blocking(algorithm_detail, self.platform, self.project, f"{name}:{version}"))
+
+    @web.authenticated
+    async def delete(self, name: str, version: str) -> None:
+        """Delete an algorithm version."""
+        check_name(version, "version")
+        deleted = await self.blocking(
+            self.platform.catalog.delete_algorithm, self.project, f"{name}:{version}"
+        )
+        self.reply({"deleted": deleted})

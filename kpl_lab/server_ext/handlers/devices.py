@@ -1,0 +1,44 @@
+"""Devices: the machine's capacity, its accelerators and what is in use."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from tornado import web
+
+from ...catalog.jobs import Reservation
+from ..base import KPLHandler
+
+
+def devices_json(platform, project: str) -> dict:
+    """Return capacity, use (all projects and this one), the project's quota, and each device's holder."""
+    ledger = platform.jobs.ledger
+    with platform.session() as session:
+        used = ledger.usage(session).to_json()
+        project_used = ledger.usage(session, project).to_json()
+        holders = {}
+        for row in session.scalars(select(Reservation)):
+            for kind, indexes in (row.devices or {}).items():
+                for index in indexes:
+                    mine = row.project == project
+                    holders[(kind, index)] = f"{row.owner_kind}:{row.owner_id}" if mine else "other project"
+    devices = [
+        device.to_json() | {"used_by": holders.get((device.kind, device.index))}
+        for kind in sorted(ledger.inventory)
+        for device in ledger.inventory[kind]
+    ]
+    return {
+        "capacity": ledger.capacity(),
+        "used": used,
+        "project_used": project_used,
+        "quota": ledger.quotas.get(project),
+        "devices": devices,
+    }
+
+
+class DevicesHandler(KPLHandler):
+    """GET: the device inventory and use."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer the inventory."""
+        self.reply(await self.blocking(devices_json, self.platform, self.project))

@@ -1,0 +1,53 @@
+"""Models: list, show (files and lineage), delete."""
+
+from __future__ import annotations
+
+from tornado import web
+
+from ...catalog.storage import check_name
+from ..base import KPLHandler
+from ..serialize import matches, named_json, version_json
+
+
+class ModelsHandler(KPLHandler):
+    """GET: the project's models (`?q=` searches)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List models."""
+        query = self.get_query_argument("q", None)
+        rows = await self.blocking(self.platform.catalog.list_models, self.project)
+        self.reply({"models": [named_json("model", m) for m in rows if matches(m, query)]})
+
+
+class ModelHandler(KPLHandler):
+    """GET: a model and its versions; DELETE: every version."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """Show a model."""
+        version = await self.blocking(self.platform.catalog.get_model, self.project, name)
+        self.reply(named_json("model", version.model))
+
+    @web.authenticated
+    async def delete(self, name: str) -> None:
+        """Delete a model."""
+        self.reply({"deleted": await self.blocking(self.platform.catalog.delete_model, self.project, name)})
+
+
+class ModelVersionHandler(KPLHandler):
+    """GET: one model version with files and lineage; DELETE: that version."""
+
+    @web.authenticated
+    async def get(self, name: str, version: str) -> None:
+        """Show a model version."""
+        check_name(version, "version")
+        row = await self.blocking(self.platform.catalog.get_model, self.project, f"{name}:{version}")
+        self.reply(version_json("model", row))
+
+    @web.authenticated
+    async def delete(self, name: str, version: str) -> None:
+        """Delete a model version."""
+        check_name(version, "version")
+        deleted = await self.blocking(self.platform.catalog.delete_model, self.project, f"{name}:{version}")
+        self.reply({"deleted": deleted})

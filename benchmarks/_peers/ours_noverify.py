@@ -1,4 +1,4 @@
-"""Adapter for our kpl_dataset read with verify=False: shows what the per-batch CRC-32 costs."""
+"""Adapter for our kpl_dataset read with verify=False: shows what the default batch checksum costs."""
 
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ module.exports = {
     url: `${baseURL}/lab`,
     timeout: 120 * 1000,
     reuseExistingServer: false,
+    gracefulShutdown: { signal: 'SIGTERM', timeout: 10000 },
     stdout: 'ignore',
     stderr: 'pipe'
   }

@@ -1,29 +1,11 @@
-"""GET /kpl/api/version on a real jupyter-server with the KPL Lab extension loaded."""
+"""GET /kpl/api/version on a real jupyter-server with the KPL Lab extension loaded (see conftest.py)."""
 
-import asyncio
 import json
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
 import kpl_lab
-
-
-@pytest.fixture
-async def jp_asyncio_loop():
-    """Run the Jupyter server on pytest-asyncio's loop, the one the tests run on."""
-    return asyncio.get_running_loop()
-
-
-@pytest.fixture
-def jp_server_config(jp_server_config):
-    """Load the KPL Lab extension and require authentication on every endpoint."""
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"kpl_lab": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
 
 
 async def test_version_answers_name_and_version(jp_fetch):

@@ -22,7 +22,7 @@ from .errors import BadRequest, Conflict, Forbidden, KPLError, NotFound
 API_PATH = "kpl/api/"
 ERRORS: dict[int, type[KPLError]] = {400: BadRequest, 403: Forbidden, 404: NotFound, 409: Conflict}
 UPLOAD_BLOCK = 1024 * 1024
-FOLLOW_WAIT_SECONDS = 10.0  # long poll: the server answers at once when output comes
+FOLLOW_WAIT_SECONDS = 10  # long poll: the server answers at once when output comes
 
 
 def _api_root(url: str) -> str:
@@ -84,20 +84,21 @@ class _Progress:
 def _raise_for(error: urllib.error.HTTPError, method: str, path: str) -> None:
     """Raise the platform error a failed response stands for, with the server's message and field."""
     body = error.read()
+    kind = error.headers.get("Content-Type", "")
     error.close()
     message, field = "", None
-    try:
-        data = json.loads(body)
-        message, field = data.get("message") or data.get("reason") or "", data.get("field")
-    except (ValueError, AttributeError):
+    if kind.startswith("application/json"):
+        try:
+            data = json.loads(body)
+            message, field = data.get("message") or data.get("reason") or "", data.get("field")
+        except (ValueError, AttributeError):
+            pass
+    elif kind.startswith("text/plain"):
         message = body.decode("utf-8", "replace").strip()[:500]
-    message = message or f"{error.code} {error.reason}"
-    kind = ERRORS.get(error.code)
-    if kind is None:
-        failure = KPLError(f"{method} {path}: {message} (HTTP {error.code})", field=field)
-        failure.status = error.code
-        raise failure from None
-    raise kind(message, field=field) from None
+    message = message or f"{method} /{API_PATH}{path}: {error.code} {error.reason}"
+    failure = ERRORS.get(error.code, KPLError)(message, field=field)
+    failure.status = error.code
+    raise failure from None
 
 
 def _quote(part: str | int) -> str:
@@ -362,7 +363,7 @@ class Client:
         """Resume a job from its checkpoint; return the new job."""
         return self.request("POST", f"jobs/{_quote(job_id)}/resume", body={"parameters": parameters or {}})
 
-    def logs(self, job_id: str, offset: int = 0, limit: int | None = None, wait: float | None = None) -> dict:
+    def logs(self, job_id: str, offset: int = 0, limit: int | None = None, wait: int | None = None) -> dict:
         """Return a chunk of the job's output from byte `offset`: text, next_offset, done, state.
 
         With `wait`, a request finding nothing new waits up to that many seconds for output.

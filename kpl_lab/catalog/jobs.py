@@ -67,6 +67,8 @@ class Job(Base):
     figures: Mapped[dict] = mapped_column(JSON, default=dict)  # title -> figure event fields
     results: Mapped[list] = mapped_column(JSON, default=list)  # result events
     saves: Mapped[list] = mapped_column(JSON, default=list)  # save events
+    # resource use sampled while it runs: {"latest": sample, "peak_memory_mb": MB, "history": [sample, ...]}
+    usage: Mapped[dict] = mapped_column(JSON, default=dict)
     events_offset: Mapped[int] = mapped_column(BigInteger, default=0)  # bytes of events.jsonl ingested
     events_invalid: Mapped[int] = mapped_column(Integer, default=0)  # lines that were not valid JSON
     stop_requested: Mapped[bool] = mapped_column(default=False)

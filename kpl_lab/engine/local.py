@@ -23,6 +23,11 @@ from traitlets import Bool, Dict, Float, Unicode
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch
 from .runfolder import is_alive, process_start_time, read_json, write_atomic
+from .supervisor import BOOTSTRAP
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
+# sh starts the supervisor in the background and prints its pid: nobody waits for Python to start
+SPAWN = 'log=$1; shift; "$@" </dev/null >/dev/null 2>>"$log" & echo $!'
 
 
 class LocalExecutor(Executor):
@@ -31,6 +36,7 @@ class LocalExecutor(Executor):
     use_cgroups = Bool(True, config=True, help="Limit jobs with cgroups when they are writable.")
     grace_seconds = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when stopping.")
     tick_seconds = Float(1.0, config=True, help="Seconds between two event ingestions by the supervisor.")
+    usage_seconds = Float(5.0, config=True, help="Seconds between two samples of a job's resource use.")
     python = Unicode(sys.executable, config=True, help="Python that runs the supervisors.")
     environments_dir = Unicode(
         "", config=True, help="Folder caching the virtual environments built for `image.runs`."
@@ -57,6 +63,7 @@ class LocalExecutor(Executor):
             "use_cgroups": self.use_cgroups,
             "grace_seconds": self.grace_seconds,
             "tick_seconds": self.tick_seconds,
+            "usage_seconds": self.usage_seconds,
             "environments_dir": self.environments_dir or None,
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
@@ -70,15 +77,21 @@ class LocalExecutor(Executor):
         return self._spawn_supervisor(launch.run_dir)
 
     def _spawn_supervisor(self, run_dir: Path, *args: str) -> dict:
-        argv = [self.python, "-m", "kpl_lab.engine.supervisor", str(run_dir), "--detach", *args]
-        with open(run_dir / "supervisor.log", "ab") as log:
-            # The supervisor forks and its parent exits at once: nothing here waits on the job.
-            done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, check=False, timeout=60
-            )
-        if done.returncode != 0:
-            raise RuntimeError(f"the supervisor did not start (see {run_dir / 'supervisor.log'})")
-        pid = int(done.stdout.split()[0])
+        # `-S`: no site-packages before the job starts (docs/jobs.md, start latency)
+        argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir), *args]
+        log = str(run_dir / "supervisor.log")
+        # A new session, and sh exits at once: the supervisor outlives the server and the CLI.
+        done = subprocess.run(
+            ["/bin/sh", "-c", SPAWN, "sh", log, *argv],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            start_new_session=True,
+            check=False,
+            timeout=60,
+        )
+        if done.returncode != 0 or not done.stdout.strip().isdigit():
+            raise RuntimeError(f"the supervisor did not start: {done.stderr.decode(errors='replace')}")
+        pid = int(done.stdout)
         return {"supervisor_pid": pid, "supervisor_start": process_start_time(pid), "run_dir": str(run_dir)}
 
     def _handle(self, launch: JobLaunch, handle: dict) -> dict:
@@ -103,8 +116,14 @@ class LocalExecutor(Executor):
         )
 
     async def attach(self, launch: JobLaunch, handle: dict) -> ExecutionState:
-        """Re-attach after a restart: adopt a job whose supervisor died, or say it is lost."""
+        """Re-attach after a restart: adopt a job whose supervisor died, or say it is lost.
+
+        A live supervisor is left alone, even after it wrote status.json: it records the end.
+        """
         state = await self.poll(launch, handle)
+        full = state.handle
+        if not state.running and is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
+            return ExecutionState(True, reason="finishing", handle=full)
         if state.running and state.reason == "its supervisor is gone":
             adopter = self._spawn_supervisor(launch.run_dir, "--adopt")
             return ExecutionState(True, handle={**state.handle, **adopter})
@@ -118,8 +137,11 @@ class LocalExecutor(Executor):
         )
         full = self._handle(launch, handle)
         if is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(full["supervisor_pid"], signal.SIGUSR1)  # wake it now
+            # a supervisor still starting up has no SIGUSR1 handler yet (the signal would kill
+            # it); it reads stop.request right after starting the job
+            if full.get("pid") is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(full["supervisor_pid"], signal.SIGUSR1)  # wake it now
         elif is_alive(full.get("pid"), full.get("pid_start")):
             # nobody supervises it: signal the process group directly
             with contextlib.suppress(ProcessLookupError):

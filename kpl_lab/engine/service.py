@@ -12,7 +12,11 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import fcntl
+import hashlib
+import hmac
 import json
+import os
 import secrets
 import threading
 import time
@@ -30,13 +34,14 @@ from traitlets.config import Config, LoggingConfigurable
 from ..catalog.jobs import FINAL_STATES, Job, Metric
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..errors import BadRequest, Conflict, KPLError, NotFound
-from . import envelope
+from ..errors import BadRequest, Conflict, Forbidden, KPLError, NotFound
+from . import envelope, usage
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch, Resources
 from .ledger import Ledger
 from .local import LocalExecutor
 from .runfolder import read_json
+from .supervisor import last_line, tail_lines
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -108,7 +113,11 @@ def run_sync(coroutine):
 
 
 class JobService(LoggingConfigurable):
-    """Submit, schedule, watch and stop the jobs of every project."""
+    """Submit, schedule, watch and stop the jobs of every project.
+
+    Every session that reads a row and then writes it is immediate: SQLite in WAL mode
+    refuses a deferred transaction whose snapshot went stale instead of waiting for it.
+    """
 
     executor_class = Type(LocalExecutor, klass=Executor, help="Executor that runs jobs.").tag(config=True)
     grace_seconds = Float(10.0, help="Seconds between SIGTERM and SIGKILL when a job is stopped.").tag(
@@ -124,7 +133,9 @@ class JobService(LoggingConfigurable):
         self.platform = platform
         self.ledger = Ledger(platform)
         self.executor = self.executor_class(parent=self)
-        if isinstance(self.executor, LocalExecutor):
+        # local jobs have a supervisor each; the others are polled by `tick()`
+        self.supervised = isinstance(self.executor, LocalExecutor)
+        if self.supervised:
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
             self.executor.callbacks = "kpl_lab.engine.service:supervisor_callbacks"
@@ -345,7 +356,8 @@ class JobService(LoggingConfigurable):
             parameters=job.parameters,
             limits=limits,
             requests=_resources(job.requests) if job.requests else None,
-            assigned_devices=job.assigned_devices,
+            # a cluster's device plugin picks the devices: the local indexes mean nothing there
+            assigned_devices=job.assigned_devices if self.supervised else {},
         )
 
     def _launch(self, job_id: str) -> None:
@@ -358,7 +370,7 @@ class JobService(LoggingConfigurable):
             self.log.exception("job %s could not start", job_id)
             self._end(job_id, "failed", reason=f"could not start: {error}")
             return
-        with self.platform.session() as session:
+        with self.platform.session(immediate=True) as session:
             row = session.get(Job, job_id)
             row.handle = {**(row.handle or {}), **handle}
 
@@ -712,16 +724,24 @@ class JobService(LoggingConfigurable):
             else:
                 row = catalog.add_model(project, name, path, description, lineage=lineage)
             save["registered"] = f"{save['kind']}:{row.ref}"
-        with self.platform.session() as session:
+        with self.platform.session(immediate=True) as session:
             row = session.get(Job, job.id)
             row.outputs, row.saves = outputs, saves
 
-    # restarts
+    # restarts and polling
 
     def reconcile(self) -> dict[str, str]:
-        """After a restart: re-attach to running jobs, finish those that ended, mark the vanished lost."""
+        """After a restart: re-attach to running jobs, finish those that ended, mark the vanished lost.
+
+        Cheap when nothing is queued or running (one query), so every CLI start calls it.
+        """
         with self.platform.session() as session:
-            running = session.scalars(select(Job.id).where(Job.state == "running")).all()
+            active = session.execute(
+                select(Job.id, Job.state).where(Job.state.in_(("queued", "running")))
+            ).all()
+        if not active:
+            return {}
+        running = [job_id for job_id, state in active if state == "running"]
         outcome = {}
         for job_id in running:
             job = self._job(job_id)
@@ -732,11 +752,13 @@ class JobService(LoggingConfigurable):
                 continue
             state = run_sync(self.executor.attach(launch, job.handle))
             if state.running:
-                with self.platform.session() as session:
-                    session.get(Job, job_id).handle = {**job.handle, **state.handle}
-                with contextlib.suppress(FileNotFoundError):
-                    self.ingest(job_id)
+                if state.handle != job.handle:
+                    self._store_handle(job_id, state.handle)
                 outcome[job_id] = "running"
+                continue
+            if not self.supervised:
+                self._settle(job_id, launch, state)
+                outcome[job_id] = self._job(job_id).state
                 continue
             status = read_json(launch.run_dir / "status.json")
             self.finish(job_id, status if status is not None else self._status_of(state))
@@ -745,6 +767,129 @@ class JobService(LoggingConfigurable):
             outcome[job_id] = self._job(job_id).state
         self.schedule()
         return outcome
+
+    def tick(self) -> list[str]:
+        """Poll the jobs no local supervisor watches: ingest, stop, finish; then start queued ones.
+
+        The server calls this every few seconds. With the local executor each job's
+        supervisor does this work, and `tick()` only schedules. Returns the jobs that ended.
+        """
+        ended = []
+        if not self.supervised:
+            with self.platform.session() as session:
+                running = session.scalars(select(Job.id).where(Job.state == "running")).all()
+            for job_id in running:
+                try:
+                    if self._poll(job_id):
+                        ended.append(job_id)
+                except KPLError as error:  # the cluster cannot be reached now: try again next tick
+                    self.log.warning("job %s: %s", job_id, error.message)
+        self.schedule()
+        return ended
+
+    def _poll(self, job_id: str) -> bool:
+        job = self._job(job_id)
+        launch = self._stored_launch(job)
+        if launch is None:
+            return False  # still being started
+        with contextlib.suppress(FileNotFoundError):
+            if self.ingest(job_id):
+                self._ask_stop(job_id, "the job asked to be stopped (stop.kill)")
+        job = self._job(job_id)
+        if job.stop_requested:
+            run_sync(self.executor.stop(launch, job.handle, self.grace_seconds))
+        state = run_sync(self.executor.poll(launch, job.handle))
+        if state.handle != job.handle:
+            self._store_handle(job_id, state.handle)
+        if state.running:
+            return False
+        self._settle(job_id, launch, state)
+        return True
+
+    def _settle(self, job_id: str, launch: JobLaunch, state: ExecutionState) -> None:
+        """Finish a job an executor reports ended: keep its log, clean up, record the end."""
+        try:
+            if state.exit_code == 0:
+                run_sync(self.executor.on_complete(launch, state))
+            else:  # also deletes what cannot end on its own (a Job whose image cannot be pulled)
+                run_sync(self.executor.on_failure(launch, state))
+        except KPLError as error:
+            self.log.warning("job %s: cleaning up failed: %s", job_id, error.message)
+        lines = tail_lines(launch.run_dir / "output.log")
+        reason = state.reason or ""
+        if not reason and state.exit_code not in (0, None):
+            reason = f"exited with code {state.exit_code}: {last_line(lines)}".rstrip(": ")
+        status = {
+            "exit_code": state.exit_code,
+            "reason": reason,
+            "lost": reason.startswith("lost:"),
+            "last_log_lines": lines,
+        }
+        self.finish(job_id, status)
+
+    def _store_handle(self, job_id: str, handle: dict) -> None:
+        with self.platform.session(immediate=True) as session:
+            row = session.get(Job, job_id)
+            row.handle = {**row.handle, **handle}
+
+    def _ask_stop(self, job_id: str, reason: str) -> None:
+        with self.platform.session(immediate=True) as session:
+            row = session.get(Job, job_id)
+            if not row.stop_requested and row.state == "running":
+                row.stop_requested, row.reason = True, reason
+
+    # events pushed over HTTP
+
+    def ingest_events(self, job_id: str, token: str, events: list[dict]) -> int:
+        """Take events a job POSTed (Kubernetes: `KPL_EVENTS_URL`) and ingest them; return how many.
+
+        The token must be the job's own (its SHA-256 is in the handle). The events are
+        appended to the run folder's events.jsonl first, then ingested by offset like a
+        local job's, so a repeated ingestion never duplicates a point.
+        """
+        job = self._job(job_id)
+        expected = (job.handle or {}).get("token_sha256")
+        given = hashlib.sha256((token or "").encode()).hexdigest()
+        if not expected or not hmac.compare_digest(given, expected):
+            raise Forbidden(f"job {job_id}: the events token is not this job's")
+        if job.is_final:
+            raise Conflict(f"job {job_id} has already ended ({job.state}): its events are closed")
+        if not isinstance(events, list):
+            raise BadRequest("events: expected a JSON array of event objects", field="events")
+        lines = []
+        for index, event in enumerate(events):
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                raise BadRequest(
+                    f"events[{index}]: expected an object with a string 'type'", field=f"events[{index}]"
+                )
+            lines.append(json.dumps(event, separators=(",", ":"), default=str) + "\n")
+        path = self.run_dir(job) / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as out:
+            fcntl.flock(out, fcntl.LOCK_EX)  # two pushes at once never interleave their lines
+            try:
+                out.write("".join(lines).encode())
+                out.flush()
+                os.fsync(out.fileno())
+            finally:
+                fcntl.flock(out, fcntl.LOCK_UN)
+        if self.ingest(job_id):
+            self._ask_stop(job_id, "the job asked to be stopped (stop.kill)")
+        return len(lines)
+
+    # resource use
+
+    def record_usage(self, job_id: str, samples: list[dict]) -> None:
+        """Add resource samples to a job (latest, peak, the last samples)."""
+        if not samples:
+            return
+        with self.platform.session(immediate=True) as session:
+            row = session.get(Job, job_id)
+            row.usage = usage.merge(row.usage or {}, samples)
+
+    def usage(self, project: str, job_id: str) -> dict:
+        """Return a job's resource use: {"latest", "peak_memory_mb", "history"} ({} before a sample)."""
+        return self.get(project, job_id).usage or {}
 
 
 def _resources(data: dict) -> Resources:
@@ -782,7 +927,7 @@ class SupervisorCallbacks:
         if not self.started_recorded:
             handle = read_json(launch.run_dir / "handle.json")
             if handle is not None:
-                with self.platform.session() as session:
+                with self.platform.session(immediate=True) as session:
                     job = session.get(Job, launch.job_id)
                     job.handle = {**job.handle, **handle}
                     job.enforcement = handle.get("enforcement", "")
@@ -793,6 +938,10 @@ class SupervisorCallbacks:
                 self.jobs.stop(
                     launch.project, launch.job_id, reason="the job asked to be stopped (stop.kill)"
                 )
+
+    def record_usage(self, launch: JobLaunch, samples: list[dict]) -> None:
+        """Store resource samples on the job."""
+        self.jobs.record_usage(launch.job_id, samples)
 
     def finish(self, launch: JobLaunch, status: dict) -> None:
         """Record the end, register outputs, release the reservation and start queued jobs."""

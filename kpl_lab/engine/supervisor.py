@@ -7,6 +7,12 @@ memory watchdog, calls the ingestion callbacks on a timer, and records the end i
 status.json before calling the finishing callback. Detached (`--detach`), it forks
 away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
+
+Starting the job quickly matters: the local executor runs the supervisor with `python -S`
+(no site-packages) through `BOOTSTRAP`, so only the standard library and this package's
+light modules load before the job starts; site-packages and the platform (SQLAlchemy)
+are loaded at the first tick, while the job runs. It also samples the job's resource
+use (`kpl_lab.engine.usage`) every `usage_seconds` and hands the samples to the callbacks.
 """
 
 from __future__ import annotations
@@ -29,10 +35,16 @@ from pathlib import Path
 from .launch import JobLaunch
 from .limits import JobLimits, group_rss_bytes
 from .runfolder import is_alive, job_environment, process_start_time, read_json, write_atomic
+from .usage import UsageSampler
 
 log = logging.getLogger("kpl_lab.engine.supervisor")
 
 LOOP_SECONDS = 0.2
+# `python -S -c BOOTSTRAP PACKAGE_PARENT RUN_DIR ...`: import this module without site-packages.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from kpl_lab.engine.supervisor import main; main(sys.argv[1:])"
+)
 LAST_LINES = 20
 SHELL_SYNTAX = set("|&;<>()$`*?~\n")
 
@@ -59,6 +71,14 @@ def command_argv(cmd: str, path: str, cwd: Path) -> tuple[list[str], bool]:
     return [found, *words[1:]], False
 
 
+def enable_site_packages() -> None:
+    """Add site-packages to the import path when this Python started with `-S`."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
 def tail_lines(path: Path, count: int = LAST_LINES, max_bytes: int = 8192) -> str:
     """Return the last lines of a log file, reading only its end."""
     try:
@@ -75,7 +95,8 @@ def tail_lines(path: Path, count: int = LAST_LINES, max_bytes: int = 8192) -> st
     return "\n".join(lines[-count:])
 
 
-def _last_line(lines: str) -> str:
+def last_line(lines: str) -> str:
+    """Return the last non-blank line (at most 300 characters)."""
     for line in reversed(lines.splitlines()):
         if line.strip():
             return line.strip()[:300]
@@ -101,6 +122,8 @@ class Supervisor:
         self.launch = JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
         self.grace = float(self.config.get("grace_seconds", 10.0))
         self.tick_seconds = float(self.config.get("tick_seconds", 1.0))
+        self.usage_seconds = float(self.config.get("usage_seconds", 5.0))
+        self.samples: list[dict] = []  # resource samples not yet handed to the callbacks
         self.callbacks = None
         self.wake = False
         self.stopping_since: float | None = None
@@ -110,6 +133,7 @@ class Supervisor:
     def _load_callbacks(self) -> None:
         spec = self.config.get("callbacks")
         if spec:
+            enable_site_packages()
             module, _, name = spec.partition(":")
             factory = getattr(importlib.import_module(module), name)
             self.callbacks = factory(self.config.get("callbacks_config") or {})
@@ -122,7 +146,6 @@ class Supervisor:
             limits = self._limits_from(handle)
             handle.update(supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))
             write_atomic(self.run_dir / "handle.json", json.dumps(handle))
-            self._load_callbacks()
             self._watch(None, handle["pid"], handle["pid_start"], limits)
             self._finish(None, limits, shell=False)
             return
@@ -162,13 +185,13 @@ class Supervisor:
             "started": time.time(),
         }
         write_atomic(self.run_dir / "handle.json", json.dumps(handle))
-        self._load_callbacks()
         self._watch(process, process.pid, handle["pid_start"], limits)
         self._finish(process.returncode, limits, shell=shell)
 
     def _prepare(self) -> tuple[list[str], bool, dict[str, str], JobLimits]:
         env = job_environment(self.launch)
         if self.launch.runs:  # a cached virtual environment built from image.runs
+            enable_site_packages()
             from kpl_lab.algorithms.runtime import prepare_runtime
 
             cache = self.config.get("environments_dir") or str(self.run_dir / "environments")
@@ -206,8 +229,11 @@ class Supervisor:
         self, process: subprocess.Popen | None, pid: int, start: int | None, limits: JobLimits
     ) -> None:
         pidfd = os.pidfd_open(pid) if process is not None else None
-        last_tick = time.monotonic()
+        # the first tick (loading the platform) waits a tick, so the job starts on a quiet CPU
+        last_tick = last_sample = time.monotonic()
         memory_limit = self.launch.limits.memory * 1024 * 1024
+        sampler = UsageSampler(pid, limits.paths, self.launch.assigned_devices.get("gpu"))
+        self.samples.append(sampler.sample())
         try:
             while (process.poll() is None) if process is not None else is_alive(pid, start):
                 if pidfd is not None:
@@ -218,12 +244,33 @@ class Supervisor:
                 if not limits.version and not self.memory_exceeded and group_rss_bytes(pid) > memory_limit:
                     self.memory_exceeded = True
                     self._signal(pid, signal.SIGKILL)
-                if self.callbacks is not None and time.monotonic() - last_tick >= self.tick_seconds:
+                if time.monotonic() - last_sample >= self.usage_seconds:
+                    last_sample = time.monotonic()
+                    if sampler.gpu_indexes:
+                        enable_site_packages()  # NVML lives in site-packages
+                    self.samples.append(sampler.sample())
+                if time.monotonic() - last_tick >= self.tick_seconds:
                     last_tick = time.monotonic()
-                    self._call("tick")
+                    self._tick()
         finally:
+            sampler.close()
             if pidfd is not None:
                 os.close(pidfd)
+
+    def _tick(self) -> None:
+        if self.callbacks is None:
+            try:
+                self._load_callbacks()
+            except Exception:  # the platform could not be opened: the job runs on, reconcile catches up
+                log.exception("could not load the callbacks")
+                return
+        self._flush_samples()
+        self._call("tick")
+
+    def _flush_samples(self) -> None:
+        if self.samples and self.callbacks is not None:
+            samples, self.samples = self.samples, []
+            self._call("record_usage", samples)
 
     def _check_stop(self, pgid: int) -> None:
         if self.stopping_since is None:
@@ -264,9 +311,9 @@ class Supervisor:
         elif exit_code == 127 and shell:
             reason = f"command not found: {_shell_not_found(lines, self.launch.cmd)}"
         elif exit_code < 0:
-            reason = f"killed by signal {signal.Signals(-exit_code).name}: {_last_line(lines)}".rstrip(": ")
+            reason = f"killed by signal {signal.Signals(-exit_code).name}: {last_line(lines)}".rstrip(": ")
         else:
-            reason = f"exited with code {exit_code}: {_last_line(lines)}".rstrip(": ")
+            reason = f"exited with code {exit_code}: {last_line(lines)}".rstrip(": ")
         self._record(
             exit_code,
             reason,
@@ -292,6 +339,7 @@ class Supervisor:
                 self._load_callbacks()
             except Exception:
                 log.exception("could not load the callbacks")
+        self._flush_samples()
         self._call("finish", status)
 
     def _call(self, name: str, *args) -> None:

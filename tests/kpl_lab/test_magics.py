@@ -1,0 +1,197 @@
+"""The %kpl_* magics in a real IPython shell against a running Jupyter server with KPL Lab."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+from kpl_lab.magics import KPLMagics, Table, parse_inputs, typed_parameters
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture
+def shell(kpl_server, kpl_data, monkeypatch):
+    """Return an IPython shell with `%load_ext kpl_lab` done, finding the server through KPL_API_*."""
+    monkeypatch.setenv("KPL_API_URL", kpl_server.url + "kpl/api/")
+    monkeypatch.setenv("KPL_API_TOKEN", kpl_server.token)
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.HistoryManager.hist_file = ":memory:"
+    # display() publishes through the shell singleton: a shell made otherwise would only print
+    ipython = InteractiveShell.instance(config=config)
+    ipython.run_line_magic("load_ext", "kpl_lab")
+    yield ipython
+    InteractiveShell.clear_instance()
+
+
+def run(shell, line: str):
+    """Run one cell; return (result, stdout, stderr, rich outputs)."""
+    with capture_output() as captured:
+        result = shell.run_cell(line)
+    return result, captured.stdout, captured.stderr, captured.outputs
+
+
+def test_load_ext_registers_every_magic(shell):
+    names = set(shell.magics_manager.magics["line"])
+    for magic in ("datasets", "algorithms", "train", "infer", "jobs", "logs", "metrics", "stop"):
+        assert f"kpl_{magic}" in names
+
+
+def test_datasets_and_algorithms_render_as_html_and_text(shell):
+    result, _, _, outputs = run(shell, "%kpl_datasets")
+    assert result.success
+    html, text = outputs[0].data["text/html"], outputs[0].data["text/plain"]
+    assert "<td style='text-align:left'>shapes</td>" in html and "coloured squares" in html
+    assert text.splitlines()[0].split() == ["name", "newest", "versions", "records", "size", "description"]
+    assert re.search(r"^shapes\s+\S+\s+1\s+6\s", text, re.M)
+    _, _, _, outputs = run(shell, "%kpl_datasets -q nothing-matches-this")
+    assert outputs[0].data["text/plain"] == "no datasets"
+
+    _, _, _, outputs = run(shell, "%kpl_algorithms")
+    assert re.search(r"^toy\s+\S+\s+1\s+(infer, train|train, infer)\s", outputs[0].data["text/plain"], re.M)
+
+
+def test_train_wait_logs_metrics_jobs(shell):
+    result, out, err, outputs = run(
+        shell, "%kpl_train toy --input data=shapes --param steps=3 --param lr=0.01 --wait"
+    )
+    assert result.success, err
+    job_id = re.match(r"submitted job (\S+) \(toy:\S+ train\): (queued|running)", out).group(1)
+    assert re.search(rf"^{job_id} succeeded .*\[#+\] 100%$", out, re.M)
+    assert f"job {job_id} succeeded" in out
+    assert re.search(r"^output model: model:toy-net:\S+$", out, re.M)
+    summary = outputs[-1].data
+    assert "<svg" in summary["text/html"] and "<polyline" in summary["text/html"]
+    assert re.search(r"^loss\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)
+
+    _, out, _, _ = run(shell, f"%kpl_logs {job_id}")
+    assert "lr 0.01" in out and "step 2" in out
+    _, out, _, _ = run(shell, f"%kpl_logs {job_id} -f")
+    assert "step 2" in out
+
+    _, _, _, outputs = run(shell, f"%kpl_metrics {job_id}")
+    assert "training" in outputs[0].data["text/html"] and "accuracy" in outputs[0].data["text/plain"]
+
+    _, _, _, outputs = run(shell, "%kpl_jobs --state succeeded")
+    assert re.search(rf"^{job_id}\s+toy:\S+\s+train\s+succeeded\s+100%", outputs[0].data["text/plain"], re.M)
+
+
+def test_infer_without_wait_returns_at_once(shell, kpl_server, wait_final):
+    result, out, _, _ = run(shell, "%kpl_infer toy --input data=shapes")
+    assert result.success
+    job_id = re.match(r"submitted job (\S+) \(toy:\S+ infer\)", out).group(1)
+    assert f"%kpl_logs {job_id} -f" in out
+    assert wait_final(kpl_server.client(), job_id)["state"] == "succeeded"
+
+
+def test_ctrl_c_stops_waiting_not_the_job(shell, kpl_server, wait_final):
+    client = kpl_server.client()
+
+    def interrupt_when_running() -> None:
+        while True:
+            jobs = client.jobs(state="running")
+            if jobs and "step 2" in client.logs(jobs[0]["id"])["text"]:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.1)
+
+    interrupter = threading.Thread(target=interrupt_when_running)
+    interrupter.start()
+    result, out, err, _ = run(
+        shell, "%kpl_train toy --input data=shapes --param steps=1000 --param pause=0.1 --wait"
+    )
+    interrupter.join()
+    job_id = re.match(r"submitted job (\S+)", out).group(1)
+    assert result.success
+    assert f"stopped waiting; job {job_id} goes on" in err
+    assert client.job(job_id)["state"] == "running"
+    _, out, _, _ = run(shell, f"%kpl_stop {job_id}")
+    assert out.startswith(f"job {job_id}: ")
+    assert wait_final(client, job_id)["state"] == "stopped"
+
+
+def test_widgets_show_live_progress_and_curves(shell, kpl_server):
+    shell.register_magics(KPLMagics(shell, use_widgets=True))
+    from ipywidgets.widgets.widget import _instances
+
+    result, _, err, outputs = run(shell, "%kpl_train toy --input data=shapes --param steps=5 --wait")
+    assert result.success, err
+    monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
+    assert monitor.progress.state == "succeeded" and monitor.progress.bar.value == 1.0
+    assert monitor.progress.bar.bar_style == "success"
+    assert [x for x, _ in monitor.plot.series["loss"]] == [0, 1, 2, 3, 4]
+    assert "<polyline" in monitor.plot.chart.value
+
+    _, _, _, outputs = run(shell, "%kpl_train toy --input data=shapes --param steps=5")
+    monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
+    monitor.progress.poller.join()  # the background refresh ends when the job does
+    monitor.plot.poller.join()
+    assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "usage"),
+    [
+        ("%kpl_train", "the following arguments are required: algorithm", True),
+        ("%kpl_train toy --gpu many", "argument --gpu: invalid int value: 'many'", True),
+        ("%kpl_logs 'unclosed", "No closing quotation", True),
+        ("%kpl_jobs --state sleeping", "invalid choice: 'sleeping'", True),
+        ("%kpl_metrics", "the following arguments are required: job", True),
+        ("%kpl_train toy --input data", "expected KEY=REF", False),
+        ("%kpl_train toy --input data=shapes --param nosuch=1", "nosuch: unknown parameter", False),
+        ("%kpl_train toy --input data=shapes --param steps", "expected NAME=VALUE", False),
+    ],
+)
+def test_bad_arguments_give_a_usage_message_not_a_traceback(shell, line, message, usage):
+    result, out, err, _ = run(shell, line)
+    assert isinstance(result.error_in_exec, UsageError)
+    shown = out + err
+    assert message in shown
+    assert ("usage: %kpl_" in shown) == usage
+    assert "Traceback" not in shown
+
+
+def test_server_errors_are_one_line_with_the_field(shell):
+    _, _, err, _ = run(shell, "%kpl_logs nosuchjob")
+    assert err.startswith("%kpl_logs: job 'nosuchjob' not found") and len(err.strip().splitlines()) == 1
+    _, _, err, _ = run(shell, "%kpl_train toy --input weights=shapes")
+    assert err.startswith("%kpl_train: input 'weights'") and err.strip().endswith("(field inputs.weights)")
+    _, _, err, _ = run(shell, "%kpl_train nosuchalgorithm")
+    assert "nosuchalgorithm" in err and "Traceback" not in err
+
+
+def test_help_is_shown_without_error(shell):
+    result, out, err, _ = run(shell, "%kpl_train -h")
+    assert result.success and "usage: %kpl_train" in out and "--wait" in out
+
+
+def test_parameters_are_typed_like_their_defaults():
+    defaults = {"lr": 0.1, "steps": 3, "name": "net", "optim": {"momentum": 0.9}}
+    assert typed_parameters(defaults, ["lr=0.01", "steps=7", "name=123", "optim.momentum=0.5"]) == {
+        "lr": 0.01,
+        "steps": 7,
+        "name": "123",
+        "optim.momentum": 0.5,
+    }
+    with pytest.raises(UsageError, match="steps"):
+        typed_parameters(defaults, ["steps=many"])
+    assert parse_inputs(["data=dataset:shapes:1", "model=model:net"]) == {
+        "data": "dataset:shapes:1",
+        "model": "model:net",
+    }
+
+
+def test_table_escapes_html_and_aligns_text():
+    table = Table(["name", "note"], [["<b>", "数据"], ["a", None]])
+    assert "<td style='text-align:left'>&lt;b&gt;</td>" in table._repr_html_()
+    assert repr(table).splitlines() == ["name  note", "----  ----", "<b>   数据", "a"]

@@ -80,7 +80,12 @@ def main():
 
     loss_figure = metric.MetricFigure("loss", y1_name="train_loss")
     iou_figure = metric.MetricFigure("mIoU", y1_name="train_mIoU", y2_name="eval_mIoU")
-    loss_function = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
+    # rare classes weigh more (square root of median-frequency balancing): shapes are few pixels
+    counts = (
+        torch.bincount(masks[masks != IGNORE_INDEX].flatten(), minlength=num_classes).double().clamp(min=1)
+    )
+    weights = (counts.median() / counts).sqrt().float()
+    loss_function = nn.CrossEntropyLoss(weight=weights, ignore_index=IGNORE_INDEX)
     generator = torch.Generator().manual_seed(parameter.seed)
     steps_per_epoch = (len(images) + parameter.batch_size - 1) // parameter.batch_size
     total_steps = max(1, (parameter.epochs - start_epoch) * steps_per_epoch)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import threading
 import time
+import uuid
 
 import pytest
 from IPython.core.error import UsageError
@@ -195,3 +197,66 @@ def test_table_escapes_html_and_aligns_text():
     table = Table(["name", "note"], [["<b>", "数据"], ["a", None]])
     assert "<td style='text-align:left'>&lt;b&gt;</td>" in table._repr_html_()
     assert repr(table).splitlines() == ["name  note", "----  ----", "<b>   数据", "a"]
+
+
+async def execute_in_server_kernel(server, code: str) -> list[dict]:
+    """Start a kernel through the server's REST API, run `code` in it, return its iopub messages."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    http = AsyncHTTPClient()
+    headers = {"Authorization": f"token {server.token}"}
+    answer = await http.fetch(server.url + "api/kernels", method="POST", body="{}", headers=headers)
+    kernel_id = json.loads(answer.body)["id"]
+    messages = []
+    try:
+        socket = await websocket_connect(
+            HTTPRequest(
+                server.url.replace("http", "ws", 1) + f"api/kernels/{kernel_id}/channels", headers=headers
+            )
+        )
+        msg_id = uuid.uuid4().hex
+        header = {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": msg_id}
+        content = {"code": code, "silent": False, "store_history": False, "allow_stdin": False}
+        socket.write_message(
+            json.dumps(
+                {
+                    "header": {**header, "version": "5.3"},
+                    "parent_header": {},
+                    "metadata": {},
+                    "content": content,
+                    "channel": "shell",
+                }
+            )
+        )
+        while True:
+            message = json.loads(await socket.read_message())
+            if message["parent_header"].get("msg_id") != msg_id or message["channel"] != "iopub":
+                continue
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                break
+            messages.append(message)
+        socket.close()
+    finally:
+        await http.fetch(server.url + f"api/kernels/{kernel_id}", method="DELETE", headers=headers)
+    return messages
+
+
+async def test_a_kernel_started_by_the_server_finds_it_and_shows_widgets(kpl_server, kpl_data):
+    code = "\n".join(
+        [
+            "%load_ext kpl_lab",
+            "import os; print(os.environ['KPL_API_URL'])",
+            "%kpl_train toy --input data=shapes --param steps=3 --wait",
+        ]
+    )
+    messages = await execute_in_server_kernel(kpl_server, code)
+    errors = [m["content"] for m in messages if m["msg_type"] == "error"]
+    assert not errors, errors
+    printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    assert printed.startswith(kpl_server.url + "kpl/api")
+    shown = [m["content"]["data"] for m in messages if m["msg_type"] == "display_data"]
+    assert WIDGET_VIEW in shown[0]  # the job monitor, as a live widget
+    updates = [m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] == "comm_msg"]
+    assert any(u.get("bar_style") == "success" for u in updates)  # the bar turned green when it ended
+    assert any("<polyline" in str(u.get("value", "")) for u in updates)  # the curves were drawn live

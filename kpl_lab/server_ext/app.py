@@ -95,7 +95,10 @@ class KPLLab(ExtensionApp):
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-api")
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()
-        self._reconciled = False
+        # before the first request: a job submitted meanwhile would look "never started" to it
+        outcome = self.platform.jobs.reconcile()
+        if outcome:
+            self.log.info("kpl_lab: jobs found running at start: %s", outcome)
         self._tick_running = False
         self._ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
         self._ticker.start()
@@ -116,7 +119,7 @@ class KPLLab(ExtensionApp):
         self.publish_api_url()
 
     async def _tick(self) -> None:
-        """Re-attach jobs once, then ingest running jobs' events and start queued jobs that fit."""
+        """Ingest running jobs' events and start queued jobs that fit."""
         if self._tick_running:
             return
         self._tick_running = True
@@ -130,11 +133,6 @@ class KPLLab(ExtensionApp):
 
     def _background_round(self) -> None:
         jobs = self.platform.jobs
-        if not self._reconciled:
-            outcome = jobs.reconcile()  # on start: re-attach running jobs, finish the ended
-            if outcome:
-                self.log.info("kpl_lab: re-attached jobs: %s", outcome)
-            self._reconciled = True
         with self.platform.session() as session:
             running = session.scalars(select(Job.id).where(Job.state == "running")).all()
             queued = session.scalar(select(Job.id).where(Job.state == "queued").limit(1)) is not None

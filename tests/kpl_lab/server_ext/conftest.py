@@ -57,15 +57,25 @@ class Api:
     def __init__(self, fetch) -> None:
         self.fetch = fetch
 
-    async def raw(self, method: str, path: str, body: bytes | None = None, headers=None, **params: Any):
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers=None,
+        streaming_callback=None,
+        **params: Any,
+    ):
         """Return the tornado response of a request."""
         query = {k: v for k, v in params.items() if v is not None}
         parts = ["kpl", "api", *path.strip("/").split("/")]
-        kwargs: dict[str, Any] = {"method": method, "raise_error": False, "request_timeout": 300}
+        kwargs: dict[str, Any] = {"method": method, "raise_error": False, "request_timeout": 120}
         if query:
             kwargs["params"] = query
         if headers is not None:
             kwargs["headers"] = headers
+        if streaming_callback is not None:
+            kwargs["streaming_callback"] = streaming_callback
         if body is not None or method in ("POST", "PUT"):
             kwargs["body"] = body if body is not None else b""
         return await self.fetch(*parts, **kwargs)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kpl_lab.server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
+from kpl_lab.server_ext.routes import ROUTES, tornado_pattern
 
 OPENAPI = Path(__file__).parents[3] / "docs" / "openapi.yaml"
 METHODS = ("get", "post", "put", "patch", "delete")

@@ -11,6 +11,7 @@ import traceback
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 from .catalog.jobs import JOB_STATES
 from .errors import BadRequest, KPLError
@@ -284,6 +285,57 @@ def latest_metrics(platform, job_id: str) -> dict[str, tuple[float, float]]:
     }
 
 
+def figure_summaries(platform, job, width: int = 30) -> list[dict]:
+    """Return each metric series of a job: figure, series, points, last, min, max and a sparkline.
+
+    Read from the envelopes kept on the job (never the raw figures, never every point).
+    """
+    from .engine import envelope
+
+    latest = latest_metrics(platform, job.id)
+    curves = [
+        (title, series, curve)
+        for title, fields in sorted((job.figures or {}).items())
+        for series, curve in sorted((fields.get("envelopes") or {}).items())
+    ]
+    names = [series for _, series, _ in curves]
+    summaries = []
+    for title, series, curve in curves:
+        key = series if names.count(series) == 1 else f"{title}/{series}"
+        buckets = curve.get("buckets") or []
+        last = latest.get(key)
+        summaries.append(
+            {
+                "figure": title,
+                "series": series,
+                "key": key,
+                "points": curve.get("count", 0),
+                "last": last[1] if last else None,
+                "min": min((b[1] for b in buckets), default=None),
+                "max": max((b[3] for b in buckets), default=None),
+                "curve": sparkline([y for _, y in envelope.points(curve, 2 * width)], width),
+            }
+        )
+    return summaries
+
+
+def usage_text(usage: dict) -> str:
+    """Return a job's latest resource use in one line (empty before the first sample)."""
+    latest = usage.get("latest")
+    if not latest:
+        return ""
+    parts = []
+    if latest.get("cpu_percent") is not None:
+        parts.append(f"cpu {latest['cpu_percent']:.0f}%")
+    parts.append(f"memory {latest.get('memory_mb', 0):.0f} MB (peak {usage.get('peak_memory_mb', 0):.0f} MB)")
+    for gpu in latest.get("gpus", []):
+        parts.append(f"gpu{gpu['index']} {gpu['utilization_percent']}% {gpu['memory_mb']:.0f} MB")
+    memory = [sample.get("memory_mb", 0) for sample in usage.get("history", [])]
+    if len(memory) > 1:
+        parts.append(f"memory over time {sparkline(memory)}")
+    return ", ".join(parts)
+
+
 def job_json(platform, job) -> dict:
     """Return a job as plain data, with its progress, time left and latest metric values."""
     fraction, eta = platform.jobs.progress(job.project.name, job.id)
@@ -312,6 +364,10 @@ def job_json(platform, job) -> dict:
         "copied_from": job.copied_from,
         "resumed_from": job.resumed_from,
         "metrics": {name: value for name, (_, value) in latest_metrics(platform, job.id).items()},
+        "figures": [
+            {k: v for k, v in summary.items() if k != "curve"} for summary in figure_summaries(platform, job)
+        ],
+        "usage": {k: v for k, v in (job.usage or {}).items() if k != "history"},
     }
 
 
@@ -518,6 +574,7 @@ def cmd_job_show(args, platform) -> int:
         ("resources", _resources_text(job.limits or {})),
         ("devices", devices),
         ("enforcement", job.enforcement),
+        ("usage", usage_text(job.usage or {})),
         ("created", human_time(job.created)),
         ("started", human_time(job.started)),
         ("finished", human_time(job.finished)),
@@ -531,10 +588,20 @@ def cmd_job_show(args, platform) -> int:
     if job.resumed_from:
         pairs.append(("resumed from", job.resumed_from))
     print(render_fields(pairs))
-    series = platform.jobs.metrics(args.project, job.id, max_points=60)
-    if series:
+    summaries = figure_summaries(platform, job)
+    if summaries:
         print("metrics:")
-        print(_metrics_table(series, latest_metrics(platform, job.id)))
+        rows = [
+            [
+                s["series"],
+                s["figure"],
+                s["points"],
+                s["curve"],
+                *(format_number(s[k]) if s[k] is not None else "-" for k in ("last", "min", "max")),
+            ]
+            for s in summaries
+        ]
+        print(render_table(["SERIES", "FIGURE", "POINTS", "CURVE", "LAST", "MIN", "MAX"], rows))
     if job.is_final and job.state != "succeeded" and job.last_log_lines:
         print("last log lines:")
         print(job.last_log_lines.rstrip("\n"))
@@ -579,7 +646,12 @@ def cmd_job_metrics(args, platform) -> int:
     job = platform.jobs.get(args.project, args.job_id)
     series = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
     if args.plot:
-        plot_metrics(series, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
+        if not series:
+            raise BadRequest(f"job {job.id} has no metrics to plot yet", field="plot")
+        figures: dict[str, dict] = {}
+        for summary in figure_summaries(platform, job):
+            figures.setdefault(summary["figure"], {})[summary["series"]] = series[summary["key"]]
+        plot_metrics(figures, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
         print(f"wrote {args.plot}")
         return 0
     if args.json:
@@ -592,8 +664,8 @@ def cmd_job_metrics(args, platform) -> int:
     return 0
 
 
-def plot_metrics(series: dict, path: str, title: str) -> None:
-    """Draw every series in one PNG (needs matplotlib)."""
+def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
+    """Draw each metric figure as one panel of a PNG: {figure: {series: [(x, y), ...]}}."""
     try:
         import matplotlib
 
@@ -601,13 +673,26 @@ def plot_metrics(series: dict, path: str, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise BadRequest("--plot needs matplotlib: pip install matplotlib", field="plot") from exc
-    figure, axes = plt.subplots(figsize=(8, 4.5))
-    for name, points in series.items():
-        axes.plot([x for x, _ in points], [y for _, y in points], label=name)
-    axes.set_title(title)
-    axes.legend()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    target = Path(path)
+    if target.suffix.lower() != ".png":
+        raise BadRequest(f"--plot {path}: the file name must end in .png", field="plot")
+    if not target.parent.is_dir():
+        raise BadRequest(f"--plot {path}: folder {target.parent} does not exist", field="plot")
+    figure, panels = plt.subplots(len(figures), 1, figsize=(8, 3.2 * len(figures)), squeeze=False)
+    try:
+        for axes, (name, curves) in zip(panels[:, 0], sorted(figures.items()), strict=True):
+            for series, points in sorted(curves.items()):
+                axes.plot([x for x, _ in points], [y for _, y in points], label=series)
+            axes.set_title(name or "(untitled)")
+            axes.grid(alpha=0.3)
+            axes.legend()
+        figure.suptitle(title)
+        figure.tight_layout()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        figure.savefig(tmp, dpi=100, format="png")
+        os.replace(tmp, target)  # a reader never sees half a PNG
+    finally:
+        plt.close(figure)
 
 
 # ----------------------------------------------------------------- parser
@@ -728,6 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     platform = Platform(home=args.home) if args.home else Platform()
     args.project = args.project or platform.default_project
     try:
+        _reconcile(platform)
         return args.func(args, platform)
     except KPLError as exc:
         print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
@@ -751,6 +837,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         platform.close()
+
+
+def _reconcile(platform) -> None:
+    """Finish jobs that ended while nothing watched them and start queued ones (cheap when idle)."""
+    try:
+        platform.jobs.reconcile()
+    except KPLError as exc:  # a job the platform cannot check must not lock the CLI out
+        print(f"kpl-lab: warning: could not check running jobs: {exc.message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

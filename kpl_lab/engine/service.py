@@ -50,6 +50,7 @@ EVENT_BATCH_BYTES = 4 * 1024 * 1024  # events read per ingestion transaction
 LOG_CHUNK = 64 * 1024
 FOLLOW_POLL_SECONDS = 0.2
 CONFIG_SECTIONS = ("Platform", "JobService", "Ledger", "LocalExecutor")
+ALGORITHM_CACHE = 32
 
 
 class ResourceRequest(BaseModel):
@@ -135,6 +136,7 @@ class JobService(LoggingConfigurable):
         self.executor = self.executor_class(parent=self)
         # local jobs have a supervisor each; the others are polled by `tick()`
         self.supervised = isinstance(self.executor, LocalExecutor)
+        self._algorithms: dict[tuple, Any] = {}  # parsed algorithm versions (immutable)
         if self.supervised:
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
@@ -166,7 +168,7 @@ class JobService(LoggingConfigurable):
         catalog = self.platform.catalog
         project = check_name(request.project, "project")
         version = catalog.get_algorithm(project, request.algorithm)
-        algorithm = catalog.read_algorithm(version)
+        algorithm = self._read_algorithm(version)
         try:
             function = algorithm.spec.function(request.function)
         except AlgorithmError as error:
@@ -333,9 +335,18 @@ class JobService(LoggingConfigurable):
             self._launch(job_id)
         return started
 
+    def _read_algorithm(self, version):
+        """Return a parsed algorithm version, parsed once: submit and launch both need it."""
+        key = (version.id, version.path)  # ids can be reused after a delete; paths name the content
+        if key not in self._algorithms:
+            if len(self._algorithms) >= ALGORITHM_CACHE:
+                self._algorithms.pop(next(iter(self._algorithms)), None)
+            self._algorithms[key] = self.platform.catalog.read_algorithm(version)
+        return self._algorithms[key]
+
     def _launch_of(self, job: Job) -> JobLaunch:
         catalog = self.platform.catalog
-        algorithm = catalog.read_algorithm(job.algorithm_version)
+        algorithm = self._read_algorithm(job.algorithm_version)
         function = algorithm.spec.function(job.function)
         inputs = {}
         for key, spec in job.inputs.items():

@@ -1,0 +1,265 @@
+"""The shapes detection dataset, the VOC mAP metric and the detection example, trained end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from kpl_dataset import ReadOnlyDataset, list_parts
+from kpl_dataset.common import RectangleBoxObjectDetectionDatasetDefine
+from kpl_lab.algorithms import read_algorithm
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ALGORITHM = EXAMPLES / "algorithms" / "detection"
+CLASSES = ["circle", "square", "triangle"]
+TRAIN, TEST = 480, 100
+
+
+def load_module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_shapes = load_module("make_shapes", EXAMPLES / "datasets" / "make_shapes.py")
+detector = load_module("detector", ALGORITHM / "detector.py")
+mean_ap = load_module("mean_ap", ALGORITHM / "mean_ap.py")
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("data") / "shapes"
+    assert make_shapes.make_shapes(folder, "detection", train=TRAIN, test=TEST) == {
+        "train": TRAIN,
+        "test": TEST,
+    }
+    return folder
+
+
+def clean_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep the example folder clean
+    return env
+
+
+def run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def run_ok(script: str, cwd: Path, env: dict[str, str]) -> str:
+    done = run(script, cwd, env)
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def obj(name: str, xmin: int, ymin: int, xmax: int, ymax: int, difficult: int = 0) -> dict:
+    return {"name": name, "xmin": xmin, "ymin": ymin, "xmax": xmax, "ymax": ymax, "difficult": difficult}
+
+
+def test_shapes_detection_dataset(shapes):
+    assert sorted(list_parts(shapes)) == ["test", "train"]
+    with ReadOnlyDataset(shapes, "train") as reader:
+        voc = dict(RectangleBoxObjectDetectionDatasetDefine)
+        voc["object"] = [{k: v for k, v in voc["object"][0].items() if k != "score"}]
+        assert reader.record_type == voc  # the user guide's Pascal VOC shape
+        assert reader.get_meta_db().get("classes") == CLASSES
+        per_image = []
+        names = set()
+        for record in reader:
+            per_image.append(len(record["object"]))
+            for found in record["object"]:
+                names.add(found["name"])
+                assert 0 <= found["xmin"] < found["xmax"] < 64 and 0 <= found["ymin"] < found["ymax"] < 64
+                assert found["difficult"] == 0
+    assert names == set(CLASSES)
+    assert min(per_image) >= 1 and max(per_image) == 3
+
+
+def test_map_by_hand():
+    truths = [[obj("a", 0, 0, 9, 9), obj("b", 20, 20, 29, 29)], [obj("a", 0, 0, 9, 9)]]
+    perfect = [[("a", 0.9, (0, 0, 9, 9)), ("b", 0.8, (20, 20, 29, 29))], [("a", 0.7, (0, 0, 9, 9))]]
+    assert mean_ap.mean_average_precision(perfect, truths, ["a", "b"]) == (1.0, {"a": 1.0, "b": 1.0})
+    assert mean_ap.mean_average_precision([[], []], truths, ["a", "b"]) == (0.0, {"a": 0.0, "b": 0.0})
+    # class a: a false positive ranked first, then both objects: the envelope is 2/3 at recall 1/2 and 1
+    ranked = [[("a", 0.95, (40, 40, 49, 49)), ("a", 0.9, (0, 0, 9, 9))], [("a", 0.5, (0, 0, 9, 9))]]
+    ap, per_class = mean_ap.mean_average_precision(ranked, truths, ["a", "b"])
+    assert per_class["a"] == pytest.approx(0.5 * 2 / 3 + 0.5 * 2 / 3)
+    assert per_class["b"] == 0.0 and ap == pytest.approx(per_class["a"] / 2)
+    # a duplicate of a found object is a false positive; a box shifted to IoU < 0.5 finds nothing
+    duplicate = [[("a", 0.9, (0, 0, 9, 9)), ("a", 0.8, (0, 0, 9, 9))], [("a", 0.1, (5, 0, 14, 9))]]
+    assert mean_ap.mean_average_precision(duplicate, truths, ["a"])[0] == pytest.approx(0.5)
+    # a class with no objects has no AP and does not count; difficult objects are neither found nor missed
+    hard = [[obj("a", 0, 0, 9, 9), obj("a", 30, 30, 39, 39, difficult=1)]]
+    ap, per_class = mean_ap.mean_average_precision(
+        [[("a", 0.9, (30, 30, 39, 39)), ("a", 0.8, (0, 0, 9, 9))]], hard, ["a", "c"]
+    )
+    assert ap == 1.0 and math.isnan(per_class["c"])
+    with pytest.raises(ValueError, match="1 images of detections but 2 of ground truth"):
+        mean_ap.mean_average_precision([[]], truths, ["a"])
+
+
+def test_iou_uses_inclusive_pixels():
+    others = np.array([[0, 0, 9, 9], [5, 0, 14, 9], [10, 10, 19, 19]], dtype=float)
+    assert mean_ap.box_iou((0, 0, 9, 9), others).tolist() == pytest.approx([1.0, 50 / 150, 0.0])
+
+
+def decode_targets(objects: list[dict], flip: bool) -> list[tuple[str, float, tuple]]:
+    """Decode what a model outputting exactly the training targets would find."""
+    heatmap, boxes, _ = detector.make_targets(objects, CLASSES, (64, 64), 64, flip=flip)
+
+    class Oracle(torch.nn.Module):
+        def forward(self, x):
+            logits = torch.logit(torch.from_numpy(heatmap).clamp(1e-6, 1 - 1e-6))
+            return logits.unsqueeze(0), torch.from_numpy(boxes).unsqueeze(0)
+
+    found = detector.detect(Oracle(), torch.zeros(1, 3, 64, 64), 20, 0.5)[0]
+    return sorted((CLASSES[c], score, box) for c, score, box in found)
+
+
+def test_targets_decode_back_to_the_boxes():
+    objects = [obj("square", 4, 8, 19, 23), obj("triangle", 40, 30, 61, 51)]
+    heatmap, _, centres = detector.make_targets(objects, CLASSES, (64, 64), 64, flip=False)
+    assert centres.sum() == 2 and heatmap.max() == 1.0 and heatmap[0].max() == 0.0
+    for flip in (False, True):
+        found = decode_targets(objects, flip)
+        assert [name for name, _, _ in found] == ["square", "triangle"]
+        for (_, score, box), truth in zip(found, objects, strict=True):
+            xmin, xmax = (63 - truth["xmax"], 63 - truth["xmin"]) if flip else (truth["xmin"], truth["xmax"])
+            assert score == pytest.approx(1.0, abs=1e-5)
+            assert box == pytest.approx((xmin, truth["ymin"], xmax, truth["ymax"]), abs=1e-4)
+    # difficult objects are not taught; a 128-pixel original maps to the 64-pixel input and back
+    assert (
+        detector.make_targets([obj("circle", 0, 0, 9, 9, difficult=1)], CLASSES, (64, 64), 64, False)[2].sum()
+        == 0
+    )
+    assert detector.to_original((4, 8, 19, 23), (128, 128), 64) == (8, 16, 39, 47)
+
+
+def test_unknown_class_and_bad_box_are_named():
+    records = [
+        {"path": "x.png", "object": [obj("circle", 0, 0, 5, 5)]},
+        {"path": "y.png", "object": [obj("dog", 0, 0, 5, 5)]},
+    ]
+    with pytest.raises(
+        ValueError, match=r"part train record 1 \(y\.png\) object 0: class 'dog' is not one of"
+    ):
+        detector.checked_objects(records, CLASSES, "train")
+    with pytest.raises(ValueError, match=r"record 0 \(z\.png\) object 0: box \[9, 0, 5, 5\] has max < min"):
+        detector.checked_objects([{"path": "z.png", "object": [obj("circle", 9, 0, 5, 5)]}], CLASSES, "train")
+    with pytest.raises(ValueError, match="no field object"):
+        detector.checked_objects([{"path": "m.png", "mask": b""}], CLASSES, None)
+
+
+def test_example_algorithm_is_valid():
+    algorithm = read_algorithm(ALGORITHM)
+    assert list(algorithm.spec.functions) == ["train", "test", "infer"]
+    assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
+    assert [port.key for port in algorithm.spec.function("test").outputs] == ["report"]
+    assert algorithm.spec.image.runs == ()
+    assert {"epochs", "batch_size", "lr", "classes", "score_threshold"} <= set(algorithm.parameters.values)
+
+
+@pytest.mark.slow
+def test_standalone_train_test_infer(shapes, tmp_path):
+    work = tmp_path / "algorithm"
+    shutil.copytree(ALGORITHM, work)
+    (work / "data").mkdir()
+    (work / "data" / "shapes").symlink_to(shapes)
+    parameters = yaml.safe_load((work / "parameter.yml").read_text())
+    parameters.update(epochs=6, batch_size=8, threads=1)  # one thread: the test machine is shared
+    (work / "parameter.yml").write_text(yaml.safe_dump(parameters))
+    env = clean_env()
+
+    out = run_ok("train.py", work, env)
+    assert "epoch 6/6" in out
+    out = run_ok("test.py", work, env)
+    report = json.loads((work / "output" / "report" / "report.json").read_text())
+    assert f"mAP@0.5: {report['mAP@0.5']:.4f}" in out
+    assert report["records"] == TEST and set(report["per_class_ap"]) == set(CLASSES)
+    assert report["mAP@0.5"] > 0.5  # finding nothing scores 0
+    assert all(ap > 0.3 for ap in report["per_class_ap"].values())
+
+    out = run_ok("infer.py", work, env)
+    with ReadOnlyDataset(work / "output" / "predictions", "test") as predictions:
+        assert len(predictions) == TEST
+        assert predictions.record_type == RectangleBoxObjectDetectionDatasetDefine  # the guide's output shape
+        assert predictions.get_meta_db().get("classes") == CLASSES
+        predicted = [record["object"] for record in predictions]
+    with ReadOnlyDataset(shapes, "test") as truth:
+        truths = [record["object"] for record in truth]
+    assert all(0.3 <= found["score"] <= 1.0 for objects in predicted for found in objects)  # score_threshold
+    detections = [
+        [(o["name"], o["score"], [o[k] for k in detector.BOX_FIELDS]) for o in objects]
+        for objects in predicted
+    ]
+    infer_map = mean_ap.mean_average_precision(detections, truths, CLASSES)[0]
+    assert infer_map > 0.5  # thresholded, integer boxes: still close to test's score
+    assert f"{sum(map(len, predicted))} boxes in {TEST} images" in out
+
+
+def test_train_refuses_a_segmentation_dataset(tmp_path):
+    make_shapes.make_shapes(tmp_path / "seg", "segmentation", train=2, test=1)
+    work = tmp_path / "algorithm"
+    shutil.copytree(ALGORITHM, work)
+    (work / "data").mkdir()
+    (work / "data" / "shapes").symlink_to(tmp_path / "seg")
+    done = run("train.py", work, clean_env())
+    assert done.returncode != 0
+    assert "part train record 0 (shapes/train/00000.png): no field object" in done.stderr
+
+
+@pytest.mark.slow
+def test_train_inside_the_job_contract_and_resume(shapes, tmp_path):
+    """Run train.py as the platform would (docs/job-contract.md), then resume from its output."""
+    defaults = read_algorithm(ALGORITHM).parameters
+
+    def job(name: str, epochs: int, checkpoint: Path | None) -> tuple[Path, list[dict], str]:
+        run_dir = tmp_path / name
+        (run_dir / "inputs").mkdir(parents=True)
+        (run_dir / "outputs").mkdir()
+        (run_dir / "inputs" / "data").symlink_to(shapes)
+        if checkpoint is not None:
+            (run_dir / "inputs" / "checkpoint").symlink_to(checkpoint)
+        env = clean_env()
+        env.update(
+            KPL_INNER="1",
+            KPL_ENV="job",
+            KPL_ENV_TASK_ID=name,
+            KPL_ENV_FUNCTION="train",
+            KPL_ENV_INPUT_ROOT_PATH=str(run_dir / "inputs"),
+            KPL_ENV_OUTPUT_ROOT_PATH=str(run_dir / "outputs"),
+            KPL_ENV_PARAMETER=json.dumps(defaults.apply([f"epochs={epochs}", "threads=1"])),
+            KPL_EVENTS_FILE=str(run_dir / "events.jsonl"),
+            KPL_RUN_DIR=str(run_dir),
+        )
+        out = run_ok(str(ALGORITHM / "train.py"), ALGORITHM, env)
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+        return run_dir / "outputs" / "model", events, out
+
+    model, events, _ = job("first", 1, None)
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "ready" and kinds[-1] == "done"
+    assert {event["title"] for event in events if event["type"] == "figure"} == {"loss", "mAP@0.5"}
+    losses = [event for event in events if event["type"] == "metric" and event["title"] == "loss"]
+    assert len(losses) == TRAIN // 16 and set(losses[0]["values"]) == {"heatmap_loss", "box_loss"}
+    progress = [event["value"] for event in events if event["type"] == "progress"]
+    assert progress == sorted(progress) and progress[-1] == pytest.approx(1.0)
+    assert torch.load(model / "model.pt", weights_only=False)["epoch"] == 1
+
+    resumed, events, out = job("second", 2, model)
+    assert f"resumed from {tmp_path / 'second' / 'inputs' / 'checkpoint'} after epoch 1" in out
+    scores = [event for event in events if event["type"] == "metric" and event["title"] == "mAP@0.5"]
+    assert [event["x"] for event in scores] == [2]  # only the remaining epoch ran
+    assert torch.load(resumed / "model.pt", weights_only=False)["epoch"] == 2

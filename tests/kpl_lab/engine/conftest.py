@@ -21,7 +21,7 @@ def make_platform(home: Path, **ledger) -> Platform:
         {
             "Ledger": {"cpu": 4.0, "memory": 4096, **ledger},
             "JobService": {"grace_seconds": 1.0},
-            "LocalExecutor": {"tick_seconds": 0.2},
+            "LocalExecutor": {"tick_seconds": 0.2, "usage_seconds": 0.2},
         }
     )
     return Platform(home=str(home), config=config)

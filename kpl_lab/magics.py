@@ -320,20 +320,24 @@ class KPLMagics(Magics):
             print(f"stopped waiting; job {job_id} goes on (%kpl_stop {job_id} stops it)", file=sys.stderr)
 
     def _status_printer(self, job_id: str) -> Callable[[], bool]:
-        """Return a tick that prints a status line whenever state or percentage changes."""
-        shown: list[tuple] = []
+        """Return a tick showing the job's status: one line redrawn in a terminal, else a line per change."""
+        live = sys.stdout.isatty()
+        last: dict[str, Any] = {"key": None, "width": 0}
 
         def tick() -> bool:
             data = self.client.progress(job_id)
             state, fraction, eta = data["state"], float(data.get("fraction") or 0.0), data.get("eta_seconds")
-            key = (state, int(fraction * 100))
-            if not shown or shown[-1] != key:
-                line = f"{job_id} {state:<9} {progress_bar(fraction)}"
-                if state == "running" and eta is not None:
-                    line += f"  {human_duration(eta)} left"
+            line = f"{job_id} {state:<9} {progress_bar(fraction)}"
+            if state == "running" and eta is not None:
+                line += f"  {human_duration(eta)} left"
+            final = state in FINAL_STATES
+            if live:
+                print("\r" + line.ljust(last["width"]), end="\n" if final else "", flush=True)
+                last["width"] = len(line)
+            elif last["key"] != (state, int(fraction * 100)):
                 print(line, flush=True)
-                shown.append(key)
-            return state in FINAL_STATES
+                last["key"] = (state, int(fraction * 100))
+            return final
 
         return tick
 

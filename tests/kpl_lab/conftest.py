@@ -235,6 +235,6 @@ def _wait_final(client: Client, job_id: str) -> dict:
 
 
 @pytest.fixture
-def wait_final():
+def wait_job_end():
     """Return a function that waits for a job to end and returns it."""
     return _wait_final

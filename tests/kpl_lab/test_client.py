@@ -153,13 +153,13 @@ def test_algorithm_upload_and_show(kpl_server, kpl_data):
     assert client.algorithm("toy")["versions"][0]["ref"] == detail["ref"]
 
 
-def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_final):
+def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
     client = kpl_server.client()
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 4, "lr": 0.5})
     assert job["state"] in ("queued", "running") and job["parameters"]["lr"] == 0.5
     followed = "".join(client.follow_logs(job["id"]))
     assert "lr 0.5" in followed and "step 3" in followed
-    done = wait_final(client, job["id"])
+    done = wait_job_end(client, job["id"])
     assert done["state"] == "succeeded", done
     assert done["outputs"]["model"]["registered"].startswith("model:toy-net:")
     assert any(j["id"] == job["id"] for j in client.jobs(state="succeeded"))
@@ -178,12 +178,12 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_final):
     assert model["lineage"]["job_id"] == job["id"]
 
 
-def test_stop_a_running_job(kpl_server, kpl_data, wait_final):
+def test_stop_a_running_job(kpl_server, kpl_data, wait_job_end):
     client = kpl_server.client()
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 1000, "pause": 0.2})
     stopped = client.stop(job["id"])
     assert stopped["id"] == job["id"]
-    assert wait_final(client, job["id"])["state"] == "stopped"
+    assert wait_job_end(client, job["id"])["state"] == "stopped"
 
 
 def test_project_is_sent_with_every_request(kpl_server, kpl_data):

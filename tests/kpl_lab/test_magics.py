@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -88,15 +90,34 @@ def test_train_wait_logs_metrics_jobs(shell):
     assert re.search(rf"^{job_id}\s+toy:\S+\s+train\s+succeeded\s+100%", outputs[0].data["text/plain"], re.M)
 
 
-def test_infer_without_wait_returns_at_once(shell, kpl_server, wait_final):
+class Terminal(io.StringIO):
+    """Standard output that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_one_status_line_redrawn_in_place(shell):
+    terminal = Terminal()
+    with contextlib.redirect_stdout(terminal):
+        shell.run_line_magic("kpl_train", "toy --input data=shapes --param steps=3 --wait")
+    submitted, status, *rest = terminal.getvalue().split("\n")
+    job_id = submitted.split()[2]
+    frames = status.split("\r")[1:]
+    assert frames and all(frame.startswith(job_id) for frame in frames)
+    assert re.match(rf"{job_id} succeeded .*100%", frames[-1])
+    assert rest[0] == f"job {job_id} succeeded"
+
+
+def test_infer_without_wait_returns_at_once(shell, kpl_server, wait_job_end):
     result, out, _, _ = run(shell, "%kpl_infer toy --input data=shapes")
     assert result.success
     job_id = re.match(r"submitted job (\S+) \(toy:\S+ infer\)", out).group(1)
     assert f"%kpl_logs {job_id} -f" in out
-    assert wait_final(kpl_server.client(), job_id)["state"] == "succeeded"
+    assert wait_job_end(kpl_server.client(), job_id)["state"] == "succeeded"
 
 
-def test_ctrl_c_stops_waiting_not_the_job(shell, kpl_server, wait_final):
+def test_ctrl_c_stops_waiting_not_the_job(shell, kpl_server, wait_job_end):
     client = kpl_server.client()
 
     def interrupt_when_running() -> None:
@@ -119,7 +140,7 @@ def test_ctrl_c_stops_waiting_not_the_job(shell, kpl_server, wait_final):
     assert client.job(job_id)["state"] == "running"
     _, out, _, _ = run(shell, f"%kpl_stop {job_id}")
     assert out.startswith(f"job {job_id}: ")
-    assert wait_final(client, job_id)["state"] == "stopped"
+    assert wait_job_end(client, job_id)["state"] == "stopped"
 
 
 def test_widgets_show_live_progress_and_curves(shell, kpl_server):
@@ -231,7 +252,11 @@ async def execute_in_server_kernel(server, code: str) -> list[dict]:
         )
         while True:
             message = json.loads(await socket.read_message())
-            if message["parent_header"].get("msg_id") != msg_id or message["channel"] != "iopub":
+            if message["channel"] != "iopub":
+                continue
+            if message["parent_header"].get("msg_id") != msg_id:
+                if message["msg_type"] == "comm_msg":  # sent by a background thread
+                    messages.append(message)
                 continue
             if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
                 break
@@ -260,3 +285,25 @@ async def test_a_kernel_started_by_the_server_finds_it_and_shows_widgets(kpl_ser
     updates = [m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] == "comm_msg"]
     assert any(u.get("bar_style") == "success" for u in updates)  # the bar turned green when it ended
     assert any("<polyline" in str(u.get("value", "")) for u in updates)  # the curves were drawn live
+
+
+async def test_the_job_widget_refreshes_in_the_background_while_the_kernel_is_free(kpl_server, kpl_data):
+    code = "\n".join(
+        [
+            "%load_ext kpl_lab",
+            "%kpl_train toy --input data=shapes --param steps=3",
+            "print('kernel free')",
+            "from ipywidgets.widgets.widget import _instances",
+            "from kpl_lab.widgets import JobMonitor",
+            "(monitor,) = [w for w in _instances.values() if isinstance(w, JobMonitor)]",
+            "monitor.progress.poller.join(); monitor.plot.poller.join()",
+            "print(monitor.progress.state)",
+        ]
+    )
+    messages = await execute_in_server_kernel(kpl_server, code)
+    assert not [m["content"] for m in messages if m["msg_type"] == "error"]
+    printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    assert printed == "kernel free\nsucceeded\n"
+    updates = [m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] == "comm_msg"]
+    assert any(u.get("bar_style") == "success" for u in updates)
+    assert any("<polyline" in str(u.get("value", "")) for u in updates)

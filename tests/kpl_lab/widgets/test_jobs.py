@@ -33,10 +33,10 @@ def test_progress_and_plot_follow_a_job_to_its_end(kpl_server, kpl_data):
     assert drawn == sorted(drawn)  # curves only grow
 
 
-def test_monitor_refreshes_both(kpl_server, kpl_data, wait_final):
+def test_monitor_refreshes_both(kpl_server, kpl_data, wait_job_end):
     client = kpl_server.client()
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 2})
-    wait_final(client, job["id"])
+    wait_job_end(client, job["id"])
     monitor = JobMonitor(job, client)
     assert monitor.refresh() is True
     assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 2
@@ -57,14 +57,14 @@ def test_an_unknown_job_shows_the_error_and_stops(kpl_server):
     assert "not found" in plot.chart.value
 
 
-def test_stop_ends_the_background_refresh(kpl_server, kpl_data, wait_final):
+def test_stop_ends_the_background_refresh(kpl_server, kpl_data, wait_job_end):
     client = kpl_server.client()
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 1000, "pause": 0.1})
     plot = MetricPlot(job["id"], client, interval=0.1).start()
     plot.stop()
     assert not plot.poller.running and plot.state in ("queued", "running", "")
     client.stop(job["id"])
-    assert wait_final(client, job["id"])["state"] == "stopped"
+    assert wait_job_end(client, job["id"])["state"] == "stopped"
 
 
 def test_series_are_grouped_by_their_figure():

@@ -1,0 +1,373 @@
+"""The local spawner: notebooks as processes on this machine, within profile, quota, cgroup and devices.
+
+Each start validates `user_options` (form or REST API alike), reads the project's quota
+from its group properties, reserves in the platform ledger, puts the server in a cgroup
+(or the stated fallback), hides every accelerator but its own and starts it in the
+user's persistent workspace. The reservation and cgroup are kept in the spawner state, so
+a restarted hub still knows which devices a running notebook holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import uuid
+from pathlib import Path
+from subprocess import Popen
+
+from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+from jupyterhub.utils import random_port
+from tornado import web
+from traitlets import Bool, List, Unicode, default
+
+from ..engine.devices import VISIBLE_DEVICES_VARIABLE
+from ..engine.ledger import Ledger
+from ..engine.limits import CGROUP_ROOT, JobLimits
+from ..errors import KPLError
+from ..platform import Platform
+from .form import options_from_form, render_form
+from .profiles import Choice, Profile, parse_profiles, resolve
+from .quota import devices_of, project_quota, release_notebook, reserve_notebook
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def http_error(error: KPLError | ValueError, status: int | None = None) -> web.HTTPError:
+    """Return an HTTP error the hub shows as is, on the spawn page and in the REST API."""
+    message = getattr(error, "message", None) or str(error)
+    http = web.HTTPError(status or getattr(error, "status", 400), message.replace("%", "%%"))
+    http.jupyterhub_message = message
+    return http
+
+
+class ProfilesMixin:
+    """Profiles, the spawn form and the validated choice, shared by the local and Kubernetes spawners."""
+
+    profiles = List(
+        help="Notebook profiles: dicts with slug, display_name, description, environment, cpu, cpu_max, "
+        "memory, memory_max, shm, shm_max (MB), accelerator (gpu|npu), accelerators, accelerators_max, "
+        "projects (group names; empty: all), gpu_sharing, default, node_selector, tolerations."
+    ).tag(config=True)
+
+    default_project = Unicode("default", help="The project of users who belong to no group.").tag(config=True)
+
+    def parsed_profiles(self) -> list[Profile]:
+        """Return the configured profiles, checked."""
+        return parse_profiles(self.profiles)
+
+    def user_projects(self) -> list[str]:
+        """Return the user's projects: their groups' names, read now."""
+        return sorted(group.name for group in self.user.groups)
+
+    def quota(self, project: str) -> dict:
+        """Return the project's quota from its group properties, read now (an admin's edit applies)."""
+        try:
+            return project_quota(self.user.groups, project)
+        except ValueError as error:
+            raise http_error(error, 500) from None
+
+    def choose(self) -> Choice:
+        """Validate `user_options` and return the choice; refuse with HTTP 400 and the reason."""
+        try:
+            return resolve(
+                self.user_options, self.parsed_profiles(), self.user_projects(), self.default_project
+            )
+        except (KPLError, ValueError) as error:
+            raise http_error(error, 400) from None
+
+    async def validate_user_options(self, spawner, user_options: dict) -> None:
+        """Refuse bad options before anything starts (the hub's apply_user_options hook)."""
+        spawner.choose()
+
+    def used_by_project(self, projects: list[str]) -> dict[str, dict]:
+        """Return what each project holds now (for the form's quota lines); empty when unknown."""
+        return {}
+
+    def render_options_form(self, spawner) -> str:
+        """Return the spawn form for this user."""
+        projects = self.user_projects() or [self.default_project]
+        quotas = {project: self.quota(project) for project in projects}
+        return render_form(
+            self.parsed_profiles(),
+            projects,
+            quotas,
+            self.used_by_project(projects),
+            previous=self.user_options or None,
+        )
+
+
+class KPLLocalSpawner(ProfilesMixin, LocalProcessSpawner):
+    """Start notebooks as local processes within profile, project quota, cgroup limits and devices."""
+
+    switch_user = Bool(
+        False,
+        help="Run each notebook as the system user of the same name (LocalProcessSpawner); "
+        "False: run as the hub's user, with HOME under the platform home.",
+    ).tag(config=True)
+
+    use_cgroups = Bool(
+        True, help="Limit notebooks with cgroups when writable (else the stated fallback)."
+    ).tag(config=True)
+
+    cgroup_root = Unicode(str(CGROUP_ROOT), help="The cgroup filesystem.").tag(config=True)
+
+    workspace_template = Unicode(
+        "{home}/users/{username}/workspace",
+        help="The persistent workspace of a user ({home}: the platform home), opened as notebook_dir.",
+    ).tag(config=True)
+
+    _platforms: dict[tuple, Platform] = {}
+    _platform: Platform | None = None
+
+    @default("options_form")
+    def _default_options_form(self):
+        return self.render_options_form
+
+    @default("options_from_form")
+    def _default_options_from_form(self):
+        return options_from_form
+
+    @default("apply_user_options")
+    def _default_apply_user_options(self):
+        return self.validate_user_options
+
+    @default("notebook_dir")
+    def _default_notebook_dir(self) -> str:
+        return str(self.workspace)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the previous spawn's choice, devices and limits."""
+        self.choice: Choice | None = None
+        self.project = ""
+        self.profile_slug = ""
+        self.devices: dict[str, list[int]] = {}
+        self.limits: JobLimits | None = None
+
+    @property
+    def owner_id(self) -> str:
+        """Return the ledger owner id of this server: user/server name."""
+        return f"{self.user.name}/{self.name}"
+
+    @property
+    def platform(self) -> Platform:
+        """Return the platform (one per home and database), shared by every spawner of this hub."""
+        if self._platform is None:
+            probe = Platform(config=self.config)
+            self._platform = self._platforms.setdefault((probe.home, probe.database_url), probe)
+        return self._platform
+
+    @property
+    def ledger(self) -> Ledger:
+        """Return the platform's resource ledger."""
+        platform = self.platform
+        if "_kpl_ledger" not in platform.__dict__:
+            platform.__dict__["_kpl_ledger"] = Ledger(platform)
+        return platform.__dict__["_kpl_ledger"]
+
+    @property
+    def user_home(self) -> Path:
+        """Return the user's folder under the platform home."""
+        return Path(self.platform.home) / "users" / self.user.name
+
+    @property
+    def workspace(self) -> Path:
+        """Return the user's persistent workspace."""
+        return Path(self.workspace_template.format(home=self.platform.home, username=self.user.name))
+
+    def used_by_project(self, projects: list[str]) -> dict[str, dict]:
+        """Return each project's cpu, memory, devices and notebook count held now."""
+        used = {}
+        with self.platform.session() as session:
+            for project in projects:
+                usage = self.ledger.usage(session, project)
+                used[project] = {"cpu": usage.cpu, "memory": usage.memory}
+                used[project].update(
+                    {k: len(v) for k, v in usage.devices.items() if k in VISIBLE_DEVICES_VARIABLE}
+                )
+        return used
+
+    # state: what a restarted hub needs to know about a running notebook
+
+    def get_state(self) -> dict:
+        state = super().get_state()
+        if self.project:
+            state["kpl"] = {
+                "project": self.project,
+                "profile": self.profile_slug,
+                "devices": self.devices,
+                "limits": self.limits.to_json() | {"memory_mb": self.limits.memory_mb, "cpu": self.limits.cpu}
+                if self.limits
+                else None,
+            }
+        return state
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        kpl = state.get("kpl")
+        if not kpl:
+            return
+        self.project = kpl["project"]
+        self.profile_slug = kpl.get("profile", "")
+        self.devices = {kind: list(indexes) for kind, indexes in kpl.get("devices", {}).items()}
+        limits = kpl.get("limits")
+        if limits:
+            self.limits = JobLimits(
+                memory_mb=limits["memory_mb"],
+                cpu=limits["cpu"],
+                version=limits["version"],
+                paths={k: Path(v) for k, v in limits["paths"].items()},
+                enforcement=limits["enforcement"],
+            )
+
+    def clear_state(self) -> None:
+        super().clear_state()
+        self._reset()
+
+    # environment of the notebook
+
+    def user_env(self, env: dict) -> dict:
+        if self.switch_user:
+            return super().user_env(env)
+        env["USER"] = self.user.name
+        env["HOME"] = str(self.user_home)
+        env["SHELL"] = "/bin/bash"
+        return env
+
+    def get_env(self) -> dict:
+        env = super().get_env()
+        env["KPL_PROJECT"] = self.project
+        env["KPL_PROFILE"] = self.profile_slug
+        env["KPL_LAB_HOME"] = self.platform.home
+        for kind, variable in VISIBLE_DEVICES_VARIABLE.items():
+            # an empty list hides every device of that kind from the notebook
+            env[variable] = ",".join(str(i) for i in self.devices.get(kind, []))
+        if self.limits is not None:
+            env["KPL_LIMITS"] = self.limits.enforcement
+            env.setdefault("OMP_NUM_THREADS", str(max(1, int(self.limits.cpu))))
+        return env
+
+    def notebook_cmd(self, profile: Profile) -> list[str]:
+        """Return the command of the single-user server in the profile's Python environment."""
+        if not profile.environment:
+            return list(self.cmd)
+        environment = Path(profile.environment)
+        python = environment / "bin" / "python" if environment.is_dir() else environment
+        if not os.access(python, os.X_OK):
+            raise http_error(
+                ValueError(
+                    f"profile {profile.slug!r}: environment {profile.environment!r} has no Python at {python}"
+                ),
+                500,
+            )
+        return [str(python), "-m", "jupyterhub.singleuser"]
+
+    def prepare_workspace(self, project: str) -> Path:
+        """Create the workspace and point its `datasets` at the project's datasets (created if absent)."""
+        workspace = self.workspace
+        workspace.mkdir(parents=True, exist_ok=True)
+        datasets = self.platform.storage.kind_dir(project, "datasets")
+        datasets.mkdir(parents=True, exist_ok=True)
+        link = workspace / "datasets"
+        if link.is_symlink() or not link.exists():
+            if not (link.is_symlink() and os.readlink(link) == str(datasets)):
+                temporary = workspace / f".datasets-{uuid.uuid4().hex[:8]}"
+                temporary.symlink_to(datasets, target_is_directory=True)
+                os.replace(temporary, link)
+        else:
+            self.log.warning("%s is not a link: the project's datasets are not shown there", link)
+        return workspace
+
+    def make_preexec_fn(self, name: str):
+        limits, workspace, switch = self.limits, str(self.workspace), self.switch_user
+        become = set_user_setuid(name, chdir=False) if switch else None
+
+        def preexec() -> None:
+            if limits is not None:
+                limits.enter()
+            os.chdir(workspace)
+            if become is not None:
+                become()
+
+        return preexec
+
+    # lifecycle
+
+    async def start(self):
+        """Validate, reserve, limit and start the single-user server; release everything on failure."""
+        self._reset()
+        choice = self.choose()
+        quota = self.quota(choice.project)
+        try:
+            reservation = await asyncio.to_thread(
+                reserve_notebook,
+                self.ledger,
+                choice.project,
+                self.owner_id,
+                choice.resources,
+                quota,
+                choice.profile.gpu_sharing,
+            )
+        except KPLError as error:
+            self.log.info("Refused %s: %s", self._log_name, error.message)
+            raise http_error(error) from None
+        try:
+            self.choice, self.project, self.profile_slug = choice, choice.project, choice.profile.slug
+            self.devices = devices_of(reservation.devices)
+            self.user_options = choice.to_options()
+            if self.orm_spawner is not None:
+                self.orm_spawner.user_options = self.user_options  # the hub commits after start()
+            self.prepare_workspace(choice.project)
+            name = "notebook-" + _UNSAFE.sub("-", self.owner_id) + "-" + uuid.uuid4().hex[:8]
+            self.limits = JobLimits.create(
+                name, choice.memory, choice.cpu, use_cgroups=self.use_cgroups, root=Path(self.cgroup_root)
+            )
+            if self.port == 0:
+                self.port = random_port()
+            cmd = self.notebook_cmd(choice.profile) + self.get_args()
+            if self.shell_cmd:
+                cmd = self.shell_cmd + [" ".join(shlex.quote(s) for s in cmd)]
+            self.log.info(
+                "Spawning %s for %s: project %s, profile %s, devices %s, %s",
+                " ".join(shlex.quote(s) for s in cmd),
+                self._log_name,
+                self.project,
+                self.profile_slug,
+                self.devices or "none",
+                self.limits.enforcement,
+            )
+            kwargs = dict(preexec_fn=self.make_preexec_fn(self.user.name), start_new_session=True)
+            kwargs.update(self.popen_kwargs)
+            kwargs["env"] = self.get_env()
+            self.proc = Popen(cmd, **kwargs)
+            self.pid = self.proc.pid
+        except BaseException:
+            await self._clean_up(self.limits)
+            self._reset()
+            raise
+        return (self.ip or "127.0.0.1", self.port)
+
+    async def _clean_up(self, limits: JobLimits | None) -> None:
+        """Kill what is left in the notebook's cgroup, remove it and release the reservation."""
+        if limits is not None:
+            limits.kill_all()
+            limits.remove()
+        await asyncio.to_thread(release_notebook, self.ledger, self.owner_id)
+
+    async def poll(self):
+        limits, held = self.limits, bool(self.project)
+        status = await super().poll()
+        if status is not None and held:
+            await self._clean_up(limits)
+        return status
+
+    async def stop(self, now: bool = False) -> None:
+        limits = self.limits
+        await super().stop(now=now)
+        await self._clean_up(limits)
+        self._reset()

@@ -40,6 +40,7 @@ from .usage import UsageSampler
 log = logging.getLogger("kpl_lab.engine.supervisor")
 
 LOOP_SECONDS = 0.2
+PEAK_SECONDS = 1.0  # between two looks at the job's memory peak (samples are rarer)
 # `python -S -c BOOTSTRAP PACKAGE_PARENT RUN_DIR ...`: import this module without site-packages.
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
@@ -230,7 +231,7 @@ class Supervisor:
     ) -> None:
         pidfd = os.pidfd_open(pid) if process is not None else None
         # the first tick (loading the platform) waits a tick, so the job starts on a quiet CPU
-        last_tick = last_sample = time.monotonic()
+        last_tick = last_sample = last_look = time.monotonic()
         memory_limit = self.launch.limits.memory * 1024 * 1024
         sampler = UsageSampler(pid, limits.paths, self.launch.assigned_devices.get("gpu"))
         self.samples.append(sampler.sample())
@@ -249,9 +250,13 @@ class Supervisor:
                     if sampler.gpu_indexes:
                         enable_site_packages()  # NVML lives in site-packages
                     self.samples.append(sampler.sample())
+                elif time.monotonic() - last_look >= PEAK_SECONDS:
+                    last_look = time.monotonic()
+                    sampler.observe()
                 if time.monotonic() - last_tick >= self.tick_seconds:
                     last_tick = time.monotonic()
                     self._tick()
+            self.samples.append(sampler.sample())  # the end: nothing left running, the peak kept
         finally:
             sampler.close()
             if pidfd is not None:

@@ -53,8 +53,11 @@ class UsageSampler:
                     pids.append(int(entry.name))
         return pids
 
-    def sample(self) -> dict:
-        """Return {time, cpu_percent, memory_mb, peak_memory_mb[, gpus]} for now."""
+    def observe(self) -> tuple[list[int], int, float]:
+        """Update the peak from the processes now; return their pids, resident bytes and cpu seconds.
+
+        Cheap enough to call between two samples, so a short spike still counts.
+        """
         pids = self.pids()
         rss, high_water, cpu_seconds = 0, 0, 0.0
         for pid in pids:
@@ -67,6 +70,13 @@ class UsageSampler:
             if statm is not None:
                 rss += int(statm.split()[1]) * PAGE_SIZE
             high_water = max(high_water, _high_water_bytes(pid))
+        # a single process's kernel high-water mark catches spikes between two looks
+        self.peak_bytes = max(self.peak_bytes, rss, high_water)
+        return pids, rss, cpu_seconds
+
+    def sample(self) -> dict:
+        """Return {time, cpu_percent, memory_mb, peak_memory_mb, processes[, gpus]} for now."""
+        pids, rss, cpu_seconds = self.observe()
         cgroup_cpu = self._cgroup_cpu_seconds()
         if cgroup_cpu is not None:
             cpu_seconds = cgroup_cpu  # counts processes that already ended too
@@ -75,8 +85,6 @@ class UsageSampler:
         if self._last is not None and now > self._last[0]:
             cpu_percent = max(0.0, 100 * (cpu_seconds - self._last[1]) / (now - self._last[0]))
         self._last = (now, cpu_seconds)
-        # a single process's kernel high-water mark catches spikes between two samples
-        self.peak_bytes = max(self.peak_bytes, rss, high_water)
         result = {
             "time": time.time(),
             "cpu_percent": None if cpu_percent is None else round(cpu_percent, 1),

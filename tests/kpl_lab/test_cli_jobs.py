@@ -115,7 +115,20 @@ def test_submit_follow_show_logs_metrics(setup):
     assert "inputs:      data=dataset:digits:" in out
     assert '"steps": 4' in out and "cpu 1, memory 512 MB" in out
     curve = [line for line in out.splitlines() if line.startswith("loss ")]
-    assert curve and "█" in curve[0] and "0.25" in curve[0]
+    assert curve and "training" in curve[0] and "█" in curve[0] and "0.25" in curve[0]
+    assert "buckets" not in out and "envelopes" not in out  # summaries, never the raw figures
+    shown = json.loads(run("job", "show", jid, "--json")[1])
+    assert "buckets" not in json.dumps(shown)
+    loss = next(f for f in shown["figures"] if f["series"] == "loss")
+    assert loss == {
+        "figure": "training",
+        "series": "loss",
+        "key": "loss",
+        "points": 4,
+        "last": 0.25,
+        "min": 0.25,
+        "max": 1.0,
+    }
 
     status, out, _ = run("job", "logs", jid)
     assert "resumed at 0" in out and "step 3" in out
@@ -212,3 +225,80 @@ def test_ctrl_c_stops_following_not_the_job(setup, monkeypatch):
     assert f"stopped following; job {jid} goes on" in err
     assert json.loads(run("job", "show", jid, "--json")[1])["state"] == "running"
     assert run("job", "stop", jid)[0] == 0
+
+
+def test_metrics_plot_is_a_png_with_the_curves(setup, tmp_path):
+    from PIL import Image
+
+    run = setup
+    status, out, err = run(
+        "job", "submit", "toy", "--input", "data=digits", "--param", "steps=20", "--follow"
+    )
+    assert status == 0, out + err
+    jid = out.split()[2]
+    target = tmp_path / "curves.png"
+    status, out, err = run("job", "metrics", jid, "--plot", str(target))
+    assert status == 0, err
+    assert out.strip() == f"wrote {target}"
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(target) as image:
+        image.verify()
+    with Image.open(target) as image:
+        pixels = image.convert("RGB")
+        width, height = pixels.size
+        colours = [pixels.getpixel((x, y)) for x in range(0, width, 2) for y in range(0, height, 2)]
+    # matplotlib's first two line colours: loss (C0 blue) and accuracy (C1 orange)
+    blue = sum(1 for r, g, b in colours if abs(r - 31) < 40 and abs(g - 119) < 40 and b > 150)
+    orange = sum(1 for r, g, b in colours if r > 220 and 100 < g < 160 and b < 60)
+    assert blue > 50 and orange > 50, (blue, orange)
+    assert not list(tmp_path.glob(".curves.png.*"))  # written through a temporary name
+
+    status, _, err = run("job", "metrics", jid, "--plot", str(tmp_path / "nowhere" / "x.png"))
+    assert status == 2 and "does not exist" in err
+
+
+def test_cli_start_finishes_unwatched_jobs_and_starts_queued_ones(setup, tmp_path):
+    import os
+    import signal
+
+    from kpl_lab.engine.runfolder import is_alive
+    from kpl_lab.platform import Platform
+
+    run = setup
+    cpus = str(os.cpu_count())  # each job takes the whole machine: the second one waits
+    slow = job_id(
+        run,
+        "job",
+        "submit",
+        "toy",
+        "--input",
+        "data=digits",
+        "--param",
+        "steps=500",
+        "--param",
+        "pause=0.2",
+        "--cpu",
+        cpus,
+    )
+    queued = job_id(run, "job", "submit", "toy", "--input", "data=digits", "--cpu", cpus)
+    platform = Platform(home=str(tmp_path / "home"))
+    try:
+        assert platform.jobs.get("default", queued).state == "queued"
+        while not (handle := platform.jobs.get("default", slow).handle).get("pid"):
+            time.sleep(0.05)
+        os.kill(handle["supervisor_pid"], signal.SIGKILL)  # nothing watches the job any more
+        os.killpg(handle["pgid"], signal.SIGKILL)
+        while is_alive(handle["pid"], handle["pid_start"]) or is_alive(
+            handle["supervisor_pid"], handle["supervisor_start"]
+        ):
+            time.sleep(0.05)
+        assert platform.jobs.get("default", slow).state == "running"  # as far as the database knows
+    finally:
+        platform.close()
+
+    status, out, _ = run("job", "list")  # any command: the CLI reconciles first
+    assert status == 0
+    states = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:]}
+    assert states[slow] == "lost"
+    assert states[queued] in ("running", "succeeded")
+    assert wait_final(run, queued)["state"] == "succeeded"

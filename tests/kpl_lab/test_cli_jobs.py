@@ -247,7 +247,7 @@ def test_metrics_plot_is_a_png_with_the_curves(setup, tmp_path):
         pixels = image.convert("RGB")
         width, height = pixels.size
         colours = [pixels.getpixel((x, y)) for x in range(0, width, 2) for y in range(0, height, 2)]
-    # matplotlib's first two line colours: loss (C0 blue) and accuracy (C1 orange)
+    # matplotlib's first two line colours, series in name order: accuracy (C0 blue), loss (C1 orange)
     blue = sum(1 for r, g, b in colours if abs(r - 31) < 40 and abs(g - 119) < 40 and b > 150)
     orange = sum(1 for r, g, b in colours if r > 220 and 100 < g < 160 and b < 60)
     assert blue > 50 and orange > 50, (blue, orange)

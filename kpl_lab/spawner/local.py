@@ -21,6 +21,7 @@ from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 from jupyterhub.utils import random_port
 from tornado import web
 from traitlets import Bool, List, Unicode, default
+from traitlets.config import LoggingConfigurable
 
 from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
@@ -42,8 +43,11 @@ def http_error(error: KPLError | ValueError, status: int | None = None) -> web.H
     return http
 
 
-class ProfilesMixin:
-    """Profiles, the spawn form and the validated choice, shared by the local and Kubernetes spawners."""
+class KPLSpawner(LoggingConfigurable):
+    """Profiles, the spawn form and the validated choice, shared by the local and Kubernetes spawners.
+
+    Configure both with `c.KPLSpawner.profiles = [...]`.
+    """
 
     profiles = List(
         help="Notebook profiles: dicts with slug, display_name, description, environment, cpu, cpu_max, "
@@ -98,7 +102,7 @@ class ProfilesMixin:
         )
 
 
-class KPLLocalSpawner(ProfilesMixin, LocalProcessSpawner):
+class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     """Start notebooks as local processes within profile, project quota, cgroup limits and devices."""
 
     switch_user = Bool(

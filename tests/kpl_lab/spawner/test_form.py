@@ -1,0 +1,70 @@
+"""The spawn form: only usable profiles, inputs capped by profile and quota, form data as user_options."""
+
+from __future__ import annotations
+
+from kpl_lab.spawner.form import options_from_form, render_form
+from kpl_lab.spawner.profiles import parse_profiles
+
+from .conftest import PROFILES
+
+
+def test_only_profiles_the_projects_may_use():
+    html = render_form(parse_profiles(PROFILES), ["nlp"], {}, {})
+    assert 'data-profile="cpu"' in html and 'data-profile="shared"' in html
+    assert 'data-profile="gpu"' not in html
+    assert '<option value="nlp" selected>nlp</option>' in html
+
+
+def test_inputs_capped_by_profile_and_quota():
+    quotas = {"vision": {"gpu": 1, "memory": 6000}}
+    used = {"vision": {"gpu": 1, "memory": 1024}}
+    html = render_form(parse_profiles(PROFILES), ["vision"], quotas, used)
+    assert 'name="gpu-accelerators" value="1" min="0" max="1"' in html  # quota 1 under the profile's 2
+    assert 'name="gpu-memory" value="1024" min="1" max="6000"' in html  # quota under the profile's 8192
+    assert 'name="cpu-memory" value="512" min="1" max="4096"' in html  # the profile's own maximum
+    assert "<b>vision</b>: gpu 1 of 1 in use, memory 1024 of 6000 in use" in html
+
+
+def test_a_project_without_quota_keeps_the_profile_maximum():
+    quotas = {"vision": {"gpu": 1}, "nlp": {}}
+    html = render_form(parse_profiles(PROFILES), ["nlp", "vision"], quotas, {})
+    assert 'name="shared-accelerators" value="1" min="0" max="1"' in html
+    assert "<b>nlp</b>: no quota" in html
+
+
+def test_previous_choice_is_selected_and_text_is_escaped():
+    profiles = parse_profiles(
+        [{"slug": "a", "display_name": "<script>x</script>"}, {"slug": "b", "cpu_max": 4}]
+    )
+    html = render_form(profiles, ["p"], {}, {}, previous={"profile": "b", "cpu": 3})
+    assert '<input type="radio" name="profile" value="b" checked>' in html
+    assert 'name="b-cpu" value="3"' in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_no_profile_available():
+    profiles = parse_profiles([{"slug": "a", "projects": ["x"]}])
+    assert "No notebook profile is available" in render_form(profiles, ["p"], {}, {})
+
+
+def test_form_data_becomes_user_options():
+    form = {
+        "profile": ["gpu"],
+        "project": ["vision"],
+        "gpu-cpu": ["2"],
+        "gpu-memory": ["4096"],
+        "gpu-accelerators": ["1"],
+        "gpu-shm": [""],
+        "cpu-memory": ["99999"],  # another profile's field: ignored
+    }
+    assert options_from_form(form) == {
+        "profile": "gpu",
+        "project": "vision",
+        "cpu": 2.0,
+        "memory": 4096,
+        "accelerators": 1,
+    }
+    assert options_from_form({"profile": ["cpu"], "cpu-memory": ["lots"]}) == {
+        "profile": "cpu",
+        "memory": "lots",
+    }

@@ -1,0 +1,153 @@
+"""The admin page at /services/kpl/admin: users, projects and quotas, reservations, live use, history."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyterhub.utils import url_path_join
+from sqlalchemy import select
+from tornado import web
+
+from ..catalog.jobs import Reservation
+from ..errors import BadRequest, Forbidden
+from ..server_ext.base import KPLHandler
+
+if TYPE_CHECKING:
+    from .service import KPLService
+
+STATIC = Path(__file__).parent / "static"
+
+
+def reservations(platform) -> list[dict]:
+    """Return every reservation of the ledger: running notebooks and jobs with what they hold."""
+    with platform.session() as session:
+        return [
+            {
+                "project": row.project,
+                "kind": row.owner_kind,
+                "owner": row.owner_id,
+                "cpu": row.cpu,
+                "memory": row.memory,
+                "devices": row.devices or {},
+                "since": row.created.isoformat() if row.created else None,
+            }
+            for row in session.scalars(select(Reservation).order_by(Reservation.id))
+        ]
+
+
+def project_use(platform, projects: list[str]) -> dict[str, dict]:
+    """Return what each project holds now in the ledger."""
+    ledger = platform.jobs.ledger
+    with platform.session() as session:
+        return {project: ledger.usage(session, project).to_json() for project in projects}
+
+
+class AdminMixin:
+    """Refuse every caller who is not a hub admin."""
+
+    def check_admin(self) -> None:
+        user = self.current_user
+        if user is None:
+            raise web.HTTPError(403)
+        if not getattr(user, "admin", False):
+            raise Forbidden("the admin page is for hub admins")
+
+
+class AdminPageHandler(AdminMixin, ExtensionHandlerMixin, JupyterHandler):
+    """GET: the page (its script reads the overview and writes quotas)."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """Answer the page."""
+        self.check_admin()
+        page = (STATIC / "admin.html").read_text()
+        page = page.replace("{{xsrf}}", html.escape(self.xsrf_token.decode(), quote=True))
+        page = page.replace("{{prefix}}", html.escape(self.settings["base_url"], quote=True))
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(page)
+
+
+class OverviewHandler(AdminMixin, KPLHandler):
+    """GET: users, projects with quotas and use, reservations, live use and its history."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer the overview."""
+        self.check_admin()
+        service: KPLService = self.app
+        users = await service.directory.users()
+        groups = await service.directory.groups()
+        names = sorted({g["name"] for g in groups} | {service.default_project})
+        use = await self.blocking(project_use, self.platform, names)
+        quotas = await service.directory.quotas()
+        self.reply(
+            {
+                "users": [
+                    {
+                        "name": u["name"],
+                        "admin": u.get("admin", False),
+                        "projects": u.get("groups", []),
+                        "servers": {
+                            name: {"ready": s.get("ready"), "started": s.get("started"), "url": s.get("url")}
+                            for name, s in (u.get("servers") or {}).items()
+                        },
+                    }
+                    for u in users
+                ],
+                "projects": [
+                    {
+                        "name": name,
+                        "members": [u["name"] for u in users if name in (u.get("groups") or [])],
+                        "quota": quotas.get(name, {}),
+                        "used": use[name],
+                    }
+                    for name in names
+                ],
+                "reservations": await self.blocking(reservations, self.platform),
+                "capacity": self.platform.jobs.ledger.capacity(),
+                "live": service.last_sample,
+                "history": await self.blocking(service.history.series),
+            }
+        )
+
+
+class QuotaHandler(AdminMixin, KPLHandler):
+    """PUT: a project's quota, written into its group properties in the hub."""
+
+    @web.authenticated
+    async def put(self, project: str) -> None:
+        """Write the quota and answer it."""
+        self.check_admin()
+        quota = self.json_body()
+        if not isinstance(quota, dict):
+            raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")
+        service: KPLService = self.app
+        checked = await service.directory.set_quota(project, quota)
+        await service.refresh_quotas()
+        self.reply({"project": project, "quota": checked})
+
+
+class ScriptHandler(ExtensionHandlerMixin, APIHandler):
+    """GET: the page's script (bundled; no CDN)."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """Answer admin.js."""
+        self.finish((STATIC / "admin.js").read_text(), set_content_type="text/javascript")
+
+
+def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
+    """Return the admin page's routes under the service prefix."""
+    return [
+        (url_path_join(prefix, "admin/?"), AdminPageHandler, kwargs),
+        (url_path_join(prefix, "admin/api/overview"), OverviewHandler, kwargs),
+        (url_path_join(prefix, "admin/api/projects/([^/]+)/quota"), QuotaHandler, kwargs),
+        (url_path_join(prefix, "admin/admin.js"), ScriptHandler, kwargs),
+    ]
+
+
+__all__ = ["admin_handlers"]

@@ -1,0 +1,249 @@
+"""The platform API run once as the hub-managed service `kpl`, with hub OAuth and project isolation.
+
+The REST handlers are the server extension's own (`kpl_lab.server_ext.routes.ROUTES`), served
+under `/services/kpl/api/`. The caller is identified by hub OAuth (browser cookie) or an
+`Authorization: token` header (a user's server forwarding `/kpl/api/*`); their admin flag and
+groups come from the hub API. Projects are groups: a member sees their groups' projects, another
+project answers 404; an admin sees every project. Quotas come from the group properties.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from jupyter_server.auth import AllowAllAuthorizer, User
+from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
+from jupyterhub.utils import url_path_join
+from tornado import web
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import PeriodicCallback
+from traitlets import Dict, Float, Integer, Unicode
+from traitlets.config import Application, Config
+from traitlets.utils.importstring import import_item
+
+from ..errors import NotFound
+from ..platform import Platform
+from ..server_ext.app import KPLLab
+from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
+from .directory import HubDirectory
+from .usage import UsageHistory, sample
+
+EXTENSION_NAME = "kpl_lab"  # the handlers find the app in settings under this name
+
+
+@dataclass
+class KPLUser(User):
+    """A hub user as the platform sees them: admin flag and projects (their groups)."""
+
+    admin: bool = False
+    projects: tuple[str, ...] = field(default=())
+
+
+class ServiceIdentityProvider(JupyterHubIdentityProvider):
+    """Identify the caller with hub OAuth, then read their admin flag and groups from the hub."""
+
+    directory: HubDirectory | None = None
+
+    async def get_user(self, handler: web.RequestHandler) -> KPLUser | None:
+        """Return the caller with admin flag and projects, or None."""
+        if hasattr(handler, "_kpl_user"):
+            return handler._kpl_user
+        handler._kpl_user = None
+        hub_user = await super().get_user(handler)
+        if hub_user is None or hub_user.hub_user.get("kind", "user") != "user":
+            return None
+        model = await self.directory.user(hub_user.username)
+        if model is None:
+            return None
+        handler._kpl_user = KPLUser(
+            username=model["name"],
+            name=model["name"],
+            admin=bool(model.get("admin")),
+            projects=tuple(sorted(model.get("groups") or ())),
+        )
+        return handler._kpl_user
+
+
+class KPLService(Application):
+    """Serve the KPL Lab REST API and the admin page as a JupyterHub service."""
+
+    name = "kpl-lab-service"
+    description = "KPL Lab platform API as a JupyterHub-managed service"
+
+    home = Unicode("", help="Folder of the platform's state; default $KPL_LAB_HOME or ~/.kpl-lab.").tag(
+        config=True
+    )
+    storage_url = Unicode("", help="Storage root; default <home>/storage.").tag(config=True)
+    database_url = Unicode(
+        "", help="SQLAlchemy URL of the catalog; default sqlite:///<home>/kpl.sqlite."
+    ).tag(config=True)
+    devices = Dict(help="Declared accelerators (empty: discover them).").tag(config=True)
+    cpu = Float(0.0, help="CPUs jobs and notebooks may hold in all; 0: this machine's cores.").tag(
+        config=True
+    )
+    memory = Integer(0, help="Memory (MB) in all; 0: this machine's.").tag(config=True)
+    default_project = Unicode("default", help="The project of users who belong to no group.").tag(config=True)
+    max_upload_bytes = Integer(16 << 30, help="Largest upload in bytes.").tag(config=True)
+    poll_seconds = Float(2.0, help="Seconds between rounds of job events, scheduling and quota refresh.").tag(
+        config=True
+    )
+    worker_threads = Integer(4, help="Threads for database and file work.").tag(config=True)
+    npu_reader = Unicode(
+        "", help="Dotted name of a callable returning the NPUs' use as a list of dicts (empty: no NPUs)."
+    ).tag(config=True)
+    service_url = Unicode(help="URL the service listens on; default $JUPYTERHUB_SERVICE_URL.").tag(
+        config=True
+    )
+    prefix = Unicode(help="URL prefix; default $JUPYTERHUB_SERVICE_PREFIX or /services/kpl/.").tag(
+        config=True
+    )
+    hub_api_url = Unicode(help="Hub API URL; default $JUPYTERHUB_API_URL.").tag(config=True)
+    api_token = Unicode(help="The service's hub API token; default $JUPYTERHUB_API_TOKEN.").tag(config=True)
+
+    aliases = {"config": "KPLService.config_file"}
+    config_file = Unicode("", help="A Python config file (c.KPLService...).").tag(config=True)
+
+    def _env(self, name: str, fallback: str = "") -> str:
+        return os.environ.get(name, fallback)
+
+    def platform_config(self) -> Config:
+        """Return the configuration of Platform and Ledger from this service's settings."""
+        config = Config(self.config)
+        for trait, section in (
+            ("home", "Platform"),
+            ("storage_url", "Platform"),
+            ("database_url", "Platform"),
+            ("devices", "Ledger"),
+            ("cpu", "Ledger"),
+            ("memory", "Ledger"),
+        ):
+            value = getattr(self, trait)
+            if value:
+                config[section][trait] = value
+        config.Platform.default_project = self.default_project
+        return config
+
+    # what the reused handlers ask of "the app"
+
+    def may_use_project(self, user: KPLUser, project: str) -> bool:
+        """Let admins use every project and members their groups; any other project does not exist."""
+        if user.admin or project in user.projects or (project == self.default_project and not user.projects):
+            return True
+        raise NotFound(f"project {project!r} not found", field="project")
+
+    def setup(self) -> None:
+        """Open the platform and the hub directory."""
+        self.prefix = self.prefix or self._env("JUPYTERHUB_SERVICE_PREFIX", "/services/kpl/")
+        self.service_url = self.service_url or self._env("JUPYTERHUB_SERVICE_URL")
+        self.hub_api_url = self.hub_api_url or self._env("JUPYTERHUB_API_URL")
+        self.api_token = self.api_token or self._env("JUPYTERHUB_API_TOKEN")
+        for trait in ("service_url", "hub_api_url", "api_token"):
+            if not getattr(self, trait):
+                raise SystemExit(f"kpl service: {trait} is not set (run me as a JupyterHub-managed service)")
+        self.platform = Platform(config=self.platform_config())
+        self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-service")
+        self.directory = HubDirectory(self.hub_api_url, self.api_token)
+        self.history = UsageHistory(Path(self.platform.home) / "hub" / "usage.sqlite")
+        self.last_sample: dict | None = None
+        self.npu = import_item(self.npu_reader) if self.npu_reader else None
+
+    def record_usage(self) -> None:
+        """Sample the machine's use now and keep it in the history."""
+        self.last_sample = sample(npu_reader=self.npu)
+        self.history.add(self.last_sample)
+
+    def web_app(self) -> web.Application:
+        """Return the tornado application: the REST API under <prefix>api/, OAuth callback, admin page."""
+        from .admin import admin_handlers
+
+        identity = ServiceIdentityProvider(config=self.config)
+        identity.directory = self.directory
+        prefix = self.prefix
+        kwargs = {"name": EXTENSION_NAME}
+        handlers = [
+            (url_path_join(prefix, "api") + tornado_pattern(path)[len(API_PREFIX) :], handler, kwargs)
+            for path, handler in ROUTES
+        ]
+        handlers += [(url_path_join(prefix, p), h, *a) for p, h, *a in identity.get_handlers()]
+        handlers += admin_handlers(prefix, kwargs)
+        settings = {
+            EXTENSION_NAME: self,
+            f"{EXTENSION_NAME}_config": self.config,
+            "identity_provider": identity,
+            "authorizer": AllowAllAuthorizer(config=self.config, identity_provider=identity),
+            "base_url": prefix,
+            "static_url_prefix": url_path_join(prefix, "static/"),
+            "allow_remote_access": True,
+            "headers": {},
+            "xsrf_cookies": True,
+            "cookie_secret": secrets.token_bytes(32),
+            "serverapp": None,
+            "config": self.config,
+            "login_url": identity.hub_auth.login_url,
+        }
+        return web.Application(handlers, **settings)
+
+    async def refresh_quotas(self) -> None:
+        """Copy the projects' quotas from the hub's group properties into the job ledger."""
+        self.platform.jobs.ledger.quotas = await self.directory.quotas()
+
+    async def _tick(self) -> None:
+        if self._tick_running:
+            return
+        self._tick_running = True
+        try:
+            await self.refresh_quotas()
+            loop = asyncio.get_running_loop()
+            # the very round the single-user extension runs: ingest running jobs, start queued ones
+            await loop.run_in_executor(self.pool, KPLLab._background_round, self)
+            await loop.run_in_executor(self.pool, self.record_usage)
+        except Exception:
+            self.log.exception("kpl service: background round failed")
+        finally:
+            self._tick_running = False
+
+    async def serve(self) -> None:
+        """Listen on the service URL until stopped."""
+        self.setup()
+        await self.refresh_quotas()
+        outcome = await asyncio.get_running_loop().run_in_executor(self.pool, self.platform.jobs.reconcile)
+        if outcome:
+            self.log.info("kpl service: jobs found running at start: %s", outcome)
+        url = urlparse(self.service_url)
+        server = HTTPServer(self.web_app(), max_body_size=self.max_upload_bytes + 1)
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        self.log.info("kpl service: listening on %s%s", self.service_url.rstrip("/"), self.prefix)
+        self._tick_running = False
+        ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
+        ticker.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ticker.stop()
+            server.stop()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.history.close()
+            self.platform.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the service (JupyterHub starts it with its environment)."""
+    service = KPLService()
+    service.initialize(argv if argv is not None else sys.argv[1:])
+    if service.config_file:
+        service.load_config_file(service.config_file)
+    service.log_level = "INFO"
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(service.serve())
+
+
+if __name__ == "__main__":
+    main()

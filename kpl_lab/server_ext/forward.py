@@ -1,0 +1,165 @@
+"""Hub mode: the user's server forwards `/kpl/api/*` to the shared platform service as its user.
+
+Under JupyterHub (`JUPYTERHUB_SERVICE_PREFIX` set) a user's server opens no platform of its
+own: one scheduler, the service `kpl`, serves everyone. Requests of the panels, magics and
+widgets to `/user/<name>/kpl/api/...` are checked by the server's own hub authentication,
+then sent on to `<service>/api/...` with the server's token, which the hub issued to this
+user with the scope `access:services!service=kpl` (`c.Spawner.server_token_scopes`). Bodies
+stream both ways, so uploads and long polls are not held in memory. A request naming no
+`?project=` gets the notebook's project (`KPL_PROJECT`, set by the spawner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyter_server.utils import url_path_join
+from tornado import httpclient, web
+from tornado.httputil import url_concat
+from tornado.queues import Queue
+from traitlets import Unicode, default
+
+from .app import KPLLab
+from .routes import API_PREFIX
+
+# hop-by-hop and per-connection headers are not forwarded
+_SKIP_REQUEST = {"host", "authorization", "cookie", "content-length", "connection", "transfer-encoding"}
+_SKIP_RESPONSE = {"content-length", "connection", "transfer-encoding", "server", "date", "set-cookie"}
+
+
+class ForwardHandler(ExtensionHandlerMixin, APIHandler):
+    """Send one API request to the service as this server's user and stream the answer back."""
+
+    _body: Queue | None = None
+
+    @property
+    def app(self) -> ForwardApp:
+        """Return the extension app."""
+        return self.extensionapp
+
+    async def prepare(self) -> None:
+        """Authenticate, then start the upstream request so the body streams into it."""
+        await super().prepare()
+        if not self.current_user:
+            raise web.HTTPError(403)
+        self._body = Queue(maxsize=8)
+        self._upstream = asyncio.ensure_future(self._forward())
+
+    async def data_received(self, chunk: bytes) -> None:
+        """Pass a piece of the request body on (waits while the service is slower)."""
+        if not self._upstream.done():
+            await self._body.put(chunk)
+
+    def upstream_url(self, path: str) -> str:
+        """Return the service URL of an API path, with the notebook's project when none is named."""
+        url = url_path_join(self.app.service_url, "api", path)
+        query = self.request.query
+        if query:
+            url = f"{url}?{query}"
+        project = os.environ.get("KPL_PROJECT")
+        if project and "project" not in self.request.query_arguments:
+            url = url_concat(url, {"project": project})
+        return url
+
+    async def _produce(self, write) -> None:
+        while True:
+            chunk = await self._body.get()
+            if chunk is None:
+                return
+            await write(chunk)
+
+    async def _forward(self) -> None:
+        path = self.path_args[0] if self.path_args else ""
+        headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in _SKIP_REQUEST}
+        headers["Authorization"] = f"token {self.app.token}"
+        has_body = self.request.method in {"POST", "PUT", "PATCH"}
+        if has_body and "Content-Length" in self.request.headers:
+            headers["Content-Length"] = self.request.headers["Content-Length"]
+        request = httpclient.HTTPRequest(
+            self.upstream_url(path),
+            method=self.request.method,
+            headers=headers,
+            body_producer=self._produce if has_body else None,
+            streaming_callback=self._pass_chunk,
+            header_callback=self._pass_header,
+            request_timeout=self.app.timeout_seconds,
+            follow_redirects=False,
+            allow_nonstandard_methods=True,
+        )
+        self._status = 502
+        try:
+            await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
+        except OSError as error:
+            raise web.HTTPError(502, f"the platform service is unreachable: {error}") from None
+
+    def _pass_header(self, line: str) -> None:
+        line = line.strip()
+        if line.startswith("HTTP/"):
+            self._status = int(line.split(" ", 2)[1])
+            self.clear_header("Content-Type")
+            return
+        if ":" not in line:
+            return
+        name, value = line.split(":", 1)
+        if name.strip().lower() not in _SKIP_RESPONSE:
+            self.set_header(name.strip(), value.strip())
+
+    def _pass_chunk(self, chunk: bytes) -> None:
+        if not self._headers_written:
+            self.set_status(self._status)
+        self.write(chunk)
+        self.flush()
+
+    async def _answer(self, *args: str) -> None:
+        if self._body is not None:
+            await self._body.put(None)
+        await self._upstream
+        if not self._headers_written:
+            self.set_status(self._status)
+        content_type = self._headers.get("Content-Type")
+        self.finish(set_content_type=content_type or "application/json")
+
+    get = post = put = patch = delete = _answer
+
+
+ForwardHandler = web.stream_request_body(ForwardHandler)
+
+
+class ForwardApp(KPLLab):
+    """The kpl_lab extension in hub mode: no platform here, the API forwarded to the service."""
+
+    service_url = Unicode(help="Base URL of the platform service; default $KPL_SERVICE_URL.").tag(config=True)
+    token = Unicode(help="The token sent to the service; default $JUPYTERHUB_API_TOKEN.").tag(config=True)
+    timeout_seconds = 3600.0
+
+    @default("service_url")
+    def _default_service_url(self) -> str:
+        return os.environ.get("KPL_SERVICE_URL", "")
+
+    @default("token")
+    def _default_token(self) -> str:
+        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    def initialize_settings(self) -> None:
+        """Check the service URL and token; publish the API URL to kernels."""
+        if not self.service_url or not self.token:
+            raise RuntimeError(
+                "kpl_lab in hub mode needs KPL_SERVICE_URL and JUPYTERHUB_API_TOKEN in the environment"
+            )
+        self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
+        self.publish_api_url()
+
+    def initialize_handlers(self) -> None:
+        """Forward everything under /kpl/api/."""
+        self.handlers.append((f"{API_PREFIX}/(.*)", ForwardHandler))
+
+    async def stop_extension(self) -> None:
+        """Give the environment back."""
+        for key, value in self._saved_environ.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,206 @@
+"""The Kubernetes spawner: the same profiles and validation as pods, one namespace per project.
+
+A profile becomes the pod's image, cpu and memory limits and guarantees, an
+accelerator resource (`nvidia.com/gpu`, `huawei.com/Ascend910`; a shared-GPU profile
+asks for the time-sliced `nvidia.com/gpu.shared`), a memory-backed emptyDir at
+/dev/shm, node selectors and tolerations. Notebooks of project P run in namespace
+`kpl-P`, whose ResourceQuota (`resource_quota_manifest`) is the cluster's backstop for
+the project quota in the group properties.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from kubernetes_asyncio.client.rest import ApiException
+from kubespawner import KubeSpawner
+from traitlets import Bool, Dict, Unicode, default
+
+from .base import KPLSpawner, http_error
+from .profiles import Choice
+
+MB = 1024 * 1024
+SHM_VOLUME = "kpl-dshm"
+# traits a profile sets: restored to their configured values before every start
+PER_SPAWN_TRAITS = (
+    "image",
+    "cpu_limit",
+    "cpu_guarantee",
+    "mem_limit",
+    "mem_guarantee",
+    "extra_resource_limits",
+    "extra_resource_guarantees",
+    "node_selector",
+    "tolerations",
+    "volumes",
+    "volume_mounts",
+    "environment",
+    "namespace",
+)
+ACCELERATOR_RESOURCES = {"gpu": "nvidia.com/gpu", "npu": "huawei.com/Ascend910"}
+SHARED_ACCELERATOR_RESOURCES = {"gpu": "nvidia.com/gpu.shared", "npu": "huawei.com/Ascend910"}
+
+
+def namespace_of(template: str, project: str) -> str:
+    """Return the namespace of a project's notebooks (a DNS label)."""
+    label = "".join(c if c.isalnum() else "-" for c in project.lower()).strip("-")
+    return template.format(project=label)[:63].rstrip("-")
+
+
+def resource_quota_manifest(
+    project: str,
+    quota: dict,
+    namespace: str,
+    accelerator_resources: dict[str, str] | None = None,
+) -> dict:
+    """Return the ResourceQuota that backs a project quota in its namespace (cpu, memory, accelerators, pods)."""
+    resources = accelerator_resources or ACCELERATOR_RESOURCES
+    hard: dict[str, str] = {}
+    if "cpu" in quota:
+        hard["limits.cpu"] = f"{quota['cpu']:g}"
+    if "memory" in quota:
+        hard["limits.memory"] = f"{int(quota['memory'])}Mi"
+    for kind, name in resources.items():
+        if kind in quota:
+            hard[f"requests.{name}"] = str(int(quota[kind]))
+    if "notebooks" in quota:
+        # every pod of the namespace counts: jobs run by the Kubernetes executor elsewhere do not
+        hard["pods"] = str(int(quota["notebooks"]))
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "kpl-quota",
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "kpl-lab",
+                "kpl-lab/project": namespace_of("{project}", project),
+            },
+        },
+        "spec": {"hard": hard},
+    }
+
+
+def _with(value, key: str, item: dict):
+    """Return a KubeSpawner list-or-dict trait value with `item` added."""
+    if isinstance(value, dict):
+        return {**value, key: item}
+    return [*value, item]
+
+
+class KPLKubeSpawner(KPLSpawner, KubeSpawner):
+    """Start notebooks as pods: profiles to pod resources, a namespace and a ResourceQuota per project."""
+
+    project_namespace_template = Unicode(
+        "kpl-{project}",
+        help="Namespace of a project's notebooks; {project} is the group name as a DNS label.",
+    ).tag(config=True)
+
+    accelerator_resources = Dict(
+        ACCELERATOR_RESOURCES, help="Extended resource asked for each accelerator kind."
+    ).tag(config=True)
+
+    shared_accelerator_resources = Dict(
+        SHARED_ACCELERATOR_RESOURCES,
+        help="Extended resource of a gpu_sharing profile (NVIDIA device plugin time-slicing with renamed resources).",
+    ).tag(config=True)
+
+    manage_resource_quota = Bool(
+        True, help="Create or update each project's ResourceQuota from its group properties at every start."
+    ).tag(config=True)
+
+    @default("enable_user_namespaces")
+    def _default_enable_user_namespaces(self) -> bool:
+        return True  # one reflector for all namespaces: notebooks live in their project's
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._configured = {name: copy.deepcopy(getattr(self, name)) for name in PER_SPAWN_TRAITS}
+        self.choice: Choice | None = None
+
+    def _restore_configured(self) -> None:
+        """Put back the configured values, so nothing of the previous spawn leaks into this one."""
+        for name, value in self._configured.items():
+            setattr(self, name, copy.deepcopy(value))
+        self.choice = None
+
+    def apply_choice(self, choice: Choice) -> None:
+        """Set the pod's image, resources, shm, node selectors, tolerations and namespace from a choice."""
+        profile = choice.profile
+        if profile.environment:
+            self.image = profile.environment
+        self.cpu_limit = choice.cpu
+        self.cpu_guarantee = choice.cpu
+        self.mem_limit = choice.memory * MB
+        self.mem_guarantee = choice.memory * MB
+        if choice.accelerators:
+            names = self.shared_accelerator_resources if profile.gpu_sharing else self.accelerator_resources
+            resource = names[profile.accelerator]
+            self.extra_resource_limits = {**self.extra_resource_limits, resource: str(choice.accelerators)}
+            self.extra_resource_guarantees = {
+                **self.extra_resource_guarantees,
+                resource: str(choice.accelerators),
+            }
+        if choice.shm:
+            shm = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{choice.shm}Mi"}}
+            self.volumes = _with(self.volumes, SHM_VOLUME, shm)
+            self.volume_mounts = _with(
+                self.volume_mounts, SHM_VOLUME, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+            )
+        self.node_selector = {**self.node_selector, **profile.node_selector}
+        for position, toleration in enumerate(profile.tolerations):
+            self.tolerations = _with(self.tolerations, f"kpl-{profile.slug}-{position}", dict(toleration))
+        self.environment = {**self.environment, "KPL_PROJECT": choice.project, "KPL_PROFILE": profile.slug}
+        self.namespace = namespace_of(self.project_namespace_template, choice.project)
+        self.choice = choice
+
+    async def load_user_options(self) -> None:
+        """Validate `user_options` (form or API alike) and apply the choice; KubeSpawner's own profile_list is not used."""
+        self._restore_configured()
+        choice = self.choose()
+        quota = self.quota(choice.project)
+        asked = {"cpu": choice.cpu, "memory": choice.memory}
+        if choice.accelerators:
+            asked[choice.profile.accelerator] = choice.accelerators
+        for kind, count in asked.items():
+            if kind in quota and count > quota[kind]:
+                raise http_error(
+                    ValueError(f"project {choice.project}: asks {count:g} {kind}, quota {quota[kind]:g}"), 403
+                )
+        self.apply_choice(choice)
+        self.user_options = choice.to_options()
+        if self.orm_spawner is not None:
+            self.orm_spawner.user_options = self.user_options
+
+    async def _start(self):
+        await self.load_user_options()
+        if self.manage_resource_quota:
+            await self._ensure_namespace()
+            await self.ensure_resource_quota()
+        # KubeSpawner's _start calls load_user_options again: same options, same result
+        try:
+            return await super()._start()
+        except ApiException as error:
+            if error.status == 403 and "exceeded quota" in (error.body or ""):
+                raise http_error(
+                    ValueError(
+                        f"project {self.choice.project}: the cluster quota of {self.namespace} is used up"
+                    ),
+                    403,
+                ) from None
+            raise
+
+    async def ensure_resource_quota(self) -> None:
+        """Create or replace the project's ResourceQuota from the quota read now."""
+        choice = self.choice
+        manifest = resource_quota_manifest(
+            choice.project, self.quota(choice.project), self.namespace, self.accelerator_resources
+        )
+        try:
+            await self.api.create_namespaced_resource_quota(self.namespace, manifest)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            await self.api.replace_namespaced_resource_quota(
+                manifest["metadata"]["name"], self.namespace, manifest
+            )

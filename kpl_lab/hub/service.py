@@ -183,7 +183,8 @@ class KPLService(Application):
             "static_url_prefix": url_path_join(prefix, "static/"),
             "allow_remote_access": True,
             "headers": {},
-            "xsrf_cookies": True,
+            # checked in prepare(), once the caller is known (token callers need none); tornado would check too early
+            "xsrf_cookies": False,
             "cookie_secret": secrets.token_bytes(32),
             "serverapp": None,
             "config": self.config,

@@ -47,7 +47,11 @@ def load_secrets(hub_dir: Path, admin: str) -> tuple[dict, bool]:
     path = hub_dir / "secrets.json"
     if path.exists():
         return json.loads(path.read_text()), False
-    values = {"admin": admin, "admin_password": secrets.token_urlsafe(12), "user_password": secrets.token_urlsafe(12)}
+    values = {
+        "admin": admin,
+        "admin_password": secrets.token_urlsafe(24),
+        "user_password": secrets.token_urlsafe(24),
+    }
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -72,9 +76,9 @@ def render_config(args: argparse.Namespace, home: Path, service_port: int, hub_p
         "import sys",
         "c = get_config()  # noqa: F821",
         f"c.JupyterHub.bind_url = {f'http://{args.ip}:{args.port}/'!r}",
-        f"c.JupyterHub.hub_ip = '127.0.0.1'",
+        "c.JupyterHub.hub_ip = '127.0.0.1'",
         f"c.JupyterHub.hub_port = {hub_port}",
-        f"c.JupyterHub.db_url = {f'sqlite:///{hub_dir / "jupyterhub.sqlite"}'!r}",
+        f"c.JupyterHub.db_url = {'sqlite:///' + str(hub_dir / 'jupyterhub.sqlite')!r}",
         f"c.JupyterHub.cookie_secret_file = {str(hub_dir / 'jupyterhub_cookie_secret')!r}",
         f"c.ConfigurableHTTPProxy.pid_file = {str(hub_dir / 'proxy.pid')!r}",
         f"c.ConfigurableHTTPProxy.command = [{shutil.which('configurable-http-proxy') or 'configurable-http-proxy'!r}]",
@@ -106,7 +110,7 @@ def render_config(args: argparse.Namespace, home: Path, service_port: int, hub_p
         "]",
         "c.JupyterHub.load_groups = {",
         f"    'demo': {{'users': [{creds['admin']!r}], 'properties': {{'kpl_quota': {{'cpu': 4, 'memory': 8192, "
-        "'gpu': 0, 'notebooks': 3}}}},",
+        "'gpu': 0, 'notebooks': 3}}},",
         "}",
         "",
         "# the platform API: the service `kpl` at /services/kpl/ (admin page at /services/kpl/admin)",
@@ -132,10 +136,14 @@ def render_config(args: argparse.Namespace, home: Path, service_port: int, hub_p
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Return the options of `kpl-lab up`."""
-    parser = argparse.ArgumentParser(prog="kpl-lab up", description="Start the multi-user KPL Lab on this machine.")
+    parser = argparse.ArgumentParser(
+        prog="kpl-lab up", description="Start the multi-user KPL Lab on this machine."
+    )
     parser.add_argument("--home", help="platform home (default $KPL_LAB_HOME or ~/.kpl-lab)")
     parser.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port of the hub (default 8000 if free, else a free one)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="port of the hub (default 8000 if free, else a free one)"
+    )
     parser.add_argument(
         "--authenticator",
         default="shared",
@@ -144,7 +152,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--admin", default="admin", help="the first admin's user name")
     parser.add_argument("--database-url", help="SQLAlchemy URL of the platform's catalog")
     parser.add_argument("--storage-url", help="storage root of the platform")
-    parser.add_argument("--config", help="a jupyterhub_config.py to use instead of <home>/hub/jupyterhub_config.py")
+    parser.add_argument(
+        "--config", help="a jupyterhub_config.py to use instead of <home>/hub/jupyterhub_config.py"
+    )
     parser.add_argument("--regenerate", action="store_true", help="rewrite <home>/hub/jupyterhub_config.py")
     return parser.parse_args(argv)
 
@@ -169,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kpl-lab up: KPL Lab at {url}  (admin page: {url}services/kpl/admin)")
     if args.authenticator == "shared":
         if fresh:
-            print(f"kpl-lab up: log in as {creds['admin']!r} with password {creds['admin_password']} (shown once)")
+            print(
+                f"kpl-lab up: log in as {creds['admin']!r} with password {creds['admin_password']} (shown once)"
+            )
             print(f"kpl-lab up: other users log in with any name and password {creds['user_password']}")
         else:
             print(f"kpl-lab up: log in as {creds['admin']!r}; passwords are in {hub_dir / 'secrets.json'}")

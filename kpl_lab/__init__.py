@@ -13,9 +13,14 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 def _jupyter_server_extension_points() -> list[dict[str, object]]:
     """Name the jupyter-server extension app hosting the KPL Lab REST API."""
     # Imported here so that `import kpl_lab` in a kernel does not load jupyter_server.
-    from .server_ext import KPLLab
+    import os
 
-    return [{"module": "kpl_lab", "app": KPLLab}]
+    if os.environ.get("KPL_SERVICE_URL"):
+        # Under the KPL hub the platform runs once, as the hub service: forward to it.
+        from .server_ext.forward import ForwardApp as app
+    else:
+        from .server_ext import KPLLab as app
+    return [{"module": "kpl_lab", "app": app}]
 
 
 def load_ipython_extension(ipython) -> None:

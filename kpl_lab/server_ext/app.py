@@ -152,4 +152,3 @@ class KPLLab(ExtensionApp):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-if os.environ.get("JUPYTERHUB_SERVICE_PREFIX"): from .forward import ForwardApp as KPLLab  # noqa: E402, E701, I001 - hub mode (kpl_lab.hub)

@@ -809,6 +809,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run `kpl-lab`; errors are one message and exit status 2, never a traceback."""
     from .platform import Platform
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
+        from .hub.up import main as up
+
+        return up(argv[1:])
     args = build_parser().parse_args(argv)
     platform = Platform(home=args.home) if args.home else Platform()
     args.project = args.project or platform.default_project

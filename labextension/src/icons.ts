@@ -11,3 +11,37 @@ const KPL_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" 
  * The KPL Lab logo, themed like JupyterLab's own icons.
  */
 export const kplIcon = new LabIcon({ name: 'kpl-lab:logo', svgstr: KPL_SVG });
+
+const DATASETS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <ellipse cx="12" cy="5" rx="8" ry="3"/>
+    <path d="M4 7.5v4c0 1.7 3.6 3 8 3s8-1.3 8-3v-4c0 1.7-3.6 3-8 3s-8-1.3-8-3z"/>
+    <path d="M4 14v4.5c0 1.7 3.6 3 8 3s8-1.3 8-3V14c0 1.7-3.6 3-8 3s-8-1.3-8-3z"/>
+  </g>
+</svg>`;
+
+const ALGORITHMS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <circle cx="5" cy="6" r="3"/><circle cx="5" cy="18" r="3"/><circle cx="19" cy="12" r="3"/>
+    <path d="M7.5 7.2l9 3.6-.7 1.8-9-3.6zM6.8 16.8l9-3.6.7 1.8-9 3.6z"/>
+  </g>
+</svg>`;
+
+const JOBS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M3 3h2v16h16v2H3z"/>
+    <path d="M6 16l4.5-6 3.5 3 5-7 1.6 1.2-6.3 8.8-3.5-3-3.2 4.2z"/>
+  </g>
+</svg>`;
+
+export const datasetsIcon = new LabIcon({
+  name: 'kpl-lab:datasets',
+  svgstr: DATASETS_SVG
+});
+
+export const algorithmsIcon = new LabIcon({
+  name: 'kpl-lab:algorithms',
+  svgstr: ALGORITHMS_SVG
+});
+
+export const jobsIcon = new LabIcon({ name: 'kpl-lab:jobs', svgstr: JOBS_SVG });

@@ -8,13 +8,17 @@ export const API_NAMESPACE = 'kpl/api';
 
 /**
  * An error answered by the KPL Lab REST API (or a failure to reach it).
+ *
+ * `reason` is the error kind (BadRequest, NotFound, ...) and `field` the request field
+ * at fault, when the server names one.
  */
 export class ServerError extends Error {
   constructor(
     message: string,
     readonly status: number,
     readonly reason: string = '',
-    readonly traceback: string = ''
+    readonly traceback: string = '',
+    readonly field: string | null = null
   ) {
     super(message);
     this.name = 'ServerError';
@@ -26,6 +30,8 @@ export class ServerError extends Error {
  */
 interface IErrorBody {
   message?: string;
+  error?: string;
+  field?: string | null;
   reason?: string;
   traceback?: string;
 }
@@ -75,8 +81,9 @@ export async function requestAPI<T>(
     throw new ServerError(
       body.message || `${response.status} ${response.statusText} from ${url}`,
       response.status,
-      body.reason ?? '',
-      body.traceback ?? ''
+      body.error ?? body.reason ?? '',
+      body.traceback ?? '',
+      body.field ?? null
     );
   }
   return data as T;

@@ -1,0 +1,203 @@
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import type { Locator, TestInfo } from '@playwright/test';
+import { execFileSync } from 'child_process';
+import { mkdtempSync, readFileSync } from 'fs';
+import { tmpdir } from 'os';
+import * as path from 'path';
+
+/**
+ * The archives the tests upload, written once by fixtures/make_archives.py.
+ */
+const ARCHIVES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-archives-'));
+execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
+const archive = (name: string) => path.join(ARCHIVES, name);
+
+/**
+ * A name no other test (or earlier run on the same server) has used.
+ */
+const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+
+/**
+ * Save a screenshot in the test output, and into docs/images when KPL_SCREENSHOTS=1.
+ */
+async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
+  const target = process.env.KPL_SCREENSHOTS
+    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
+    : testInfo.outputPath(`${name}.png`);
+  await page.screenshot({ path: target });
+}
+
+async function openPanel(page: IJupyterLabPageFixture, id: string): Promise<Locator> {
+  const panel = page.locator(`#${id}`);
+  if (!(await panel.isVisible())) {
+    await page.locator(`.jp-SideBar [data-id="${id}"]`).click();
+  }
+  await expect(panel).toBeVisible();
+  return panel;
+}
+
+/**
+ * Register a dataset and the tiny algorithm through the REST API, as a user's CLI would.
+ */
+async function registerFixtures(page: IJupyterLabPageFixture): Promise<{ dataset: string; algorithm: string }> {
+  const dataset = unique('digits');
+  const algorithm = unique('tiny');
+  const uploads: [string, string][] = [
+    [`/kpl/api/datasets?name=${dataset}&format=imagefolder&filename=shapes.zip`, 'shapes.zip'],
+    [`/kpl/api/algorithms?name=${algorithm}&filename=tiny-algorithm.zip`, 'tiny-algorithm.zip']
+  ];
+  for (const [url, file] of uploads) {
+    const response = await page.request.post(url, {
+      data: readFileSync(archive(file)),
+      headers: { 'Content-Type': 'application/zip' }
+    });
+    expect(response.status(), await response.text()).toBe(201);
+  }
+  return { dataset, algorithm };
+}
+
+
+test('each KPL panel opens from the left sidebar and from the palette', async ({ page }, testInfo) => {
+  for (const [id, title] of [
+    ['kpl-lab-datasets', 'Datasets'],
+    ['kpl-lab-algorithms', 'Algorithms'],
+    ['kpl-lab-jobs', 'Jobs']
+  ]) {
+    const panel = await openPanel(page, id);
+    await expect(panel.locator('.kpl-Panel-header h2')).toHaveText(title);
+    await expect(panel.locator('.kpl-error')).toHaveText('');
+  }
+  // The palette command shows the Datasets panel again.
+  await page.keyboard.press('Control+Shift+C');
+  const palette = page.locator('#modal-command-palette');
+  await palette.locator('.lm-CommandPalette-input').fill('Open KPL Datasets');
+  await palette.locator('.lm-CommandPalette-item', { hasText: 'Open KPL Datasets' }).click();
+  await expect(page.locator('#kpl-lab-datasets')).toBeVisible();
+  await shot(page, testInfo, 'datasets-panel-empty');
+});
+
+test('uploading a zip shows its thumbnails and class counts', async ({ page }, testInfo) => {
+  const name = unique('shapes');
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(name);
+  await panel.locator('.kpl-upload-format').selectOption('imagefolder');
+  await panel.locator('.kpl-upload-input').setInputFiles(archive('shapes.zip'));
+
+  const viewer = page.locator('.kpl-DatasetViewer');
+  await expect(viewer.locator('.kpl-dataset-info h2')).toContainText(`${name}:`);
+  const thumbnails = viewer.locator('.kpl-record img.kpl-thumbnail');
+  await expect(thumbnails).toHaveCount(6);
+  // Every thumbnail was served and decoded (not a broken image); they load lazily when seen.
+  await expect
+    .poll(() =>
+      thumbnails.evaluateAll(images => {
+        images.forEach(image => image.scrollIntoView());
+        return images.filter(image => (image as HTMLImageElement).naturalWidth > 0).length;
+      })
+    )
+    .toBe(6);
+  await viewer.locator('.kpl-dataset-info').scrollIntoViewIfNeeded();
+  await expect(viewer.locator('.kpl-position')).toHaveText('1–6 of 6');
+  await expect(viewer.locator('.kpl-bar')).toHaveCount(2);
+  await expect(viewer.locator('.kpl-bar[data-class="red"] .kpl-bar-count')).toHaveText('3');
+  await expect(panel.locator(`.kpl-dataset[data-name="${name}"]`)).toBeVisible();
+  await expect(panel.locator('.kpl-upload-status')).toContainText('6 records');
+  await shot(page, testInfo, 'dataset-viewer');
+});
+
+test('dropping a Pascal VOC zip draws its boxes with labels', async ({ page }, testInfo) => {
+  const name = unique('boxes');
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(name);
+  await panel.locator('.kpl-upload-format').selectOption('voc');
+  const dataTransfer = await page.evaluateHandle(
+    ({ base64, fileName }) => {
+      const bytes = Uint8Array.from(atob(base64), c => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], fileName, { type: 'application/zip' }));
+      return transfer;
+    },
+    { base64: readFileSync(archive('boxes.zip')).toString('base64'), fileName: 'boxes.zip' }
+  );
+  await panel.dispatchEvent('dragover', { dataTransfer });
+  await panel.dispatchEvent('drop', { dataTransfer });
+
+  const viewer = page.locator('.kpl-DatasetViewer', { has: page.locator('h2', { hasText: `${name}:` }) });
+  await expect(viewer.locator('.kpl-record')).toHaveCount(2);
+  const boxes = viewer.locator('svg.kpl-boxes .kpl-box');
+  await expect(boxes).toHaveCount(2);
+  await expect(viewer.locator('svg.kpl-boxes text')).toHaveText(['cat', 'dog']);
+  await expect(viewer.locator('svg.kpl-boxes').first()).toHaveAttribute('viewBox', '0 0 64 48');
+  await expect(viewer.locator('.kpl-bar')).toHaveCount(2);
+  await shot(page, testInfo, 'dataset-viewer-boxes');
+});
+
+test('a job submitted from the form shows its curve growing and ends', async ({ page }, testInfo) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const panel = await openPanel(page, 'kpl-lab-algorithms');
+  const item = panel.locator(`.kpl-algorithm[data-name="${algorithm}"]`);
+  await item.locator('.kpl-item-title').first().click();
+  await expect(item.locator('.kpl-function[data-function="train"]')).toContainText('cpu 1 · memory 512 MB');
+  await expect(item.locator('.kpl-function[data-function="train"]')).toContainText('data (training dataset)');
+  await shot(page, testInfo, 'algorithms-panel');
+  await item.locator('.kpl-submit-open[data-function="train"]').click();
+
+  const form = page.locator('.kpl-SubmitJobForm');
+  await expect(form.locator('select[name="inputs.data"]')).toBeVisible();
+  const input = form.locator('select[name="inputs.data"]');
+  const choice = input.locator('option', { hasText: `dataset:${dataset}:` });
+  await input.selectOption((await choice.getAttribute('value')) ?? '');
+  // A bad parameter: the server's error appears next to that field.
+  await form.locator('input[name="parameters.steps"]').fill('2.5');
+  await form.locator('button.kpl-submit').click();
+  const stepsRow = form.locator('.kpl-form-row[data-field="parameters.steps"]');
+  await expect(stepsRow.locator('.kpl-field-error')).toContainText('expected an integer');
+  await expect(stepsRow).toHaveClass(/kpl-mod-invalid/);
+  await shot(page, testInfo, 'submit-form');
+
+  await form.locator('input[name="parameters.steps"]').fill('60');
+  await form.locator('input[name="parameters.delay"]').fill('0.1');
+  await form.locator('button.kpl-submit').click();
+
+  const view = page.locator('.kpl-JobView');
+  await expect(view).toBeVisible();
+  const chart = view.locator('.kpl-chart[data-figure="loss"]');
+  await expect(chart.locator('canvas')).toBeVisible();
+  const points = async () => Number((await chart.getAttribute('data-points')) ?? 0);
+  await expect.poll(points).toBeGreaterThan(0);
+  const first = await points();
+  await expect.poll(points).toBeGreaterThan(first);
+  await expect(view.locator('.kpl-log')).toContainText('step 0: loss');
+  await shot(page, testInfo, 'job-view');
+
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('succeeded', { timeout: 60_000 });
+  await expect.poll(points).toBe(60);
+  await expect(view.locator('.kpl-log')).toContainText('step 59: loss');
+  await expect(view.locator('.kpl-progress-text')).toHaveText('100%');
+  await expect(view.locator('button.kpl-stop')).toBeDisabled();
+  await expect(view.locator('.kpl-job-details tr[data-key="limits"]')).toContainText('"memory":512');
+});
+
+test('a running job stops from its view and the Jobs panel shows it', async ({ page }, testInfo) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const response = await page.request.post('/kpl/api/jobs', {
+    data: { algorithm, inputs: { data: dataset }, parameters: { steps: 100000, delay: 0.2 } }
+  });
+  expect(response.status(), await response.text()).toBe(201);
+  const job = await response.json();
+
+  const panel = await openPanel(page, 'kpl-lab-jobs');
+  const item = panel.locator(`.kpl-job[data-id="${job.id}"]`);
+  await expect(item).toHaveAttribute('data-state', 'running');
+  await expect(item.locator('.kpl-progress')).toBeVisible();
+  await item.click();
+
+  const view = page.locator(`#kpl-job-${job.id}`);
+  await expect(view.locator('.kpl-log')).toContainText('step 1: loss');
+  await expect(view.locator('.kpl-progress-text')).toContainText('left');
+  await shot(page, testInfo, 'jobs-panel');
+  await view.locator('button.kpl-stop').click();
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
+  await expect(item).toHaveAttribute('data-state', 'stopped');
+  await expect(view.locator('button.kpl-stop')).toBeDisabled();
+});

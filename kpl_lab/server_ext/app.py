@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from sqlalchemy import select
 from tornado.ioloop import PeriodicCallback
 from traitlets import Dict, Float, Integer, List, Type, Unicode
 from traitlets.config import Config
 
-from ..catalog.jobs import Job
 from ..platform import Platform
 from .routes import API_PREFIX, handlers
 
@@ -132,15 +129,8 @@ class KPLLab(ExtensionApp):
             self._tick_running = False
 
     def _background_round(self) -> None:
-        jobs = self.platform.jobs
-        with self.platform.session() as session:
-            running = session.scalars(select(Job.id).where(Job.state == "running")).all()
-            queued = session.scalar(select(Job.id).where(Job.state == "queued").limit(1)) is not None
-        for job_id in running:
-            with contextlib.suppress(FileNotFoundError):
-                jobs.ingest(job_id)
-        if queued:
-            jobs.schedule()
+        # Local jobs are watched by their supervisors; jobs elsewhere (Kubernetes) are polled here.
+        self.platform.jobs.tick()
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from tornado import web
 
 from ..catalog.jobs import Reservation
-from ..errors import BadRequest, Forbidden
+from ..catalog.storage import check_name
+from ..errors import BadRequest, Forbidden, KPLError
 from ..server_ext.base import KPLHandler
 
 if TYPE_CHECKING:
@@ -70,6 +71,16 @@ class AdminPageHandler(AdminMixin, ExtensionHandlerMixin, JupyterHandler):
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(page)
 
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Answer a short page naming the refusal (the service has no page templates)."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, KPLError):
+            status_code = error.status
+            self.set_status(status_code)
+        message = getattr(error, "message", None) or getattr(error, "log_message", None) or self._reason
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(f"<!doctype html><title>{status_code}</title><p>{html.escape(str(message))}</p>")
+
 
 class OverviewHandler(AdminMixin, KPLHandler):
     """GET: users, projects with quotas and use, reservations, live use and its history."""
@@ -122,6 +133,7 @@ class QuotaHandler(AdminMixin, KPLHandler):
     async def put(self, project: str) -> None:
         """Write the quota and answer it."""
         self.check_admin()
+        check_name(project, "project")
         quota = self.json_body()
         if not isinstance(quota, dict):
             raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")

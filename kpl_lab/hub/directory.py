@@ -70,12 +70,7 @@ class HubDirectory:
 
     async def set_quota(self, project: str, quota: dict) -> dict:
         """Write a project's quota into its group properties (checked first) and return it."""
-        try:
-            checked = project_quota(
-                [_as_group({"name": project, "properties": {QUOTA_PROPERTY: quota}})], project
-            )
-        except ValueError as error:
-            raise BadRequest(str(error), field=QUOTA_PROPERTY) from None
+        checked = check_quota(project, quota)
         group = await self.request(f"groups/{project}")
         if group is None:
             raise NotFound(f"project {project!r}: no such group in the hub", field="project")
@@ -94,6 +89,18 @@ class HubDirectory:
             except ValueError:
                 continue
         return quotas
+
+
+def check_quota(project: str, quota: dict) -> dict:
+    """Return a project's quota checked key by key; a bad value is refused naming its key."""
+    checked = {}
+    for key, value in quota.items():
+        one = {"name": project, "properties": {QUOTA_PROPERTY: {key: value}}}
+        try:
+            checked |= project_quota([_as_group(one)], project)
+        except ValueError as error:
+            raise BadRequest(str(error), field=key) from None
+    return checked
 
 
 def _as_group(model: dict) -> SimpleNamespace:

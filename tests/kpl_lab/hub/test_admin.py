@@ -1,0 +1,127 @@
+"""The admin page and its API: overview, quota edits written into the hub's group properties."""
+
+from __future__ import annotations
+
+import re
+from http.cookies import SimpleCookie
+
+import pytest
+
+
+async def test_overview_lists_users_projects_quotas_and_capacity(service):
+    service.app.record_usage()
+    status, body, _ = await service.call("GET", "admin/api/overview", token=service.hub.token("admin"))
+    assert status == 200, body
+    users = {user["name"]: user for user in body["users"]}
+    assert users["admin"]["admin"] is True
+    assert users["alice"]["projects"] == ["vision"]
+    projects = {project["name"]: project for project in body["projects"]}
+    assert set(projects) == {"demo", "vision", "audio", "default"}
+    assert projects["vision"]["quota"] == {"cpu": 8, "gpu": 1}
+    assert projects["vision"]["members"] == ["alice"]
+    assert projects["audio"]["quota"] == {}
+    assert projects["vision"]["used"]["cpu"] == 0
+    assert body["capacity"]["cpu"] == 4.0
+    assert body["capacity"]["memory"] == 4096
+    assert body["reservations"] == []
+    assert body["live"]["cpu_count"] >= 1
+    assert len(body["history"]) == 1
+
+
+async def test_overview_is_for_admins_only(service):
+    status, body, _ = await service.call("GET", "admin/api/overview", token=service.hub.token("alice"))
+    assert status == 403
+    assert "admin" in body["message"]
+
+
+async def test_quota_edit_writes_the_group_properties(service):
+    service.hub.groups["vision"]["other"] = "kept"
+    status, body, _ = await service.call(
+        "PUT",
+        "admin/api/projects/vision/quota",
+        token=service.hub.token("admin"),
+        body={"cpu": 2, "memory": 1024, "gpu": 0},
+    )
+    assert status == 200, body
+    assert body == {"project": "vision", "quota": {"cpu": 2, "memory": 1024, "gpu": 0}}
+    assert service.hub.groups["vision"] == {
+        "other": "kept",
+        "kpl_quota": {"cpu": 2, "memory": 1024, "gpu": 0},
+    }
+    assert service.app.platform.jobs.ledger.quotas["vision"] == {"cpu": 2, "memory": 1024, "gpu": 0}
+
+
+@pytest.mark.parametrize(
+    ("quota", "field", "words"),
+    [
+        ({"cpu": -1}, "cpu", "expected a number >= 0, got -1"),
+        ({"cpu": 1, "memory": "lots"}, "memory", "expected a number >= 0, got 'lots'"),
+        ({"gpu": True}, "gpu", "expected a number >= 0, got True"),
+        ({"disk": 10}, "disk", "unknown quota"),
+        ([1, 2], "body", "JSON object"),
+    ],
+)
+async def test_quota_edit_refuses_bad_values_naming_the_field(service, quota, field, words):
+    before = dict(service.hub.groups["vision"])
+    status, body, _ = await service.call(
+        "PUT", "admin/api/projects/vision/quota", token=service.hub.token("admin"), body=quota
+    )
+    assert status == 400, body
+    assert body["field"] == field
+    assert words in body["message"]
+    assert service.hub.groups["vision"] == before
+
+
+async def test_quota_edit_of_a_project_the_hub_lacks_is_not_found(service):
+    status, body, _ = await service.call(
+        "PUT", "admin/api/projects/nosuch/quota", token=service.hub.token("admin"), body={"cpu": 1}
+    )
+    assert status == 404, body
+    assert "nosuch" in body["message"]
+
+
+async def test_quota_edit_is_for_admins_only(service):
+    status, _, _ = await service.call(
+        "PUT", "admin/api/projects/vision/quota", token=service.hub.token("alice"), body={"cpu": 100}
+    )
+    assert status == 403
+    assert service.hub.groups["vision"]["kpl_quota"] == {"cpu": 8, "gpu": 1}
+
+
+async def test_admin_page_in_the_browser_saves_a_quota_with_its_xsrf_token(service):
+    cookie = service.cookie(service.hub.token("admin"))
+    status, page, response = await service.call("GET", "admin", headers={"Cookie": cookie})
+    assert status == 200, page
+    assert "KPL Lab — admin" in page
+    token = re.search(r'data-xsrf="([^"]+)"', page).group(1)
+    jar = SimpleCookie()
+    for header in response.headers.get_list("Set-Cookie"):
+        jar.load(header)
+    cookies = "; ".join([cookie, *(f"{name}={morsel.value}" for name, morsel in jar.items())])
+    url = "admin/api/projects/demo/quota"
+
+    # the page's script: the cookie and the xsrf token of the page
+    status, body, _ = await service.call(
+        "PUT", url, body={"cpu": 1}, headers={"Cookie": cookies, "X-XSRFToken": token}
+    )
+    assert status == 200, body
+    assert service.hub.groups["demo"]["kpl_quota"] == {"cpu": 1}
+
+    # another site's form: the cookie alone
+    status, _, _ = await service.call("PUT", url, body={"cpu": 9}, headers={"Cookie": cookies})
+    assert status == 403
+    assert service.hub.groups["demo"]["kpl_quota"] == {"cpu": 1}
+
+
+async def test_admin_page_refuses_a_member(service):
+    cookie = service.cookie(service.hub.token("alice"))
+    status, page, _ = await service.call("GET", "admin", headers={"Cookie": cookie})
+    assert status == 403
+    assert "the admin page is for hub admins" in page
+
+
+async def test_admin_script_is_served(service):
+    status, script, response = await service.call("GET", "admin/admin.js", token=service.hub.token("admin"))
+    assert status == 200
+    assert "javascript" in response.headers["Content-Type"]
+    assert "saveQuota" in script

@@ -1,0 +1,89 @@
+"""The platform service: callers identified by the hub, projects are their groups, others are not found."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+async def test_version_answers_a_member(service):
+    status, body, _ = await service.call("GET", "api/version", token=service.hub.token("alice"))
+    assert status == 200
+    assert body["version"]
+
+
+async def test_anonymous_api_call_is_refused(service):
+    status, _, _ = await service.call("GET", "api/datasets?project=vision")
+    assert status == 403
+
+
+async def test_unknown_token_is_refused(service):
+    status, _, _ = await service.call("GET", "api/datasets?project=vision", token="not-a-token")
+    assert status == 403
+
+
+async def test_token_without_the_access_scope_is_refused(service):
+    token = service.hub.token("alice", scopes=("read:users!user=alice",))
+    status, _, _ = await service.call("GET", "api/datasets?project=vision", token=token)
+    assert status == 403
+
+
+async def test_member_sees_their_groups_projects(service, tmp_path):
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\x00" * 16)
+    service.app.platform.catalog.add_model("vision", "resnet", weights)
+    status, body, _ = await service.call("GET", "api/models?project=vision", token=service.hub.token("alice"))
+    assert status == 200, body
+    assert [model["name"] for model in body["models"]] == ["resnet"]
+    status, body, _ = await service.call(
+        "GET", "api/models/resnet?project=vision", token=service.hub.token("bob")
+    )
+    assert status == 404, body
+
+
+@pytest.mark.parametrize("project", ["audio", "demo", "default"])
+async def test_another_project_is_not_found(service, project):
+    status, body, _ = await service.call(
+        "GET", f"api/datasets?project={project}", token=service.hub.token("alice")
+    )
+    assert status == 404, body
+    assert body["field"] == "project"
+    assert project in body["message"]
+
+
+async def test_other_project_job_submission_is_not_found(service):
+    token = service.hub.token("alice")
+    status, body, _ = await service.call(
+        "POST", "api/jobs?project=audio", token=token, body={"algorithm": "x", "function": "train"}
+    )
+    assert status == 404, body
+    assert body["field"] == "project"
+
+
+async def test_user_of_no_group_uses_the_default_project(service):
+    token = service.hub.token("carol")
+    assert (await service.call("GET", "api/datasets?project=default", token=token))[0] == 200
+    assert (await service.call("GET", "api/datasets?project=vision", token=token))[0] == 404
+
+
+async def test_admin_sees_every_project(service):
+    token = service.hub.token("admin")
+    for project in ("demo", "vision", "audio", "default"):
+        status, body, _ = await service.call("GET", f"api/datasets?project={project}", token=token)
+        assert status == 200, (project, body)
+
+
+async def test_group_change_in_the_hub_applies(service):
+    token = service.hub.token("alice")
+    assert (await service.call("GET", "api/datasets?project=audio", token=token))[0] == 404
+    service.hub.users["alice"]["groups"].append("audio")
+    service.app.directory._users.clear()  # the directory caches a user a few seconds
+    assert (await service.call("GET", "api/datasets?project=audio", token=token))[0] == 200
+
+
+async def test_browser_without_login_is_sent_to_the_hub(service):
+    status, _, response = await service.call("GET", "admin")
+    assert status == 302
+    location = response.headers["Location"]
+    assert re.search(r"/hub/api/oauth2/authorize\?.*client_id=service-kpl", location), location

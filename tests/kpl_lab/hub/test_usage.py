@@ -1,0 +1,152 @@
+"""Live use of the machine with a fake NVML, without GPUs, with an NPU reader; the 24-hour history."""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kpl_lab.hub.usage import HISTORY_SECONDS, UsageHistory, read_gpus, sample
+
+MB = 1 << 20
+
+
+class FakeNVML:
+    """The few pynvml calls the sampler makes, over two declared GPUs."""
+
+    def __init__(self, gpus: list[dict], fail_init: Exception | None = None) -> None:
+        self.gpus = gpus
+        self.fail_init = fail_init
+        self.open = 0
+
+    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+        if self.fail_init:
+            raise self.fail_init
+        self.open += 1
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self.open -= 1
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> dict:  # noqa: N802
+        return self.gpus[index]
+
+    def nvmlDeviceGetUtilizationRates(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(gpu=gpu["utilisation"], memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
+        return SimpleNamespace(used=gpu["used"] * MB, total=gpu["total"] * MB, free=0)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, gpu: dict) -> list[SimpleNamespace]:  # noqa: N802
+        return [SimpleNamespace(pid=pid, usedGpuMemory=memory * MB) for pid, memory in gpu["processes"]]
+
+    def nvmlDeviceGetName(self, gpu: dict) -> bytes:  # noqa: N802
+        return gpu["name"]
+
+
+def two_gpus() -> FakeNVML:
+    return FakeNVML(
+        [
+            {
+                "name": b"Fake A100",
+                "utilisation": 75,
+                "used": 1000,
+                "total": 40960,
+                "processes": [(os.getpid(), 900)],
+            },
+            {"name": "Fake A100", "utilisation": 0, "used": 0, "total": 40960, "processes": []},
+        ]
+    )
+
+
+def test_each_gpu_with_its_use_and_processes():
+    nvml = two_gpus()
+    gpus, why = read_gpus(nvml)
+    assert why is None
+    assert [gpu["name"] for gpu in gpus] == ["Fake A100", "Fake A100"]
+    assert gpus[0]["utilisation"] == 75
+    assert (gpus[0]["memory_used_mb"], gpus[0]["memory_total_mb"]) == (1000, 40960)
+    [process] = gpus[0]["processes"]
+    assert process["pid"] == os.getpid()
+    assert process["memory_mb"] == 900
+    assert process["user"]  # this test's user (or its JUPYTERHUB_USER)
+    assert gpus[1]["processes"] == []
+    assert nvml.open == 0  # NVML shut down again
+
+
+def test_a_process_that_ended_is_named_by_its_pid():
+    nvml = FakeNVML([{"name": "g", "utilisation": 1, "used": 1, "total": 2, "processes": [(2**22 + 7, 1)]}])
+    gpus, _ = read_gpus(nvml)
+    assert gpus[0]["processes"][0]["user"] == f"pid {2**22 + 7}"
+
+
+def test_no_gpus_says_why():
+    gpus, why = read_gpus(FakeNVML([], fail_init=RuntimeError("NVML Shared Library Not Found")))
+    assert gpus == []
+    assert why == "no NVIDIA GPU here (NVML Shared Library Not Found)"
+
+
+def test_sample_without_gpus_still_has_cpu_and_memory():
+    record = sample(nvml=FakeNVML([], fail_init=RuntimeError("Driver Not Loaded")))
+    assert record["gpus"] == []
+    assert "Driver Not Loaded" in record["gpu_error"]
+    assert record["cpu_count"] >= 1
+    assert 0 < record["memory_used_mb"] <= record["memory_total_mb"]
+    assert record["npus"] == []
+    assert record["npu_error"] == "no NPU reader configured"
+
+
+def test_sample_with_an_npu_reader():
+    npus = [{"index": 0, "name": "Ascend 910", "utilisation": 40}]
+    record = sample(nvml=two_gpus(), npu_reader=lambda: npus)
+    assert record["npus"] == npus
+    assert record["npu_error"] is None
+    assert len(record["gpus"]) == 2
+
+
+def test_a_failing_npu_reader_is_reported_not_raised():
+    def broken() -> list[dict]:
+        raise OSError("npu-smi: not found")
+
+    record = sample(nvml=two_gpus(), npu_reader=broken)
+    assert record["npus"] == []
+    assert record["npu_error"] == "the NPU reader failed: npu-smi: not found"
+
+
+@pytest.fixture
+def history(tmp_path):
+    kept = UsageHistory(tmp_path / "hub" / "usage.sqlite")
+    yield kept
+    kept.close()
+
+
+def test_history_keeps_24_hours_of_chart_points(history):
+    now = time.time()
+    old = {**sample(nvml=two_gpus()), "time": now - HISTORY_SECONDS - 60}
+    history.add(old)
+    first = {**sample(nvml=two_gpus()), "time": now - 30, "memory_used_mb": 512, "memory_total_mb": 1024}
+    second = {**sample(nvml=two_gpus()), "time": now}
+    history.add(second)
+    history.add(first)
+    points = history.series()
+    assert [point["time"] for point in points] == [now - 30, now]
+    assert points[0]["memory"] == 50.0
+    assert points[0]["gpus"] == [75, 0]
+    assert history.series(since=0) == points  # the old sample was dropped, not just hidden
+
+
+def test_history_survives_a_restart(tmp_path):
+    path = tmp_path / "usage.sqlite"
+    first = UsageHistory(path)
+    first.add(sample(nvml=FakeNVML([], fail_init=RuntimeError("none"))))
+    first.close()
+    again = UsageHistory(path)
+    try:
+        [point] = again.series()
+        assert point["gpus"] == []
+    finally:
+        again.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kpl_dataset.checksum import CRC_KINDS
 from kpl_dataset.errors import KPLDatasetError
 from kpl_dataset.fs import Location, resolve
 from kpl_dataset.schema import to_arrow_schema
@@ -61,7 +62,7 @@ class Batch:
     offset: int
     length: int
     rows: int
-    crc32: int
+    crc: int  # of the kind its shard names
     sum64: int
 
 
@@ -73,6 +74,7 @@ class Shard:
     rows: int
     bytes: int
     batches: list[Batch]
+    crc: str = "crc32"  # which CRC its batches hold: "crc32" (zlib) or "crc32c"
 
 
 @dataclass
@@ -107,7 +109,8 @@ class Manifest:
                     "path": s.path,
                     "rows": s.rows,
                     "bytes": s.bytes,
-                    "batches": [[b.offset, b.length, b.rows, b.crc32, f"{b.sum64:016x}"] for b in s.batches],
+                    **({} if s.crc == "crc32" else {"crc": s.crc}),
+                    "batches": [[b.offset, b.length, b.rows, b.crc, f"{b.sum64:016x}"] for b in s.batches],
                 }
                 for s in self.shards
             ],
@@ -176,11 +179,14 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
         path = _member_path(s.get("path"), part, "path", at)
         rows = _int(s.get("rows"), "rows", at)
         size = _int(s.get("bytes"), "bytes", at)
+        kind = s.get("crc", "crc32")
+        if kind not in CRC_KINDS:
+            raise KPLDatasetError(f"{at}: crc must be one of {list(CRC_KINDS)}, got {kind!r}")
         batches = []
         end = 0
         for j, b in enumerate(s["batches"]):
             if not isinstance(b, list) or len(b) != 5:
-                raise KPLDatasetError(f"{at}.batches[{j}]: must be [offset, length, rows, crc32, sum64]")
+                raise KPLDatasetError(f"{at}.batches[{j}]: must be [offset, length, rows, crc, sum64]")
             offset, length, brows, crc = (_int(v, "value", f"{at}.batches[{j}]") for v in b[:4])
             total = _hex64(b[4], f"{at}.batches[{j}]")
             if offset < end or offset + length > size or length == 0:
@@ -191,7 +197,7 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
             batches.append(Batch(offset, length, brows, crc, total))
         if sum(b.rows for b in batches) != rows:
             raise KPLDatasetError(f"{at}: rows {rows} differs from the sum of its batches")
-        shards.append(Shard(path, rows, size, batches))
+        shards.append(Shard(path, rows, size, batches, kind))
     total = _int(doc["num_rows"], "num_rows", where)
     if total != sum(s.rows for s in shards):
         raise KPLDatasetError(f"{where}: num_rows {total} differs from the sum of its shards")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import os
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import islice
@@ -14,7 +13,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from kpl_dataset import arrays
-from kpl_dataset.checksum import sum64
+from kpl_dataset.checksum import crc, sum64
 from kpl_dataset.errors import KPLDatasetError
 from kpl_dataset.files import open_file_value
 from kpl_dataset.fs import Location, resolve
@@ -70,7 +69,7 @@ class ReadOnlyDataset:
     Every record batch is checked the first time this process touches it: its structure
     always (row count, offsets, Arrow validation), and its bytes against the manifest's
     checksums as verify says: True / "fast" (default) the 64-bit word sum, "full" also
-    the CRC-32, False none. A projected read (columns=) checks structure only.
+    the CRC (CRC-32 or CRC-32C, as the shard says), False none. A projected read (columns=) checks structure only.
     """
 
     def __init__(
@@ -179,7 +178,7 @@ class ReadOnlyDataset:
         buf = f.read(meta.offset, meta.length)
         checked = self._verify and self._select is None
         if checked and (
-            sum64(buf) != meta.sum64 or (self._verify == "full" and zlib.crc32(buf) != meta.crc32)
+            sum64(buf) != meta.sum64 or (self._verify == "full" and crc(shard.crc, buf) != meta.crc)
         ):
             raise KPLDatasetError(f"{where}: checksum mismatch, the file is damaged")
         try:
@@ -318,7 +317,7 @@ class ReadOnlyDataset:
         return self.to_arrow().to_pandas()
 
     def verify(self) -> None:
-        """Read and check every record batch now (structure, word sum and CRC-32)."""
+        """Read and check every record batch now (structure, word sum and CRC)."""
         saved = self._verify
         self._verify = "full"
         self.close()

@@ -106,7 +106,7 @@ class _ShardWriter:
         self._digest = Digest()
         self._ipc.write_batch(batch)
         d = self._digest
-        self.batches.append(Batch(start, self.pos - start, batch.num_rows, d.crc32, d.sum64))
+        self.batches.append(Batch(start, self.pos - start, batch.num_rows, d.crc, d.sum64))
         self.rows += batch.num_rows
 
     def finish(self) -> Shard:
@@ -119,7 +119,7 @@ class _ShardWriter:
         self._res.file = None
         if self._loc.local:
             os.replace(self._loc.path(self.tmp), self._loc.path(self.name))
-        return Shard(self.name, self.rows, self.pos, self.batches)
+        return Shard(self.name, self.rows, self.pos, self.batches, self._digest.kind)
 
     def discard(self) -> None:
         """Close and delete the unfinished file."""

@@ -4,7 +4,8 @@ What each verify level guarantees (docs/dataset-format.md, "Reading"):
 - always: structure (sizes, row counts, offsets, Arrow validation) before any value is read;
 - verify=True / "fast" (default): also the batch's 64-bit word sum, which catches every
   changed, zeroed or truncated byte range except a reordering of whole 8-byte words;
-- verify="full" and reader.verify(): also the batch's CRC-32, which catches reorderings.
+- verify="full" and reader.verify(): also the batch's CRC (CRC-32, or CRC-32C when the
+  writer had the crc32c module), which catches reorderings, with or without crc32c when read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 
 import pytest
 
-from kpl_dataset import BasicType, KPLDatasetError, ReadOnlyDataset, WriteOnlyDataset
+from kpl_dataset import BasicType, KPLDatasetError, ReadOnlyDataset, WriteOnlyDataset, checksum
 
 RT = {"i": BasicType.Int, "s": BasicType.String, "blob": BasicType.ByteArray}
 
@@ -121,11 +122,19 @@ def test_damaged_part_can_be_replaced_but_not_appended(tmp_path):
     assert read_all(tmp_path) == [{"i": 1, "s": "", "blob": b""}]
 
 
-def test_swapped_words_pass_the_default_word_sum_but_not_the_full_check(tmp_path):
+@pytest.mark.parametrize(("kind", "native_on_read"), [("crc32", True), ("crc32c", True), ("crc32c", False)])
+def test_swapped_words_pass_the_default_word_sum_but_not_the_full_check(
+    tmp_path, monkeypatch, kind, native_on_read
+):
     blob = bytes(range(256)) * 4  # distinct 8-byte words, so a swap changes the record
+    monkeypatch.setattr(checksum, "WRITE_CRC", kind)
     with WriteOnlyDataset(tmp_path, None, {"blob": BasicType.ByteArray}) as w:
         w.write({"blob": blob})
     manifest = json.loads((tmp_path / "root.manifest.json").read_text())
+    assert manifest["shards"][0].get("crc", "crc32") == kind
+    if not native_on_read:  # a reader without the crc32c module still checks CRC-32C
+        monkeypatch.setattr(checksum, "_crc32c_native", None)
+    assert ReadOnlyDataset(tmp_path, None, verify="full")[0]["blob"] == blob
     shard = tmp_path / manifest["shards"][0]["path"]
     data = bytearray(shard.read_bytes())
     at = data.index(blob)
@@ -152,3 +161,21 @@ def test_bad_manifest_checksum_field(tmp_path):
     (tmp_path / "root.manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(KPLDatasetError, match=r"batches\[0\]: sum64 must be 16 lowercase hex digits"):
         read_all(tmp_path)
+
+
+def test_bad_manifest_crc_kind(tmp_path):
+    _, manifest = make(tmp_path)
+    manifest["shards"][0]["crc"] = "md5"
+    (tmp_path / "root.manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(
+        KPLDatasetError, match=r"shards\[0\]: crc must be one of \['crc32', 'crc32c'\], got 'md5'"
+    ):
+        read_all(tmp_path)
+
+
+def test_crc32c_fallback_matches_the_standard_check_value():
+    assert checksum.crc32c_python(b"123456789") == 0xE3069283
+    data = bytes(range(256)) * 3
+    assert checksum.crc32c_python(data[100:], checksum.crc32c_python(data[:100])) == checksum.crc(
+        "crc32c", data
+    )

@@ -20,7 +20,7 @@ from jupyter_server.utils import url_path_join
 from tornado import httpclient, web
 from tornado.httputil import url_concat
 from tornado.queues import Queue
-from traitlets import Unicode, default
+from traitlets import Float, Unicode, default
 
 from .app import KPLLab
 from .routes import API_PREFIX
@@ -50,12 +50,23 @@ class ForwardHandler(ExtensionHandlerMixin, APIHandler):
 
     async def data_received(self, chunk: bytes) -> None:
         """Pass a piece of the request body on (waits while the service is slower)."""
-        if not self._upstream.done():
-            await self._body.put(chunk)
+        await self._put(chunk)
 
-    def upstream_url(self, path: str) -> str:
-        """Return the service URL of an API path, with the notebook's project when none is named."""
-        url = url_path_join(self.app.service_url, "api", path)
+    async def _put(self, item: bytes | None) -> None:
+        """Queue a piece of the body, unless the upstream request ended (then nobody reads it)."""
+        if self._upstream.done():
+            return
+        put = asyncio.ensure_future(self._body.put(item))
+        await asyncio.wait({put, self._upstream}, return_when=asyncio.FIRST_COMPLETED)
+        if not put.done():
+            put.cancel()
+
+    def upstream_url(self) -> str:
+        """Return the service URL of this request, with the notebook's project when none is named."""
+        # the raw path after the prefix's segments, so escapes (a '/' in a name) stay as they came
+        skip = len(url_path_join(self.base_url, API_PREFIX).split("/"))
+        rest = "/".join(self.request.path.split("/")[skip:])
+        url = url_path_join(self.app.service_url, "api", rest)
         query = self.request.query
         if query:
             url = f"{url}?{query}"
@@ -72,28 +83,31 @@ class ForwardHandler(ExtensionHandlerMixin, APIHandler):
             await write(chunk)
 
     async def _forward(self) -> None:
-        path = self.path_args[0] if self.path_args else ""
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in _SKIP_REQUEST}
         headers["Authorization"] = f"token {self.app.token}"
         has_body = self.request.method in {"POST", "PUT", "PATCH"}
         if has_body and "Content-Length" in self.request.headers:
             headers["Content-Length"] = self.request.headers["Content-Length"]
         request = httpclient.HTTPRequest(
-            self.upstream_url(path),
+            self.upstream_url(),
             method=self.request.method,
             headers=headers,
             body_producer=self._produce if has_body else None,
             streaming_callback=self._pass_chunk,
             header_callback=self._pass_header,
+            connect_timeout=self.app.connect_timeout_seconds,
             request_timeout=self.app.timeout_seconds,
             follow_redirects=False,
             allow_nonstandard_methods=True,
         )
         self._status = 502
+        where = self.app.service_url
         try:
             await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
+        except httpclient.HTTPClientError as error:  # 599: no answer in time (connection or request)
+            raise web.HTTPError(504, f"the platform service at {where} did not answer: {error}") from None
         except OSError as error:
-            raise web.HTTPError(502, f"the platform service is unreachable: {error}") from None
+            raise web.HTTPError(502, f"the platform service at {where} is unreachable: {error}") from None
 
     def _pass_header(self, line: str) -> None:
         line = line.strip()
@@ -114,15 +128,24 @@ class ForwardHandler(ExtensionHandlerMixin, APIHandler):
         self.flush()
 
     async def _answer(self, *args: str) -> None:
-        if self._body is not None:
-            await self._body.put(None)
-        await self._upstream
+        await self._put(None)
+        try:
+            await self._upstream
+        except web.HTTPError:
+            if not self._headers_written:
+                raise
+            # the answer had begun: cut it short so the client sees a broken, not a complete, answer
+            self.log.warning(
+                "kpl forward: %s %s: the service stopped mid-answer", self.request.method, self.request.path
+            )
+            self.request.connection.close()
+            return
         if not self._headers_written:
             self.set_status(self._status)
         content_type = self._headers.get("Content-Type")
         self.finish(set_content_type=content_type or "application/json")
 
-    get = post = put = patch = delete = _answer
+    get = post = put = patch = delete = web.authenticated(_answer)
 
 
 ForwardHandler = web.stream_request_body(ForwardHandler)
@@ -133,7 +156,12 @@ class ForwardApp(KPLLab):
 
     service_url = Unicode(help="Base URL of the platform service; default $KPL_SERVICE_URL.").tag(config=True)
     token = Unicode(help="The token sent to the service; default $JUPYTERHUB_API_TOKEN.").tag(config=True)
-    timeout_seconds = 3600.0
+    timeout_seconds = Float(
+        3600.0, help="Seconds a forwarded request may take in all (uploads and long polls are long)."
+    ).tag(config=True)
+    connect_timeout_seconds = Float(10.0, help="Seconds to wait for a connection to the service.").tag(
+        config=True
+    )
 
     @default("service_url")
     def _default_service_url(self) -> str:

@@ -130,7 +130,8 @@ function recordImage(
   const draw = () => {
     overlay.setAttribute('viewBox', `0 0 ${width} ${height}`);
     overlay.setAttribute('preserveAspectRatio', 'none');
-    const stroke = Math.max(1, Math.max(width, height) / 150);
+    // Labels scale with the image: about a sixteenth of its longer side.
+    const fontSize = Math.max(width, height) / 16;
     for (const object of objects) {
       const color = classColor(object.name ?? '');
       const group = svg('g', { class: 'kpl-box', 'data-name': object.name ?? '' });
@@ -149,7 +150,8 @@ function recordImage(
             fill: color,
             'fill-opacity': 0.35,
             stroke: color,
-            'stroke-width': stroke
+            'stroke-width': 1.5,
+            'vector-effect': 'non-scaling-stroke'
           })
         );
       }
@@ -161,14 +163,15 @@ function recordImage(
           height: Math.max(0, object.ymax - object.ymin),
           fill: 'none',
           stroke: color,
-          'stroke-width': stroke
+          'stroke-width': 2,
+          'vector-effect': 'non-scaling-stroke'
         })
       );
       const label = svg('text', {
-        x: object.xmin + stroke,
-        y: Math.max(object.ymin - stroke, stroke * 8),
+        x: object.xmin + fontSize / 4,
+        y: object.ymin > fontSize ? object.ymin - fontSize / 4 : object.ymin + fontSize,
         fill: color,
-        'font-size': stroke * 9,
+        'font-size': fontSize,
         'font-weight': 'bold'
       });
       label.textContent = object.name ?? '';

@@ -30,6 +30,20 @@ export function figureSeries(
 }
 
 /**
+ * A uPlot axis in the theme's colors (a canvas cannot read CSS variables).
+ */
+function axis(): uPlot.Axis {
+  const style = getComputedStyle(document.body);
+  const color = (name: string, fallback: string) =>
+    style.getPropertyValue(name).trim() || fallback;
+  return {
+    stroke: color('--jp-ui-font-color1', '#333'),
+    grid: { stroke: color('--jp-border-color2', '#e0e0e0'), width: 1 },
+    ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 }
+  };
+}
+
+/**
  * Line charts of a job's metric figures, one uPlot per figure.
  */
 class MetricCharts {
@@ -74,10 +88,7 @@ class MetricCharts {
                 points: { show: false }
               }))
             ],
-            axes: [
-              { stroke: 'var(--jp-ui-font-color1)', grid: { stroke: 'var(--jp-border-color2)' } },
-              { stroke: 'var(--jp-ui-font-color1)', grid: { stroke: 'var(--jp-border-color2)' } }
-            ]
+            axes: [axis(), axis()]
           },
           data,
           box
@@ -207,7 +218,7 @@ export class JobView extends Widget {
       this._header.replaceChildren(h('div', { class: 'kpl-error' }, (error as Error).message));
     }
     if (!(wasEnded && this.ended())) {
-      this._timer = window.setTimeout(() => void this.poll(), Math.max(0.5, this.intervalSeconds) * 1000);
+      this._timer = window.setTimeout(() => void this.poll(), Math.max(0.5, this.intervalSeconds || 2) * 1000);
     }
   }
 

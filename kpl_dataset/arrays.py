@@ -98,15 +98,13 @@ def getter(col: pa.Array) -> Any:
     t = col.type
     if not len(col):
         return lambda r: col[r].as_py()
-    code = _FIXED.get(t)
-    if code is not None and t != pa.int8():
-        return memoryview(col.buffers()[1]).cast(code)[col.offset : col.offset + len(col)].__getitem__
-    if t == pa.binary() or t == pa.string():
+    if t == pa.binary():
         data, offsets = _slices(col)
-        if t == pa.binary():
-            return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
-        return lambda r: str(data[offsets[r] : offsets[r + 1]], "utf-8")
-    return lambda r: col[r].as_py()
+        return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
+    if t in _FIXED or t == pa.string() or t == pa.bool_():
+        # Small immutable values: one conversion per batch makes every later lookup a list index.
+        return list(values(col)).__getitem__
+    return lambda r: col[r].as_py()  # nested values are mutable: a fresh one per lookup
 
 
 def _compile(args: str, body: str, names: list[str], extra: dict) -> Any:

@@ -54,3 +54,22 @@ def test_schema_properties(reader):
     assert reader.schema == RT
     assert reader.arrow_schema.names == ["i", "s"]
     assert len(reader.manifest.shards) == 1 and len(reader.manifest.shards[0].batches) == 4
+
+
+def test_records_are_fresh_objects_the_caller_may_change(tmp_path):
+    rt = {
+        "s": BasicType.String,
+        "f": BasicType.Float,
+        "b": BasicType.Bool,
+        "box": {"tags": [BasicType.String]},
+    }
+    with WriteOnlyDataset(tmp_path, None, rt) as w:
+        for i in range(4):
+            w.write({"s": f"é{i}", "f": i / 2, "b": i % 2 == 0, "box": {"tags": [str(i)]}})
+    reader = ReadOnlyDataset(tmp_path, None)
+    first = reader[1]
+    assert first == {"s": "é1", "f": 0.5, "b": False, "box": {"tags": ["1"]}}
+    first["s"] = "changed"
+    first["box"]["tags"].append("extra")
+    assert reader[1] == {"s": "é1", "f": 0.5, "b": False, "box": {"tags": ["1"]}}
+    assert [r["s"] for r in reader] == ["é0", "é1", "é2", "é3"]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -225,8 +226,13 @@ class KPLService(Application):
         self._tick_running = False
         ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
         ticker.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):  # the hub stops its services with SIGTERM
+            loop.add_signal_handler(signum, stop.set)
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
+            self.log.info("kpl service: stopping")
         finally:
             ticker.stop()
             server.stop()

@@ -9,14 +9,23 @@ kept in `<home>/hub/secrets.json` (mode 0600). The proxy is the pure Python
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import psutil
+
+STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy before we kill what is left
+WATCH_SECONDS = 2.0  # how often the hub's children are noted while it runs
+SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "image-classification"
 
 AUTHENTICATORS = {
     "shared": "jupyterhub.authenticators.shared.SharedPasswordAuthenticator",
@@ -30,6 +39,15 @@ def free_port(ip: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((ip, 0))
         return probe.getsockname()[1]
+
+
+def free_ports(count: int, ip: str = "127.0.0.1") -> list[int]:
+    """Return `count` different TCP ports free now on `ip`."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind((ip, 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 def port_free(ip: str, port: int) -> bool:
@@ -60,9 +78,10 @@ def load_secrets(hub_dir: Path, admin: str) -> tuple[dict, bool]:
     return values, True
 
 
-def render_config(args: argparse.Namespace, home: Path, service_port: int, hub_port: int, creds: dict) -> str:
+def render_config(args: argparse.Namespace, home: Path, creds: dict) -> str:
     """Return the text of the generated jupyterhub_config.py."""
     authenticator = AUTHENTICATORS.get(args.authenticator, args.authenticator)
+    service_port, hub_port, proxy_api_port = free_ports(3)
     hub_dir = home / "hub"
     service_url = f"http://127.0.0.1:{service_port}"
     platform = {"home": str(home)}
@@ -81,6 +100,7 @@ def render_config(args: argparse.Namespace, home: Path, service_port: int, hub_p
         f"c.JupyterHub.db_url = {'sqlite:///' + str(hub_dir / 'jupyterhub.sqlite')!r}",
         f"c.JupyterHub.cookie_secret_file = {str(hub_dir / 'jupyterhub_cookie_secret')!r}",
         f"c.ConfigurableHTTPProxy.pid_file = {str(hub_dir / 'proxy.pid')!r}",
+        f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{proxy_api_port}'",
         f"c.ConfigurableHTTPProxy.command = [{shutil.which('configurable-http-proxy') or 'configurable-http-proxy'!r}]",
         "",
         "# who may log in",
@@ -156,6 +176,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--config", help="a jupyterhub_config.py to use instead of <home>/hub/jupyterhub_config.py"
     )
     parser.add_argument("--regenerate", action="store_true", help="rewrite <home>/hub/jupyterhub_config.py")
+    parser.add_argument(
+        "--no-sample-data",
+        dest="sample_data",
+        action="store_false",
+        help="do not add the digits dataset and the image-classification algorithm to project demo",
+    )
     return parser.parse_args(argv)
 
 
@@ -165,18 +191,26 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(args.home or os.environ.get("KPL_LAB_HOME") or "~/.kpl-lab").expanduser().absolute()
     hub_dir = home / "hub"
     hub_dir.mkdir(parents=True, exist_ok=True)
-    if not args.port:
-        args.port = 8000 if port_free(args.ip, 8000) else free_port(args.ip)
     creds, fresh = load_secrets(hub_dir, args.admin)
-    config = Path(args.config) if args.config else hub_dir / "jupyterhub_config.py"
+    config = Path(args.config).absolute() if args.config else hub_dir / "jupyterhub_config.py"
+    command = [sys.executable, "-m", "jupyterhub", "-f", str(config)]
     if not args.config and (args.regenerate or not config.exists()):
-        text = render_config(args, home, free_port(), free_port(), creds)
+        if not args.port:
+            args.port = 8000 if port_free(args.ip, 8000) else free_port(args.ip)
+        text = render_config(args, home, creds)
         tmp = config.with_suffix(".tmp")
         tmp.write_text(text)
         os.replace(tmp, config)
         print(f"kpl-lab up: wrote {config} (edit it for a real deployment)")
-    url = f"http://{args.ip}:{args.port}/"
-    print(f"kpl-lab up: KPL Lab at {url}  (admin page: {url}services/kpl/admin)")
+        url = f"http://{args.ip}:{args.port}/"
+    elif args.port:  # given now: it wins over the file's
+        url = f"http://{args.ip}:{args.port}/"
+        command.append(f"--JupyterHub.bind_url={url}")
+    else:
+        url = configured_url(config)
+    if args.sample_data:
+        add_sample_data(home, args.database_url, args.storage_url)
+    print(f"kpl-lab up: KPL Lab at {url}  (admin page: {url.rstrip('/')}/services/kpl/admin)")
     if args.authenticator == "shared":
         if fresh:
             print(
@@ -186,13 +220,135 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"kpl-lab up: log in as {creds['admin']!r}; passwords are in {hub_dir / 'secrets.json'}")
     sys.stdout.flush()
-    command = [sys.executable, "-m", "jupyterhub", "-f", str(config)]
-    with subprocess.Popen(command, cwd=hub_dir) as hub:
-        try:
-            return hub.wait()
-        except KeyboardInterrupt:
-            hub.terminate()
-            return hub.wait()
+    return run_hub(command, hub_dir)
+
+
+def configured_url(config: Path) -> str:
+    """Return the URL a jupyterhub_config.py binds the hub to (JupyterHub's default if it names none)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    loaded = PyFileConfigLoader(config.name, path=str(config.parent)).load_config()
+    hub = loaded.get("JupyterHub", {})
+    if "bind_url" in hub:
+        return hub["bind_url"]
+    return f"http://{hub.get('ip', '') or '127.0.0.1'}:{hub.get('port', 8000)}/"
+
+
+class _Stop(Exception):
+    """This process was asked to stop (SIGTERM, SIGINT or SIGHUP)."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
+def run_hub(command: list[str], cwd: Path, stop_seconds: float = STOP_SECONDS) -> int:
+    """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind."""
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in signals}
+    started: dict[int, psutil.Process] = {}  # the hub's children: the proxy, the service, notebook servers
+    hub = None
+    try:
+        # its own session: a Ctrl-C in the terminal reaches only us, and we stop the hub in order
+        hub = subprocess.Popen(command, cwd=cwd, start_new_session=True)
+        while True:
+            try:
+                return hub.wait(timeout=WATCH_SECONDS)
+            except subprocess.TimeoutExpired:
+                _remember_children(hub.pid, started)
+    except _Stop:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
+        print(
+            "kpl-lab up: stopping JupyterHub, its proxy, the platform service and the notebooks", flush=True
+        )
+        if hub is not None:
+            _remember_children(hub.pid, started)
+            hub.terminate()  # the hub stops its notebook servers, its services and its proxy itself
+            try:
+                hub.wait(timeout=stop_seconds)
+            except subprocess.TimeoutExpired:
+                hub.kill()
+                hub.wait()
+        return 0
+    finally:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
+        if hub is not None and hub.poll() is None:  # an unexpected error here: do not leave the hub
+            hub.kill()
+            hub.wait()
+        _stop_left(list(started.values()), stop_seconds)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _remember_children(pid: int, started: dict[int, psutil.Process]) -> None:
+    """Note the hub's direct children (job supervisors, detached by design, are never among them)."""
+    try:
+        for child in psutil.Process(pid).children():
+            started.setdefault(child.pid, child)
+    except psutil.Error:
+        pass
+
+
+def _stop_left(processes: list[psutil.Process], stop_seconds: float) -> None:
+    """Terminate what the hub left running, then kill what still runs."""
+    left = [p for p in processes if _alive(p)]
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(left, timeout=stop_seconds)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=stop_seconds)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def add_sample_data(home: Path, database_url: str | None = None, storage_url: str | None = None) -> bool:
+    """Register the digits dataset and the image-classification algorithm in the `demo` project once."""
+    from ..errors import KPLError
+    from ..platform import Platform
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    script = examples / "datasets" / "make_digits.py"
+    algorithm = examples / "algorithms" / "image-classification"
+    if not script.is_file() or not algorithm.is_dir():
+        print(f"kpl-lab up: no sample data: {examples} is missing (a source checkout has it)")
+        return False
+    settings = {"home": str(home)}
+    settings |= {k: v for k, v in (("database_url", database_url), ("storage_url", storage_url)) if v}
+    platform = Platform(**settings)
+    try:
+        catalog = platform.catalog
+        if not any(d.name == SAMPLE_DATASET for d in catalog.list_datasets(SAMPLE_PROJECT)):
+            with tempfile.TemporaryDirectory(prefix="kpl-digits-") as tmp:
+                out = Path(tmp) / "digits"
+                done = subprocess.run(
+                    [sys.executable, str(script), str(out)], capture_output=True, text=True, check=False
+                )
+                if done.returncode != 0:
+                    print(f"kpl-lab up: no sample data: {script.name} failed: {done.stderr.strip()[-500:]}")
+                    return False
+                catalog.add_dataset(SAMPLE_PROJECT, SAMPLE_DATASET, out, description="scikit-learn's digits")
+        if not any(a.name == SAMPLE_ALGORITHM for a in catalog.list_algorithms(SAMPLE_PROJECT)):
+            catalog.add_algorithm(SAMPLE_PROJECT, algorithm, name=SAMPLE_ALGORITHM)
+    except (KPLError, ValueError, OSError) as error:
+        print(f"kpl-lab up: no sample data: {error}")
+        return False
+    finally:
+        platform.close()
+    print(
+        f"kpl-lab up: sample data in project {SAMPLE_PROJECT!r}: dataset {SAMPLE_DATASET!r}, "
+        f"algorithm {SAMPLE_ALGORITHM!r}"
+    )
+    return True
 
 
 if __name__ == "__main__":

@@ -1,0 +1,234 @@
+"""`kpl-lab up`: the generated configuration, the secrets, stopping everything, sample data, end to end."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from traitlets.config.loader import PyFileConfigLoader
+
+from kpl_lab.hub.up import add_sample_data, configured_url, free_port, load_secrets, parse, render_config
+from kpl_lab.platform import Platform
+
+DEADLINE = 120.0  # seconds: only so that a broken start fails instead of hanging
+
+
+def wait_for(check, what: str):
+    """Return the first true value of check(), or fail naming what never happened."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {DEADLINE:.0f} s")
+        time.sleep(0.2)
+
+
+def test_secrets_are_private_and_kept(tmp_path):
+    first, fresh = load_secrets(tmp_path, "root")
+    assert fresh
+    assert first["admin"] == "root"
+    assert len(first["admin_password"]) >= 32  # SharedPasswordAuthenticator wants 32 characters
+    assert first["admin_password"] != first["user_password"]
+    assert (tmp_path / "secrets.json").stat().st_mode & 0o777 == 0o600
+    again, fresh = load_secrets(tmp_path, "someone-else")
+    assert (again, fresh) == (first, False)
+
+
+def test_generated_config_loads_with_the_choices_made(tmp_path):
+    args = parse(["--port", "8123", "--ip", "0.0.0.0", "--database-url", "sqlite:////data/kpl.sqlite"])
+    creds, _ = load_secrets(tmp_path, "admin")
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text(render_config(args, tmp_path, creds))
+    config = PyFileConfigLoader(path.name, path=str(tmp_path)).load_config()
+    assert config.JupyterHub.bind_url == "http://0.0.0.0:8123/"
+    assert config.JupyterHub.spawner_class == "kpl_lab.spawner.local.KPLLocalSpawner"
+    assert config.SharedPasswordAuthenticator.admin_password == creds["admin_password"]
+    assert config.Authenticator.admin_users == {"admin"}
+    assert config.Platform.database_url == "sqlite:////data/kpl.sqlite"
+    assert config.JupyterHub.load_groups["demo"]["properties"]["kpl_quota"]["cpu"] == 4
+    [service] = config.JupyterHub.services
+    assert service["name"] == "kpl"
+    assert "access:services!service=kpl" in config.Spawner.server_token_scopes
+    ports = {
+        int(service["url"].rsplit(":", 1)[1]),
+        config.JupyterHub.hub_port,
+        int(config.ConfigurableHTTPProxy.api_url.rsplit(":", 1)[1]),
+    }
+    assert len(ports) == 3
+    assert configured_url(path) == "http://0.0.0.0:8123/"
+
+
+def test_a_config_without_bind_url_gives_jupyterhubs_default(tmp_path):
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text("c = get_config()  # noqa\nc.JupyterHub.port = 9000\n")
+    assert configured_url(path) == "http://127.0.0.1:9000/"
+
+
+def test_unknown_authenticator_names_pass_through_as_classes(tmp_path):
+    args = parse(["--authenticator", "oauthenticator.github.GitHubOAuthenticator", "--port", "1"])
+    text = render_config(args, tmp_path, load_secrets(tmp_path, "admin")[0])
+    assert "c.JupyterHub.authenticator_class = 'oauthenticator.github.GitHubOAuthenticator'" in text
+    assert "SharedPasswordAuthenticator" not in text
+    assert isinstance(args, argparse.Namespace)
+
+
+FAKE_HUB = """
+import os, signal, subprocess, sys, time
+# a hub that starts a child in a session of its own and forgets it when stopped
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+with open(sys.argv[1] + ".tmp", "w") as out:
+    out.write(str(child.pid))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_stops_the_hub_and_what_it_left(tmp_path, signum):
+    (tmp_path / "hub.py").write_text(FAKE_HUB)
+    pid_file = tmp_path / "child.pid"
+    runner = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from kpl_lab.hub.up import run_hub
+        sys.exit(run_hub([sys.executable, {str(tmp_path / "hub.py")!r}, {str(pid_file)!r}], Path({str(tmp_path)!r})))
+        """
+    )
+    with subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True) as up:
+        wait_for(pid_file.exists, "the fake hub's start")
+        child = psutil.Process(int(pid_file.read_text()))
+        hub = psutil.Process(up.pid).children()[0]
+        up.send_signal(signum)
+        out, _ = up.communicate(timeout=DEADLINE)
+    assert up.returncode == 0
+    assert "stopping JupyterHub" in out
+    for process in (hub, child):
+        assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+def test_sample_data_is_registered_once_in_demo(tmp_path, capsys):
+    home = tmp_path / "home"
+    assert add_sample_data(home)
+    assert add_sample_data(home)  # the second run finds them
+    assert "dataset 'digits', algorithm 'image-classification'" in capsys.readouterr().out
+    platform = Platform(home=str(home))
+    try:
+        [dataset] = platform.catalog.list_datasets("demo")
+        assert dataset.name == "digits"
+        assert len(dataset.versions) == 1
+        version = platform.catalog.get_dataset("demo", "digits")
+        assert version.record_count == 1797
+        [algorithm] = platform.catalog.list_algorithms("demo")
+        assert algorithm.name == "image-classification"
+        assert "train" in platform.catalog.get_algorithm("demo", "image-classification").functions
+    finally:
+        platform.close()
+
+
+async def fetch_json(url: str, **kwargs) -> tuple[int, dict | None]:
+    """Return (status, parsed body) of a request; a refused connection is (0, None)."""
+    try:
+        response = await AsyncHTTPClient().fetch(url, raise_error=False, request_timeout=30, **kwargs)
+    except (OSError, HTTPClientError):
+        return 0, None
+    try:
+        return response.code, json.loads(response.body) if response.body else None
+    except ValueError:
+        return response.code, None
+
+
+async def poll(url: str, what: str, **kwargs) -> tuple[int, dict | None]:
+    """Return the first 200 answer of url, failing after DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        status, body = await fetch_json(url, **kwargs)
+        if status == 200:
+            return status, body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: no 200 within {DEADLINE:.0f} s (last status {status})")
+        await asyncio.sleep(0.3)
+
+
+@pytest.mark.slow
+async def test_kpl_lab_up_end_to_end(tmp_path):
+    port = free_port()
+    home = tmp_path / "home"
+    log_path = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
+    with open(log_path, "w") as log:
+        up = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kpl_lab.cli",
+                "up",
+                "--home",
+                str(home),
+                "--port",
+                str(port),
+                "--no-sample-data",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=env,
+        )
+    try:
+        text = wait_for(
+            lambda: "with password" in log_path.read_text() and log_path.read_text(), "the login line"
+        )
+        password = re.search(r"log in as 'admin' with password (\S+) \(shown once\)", text).group(1)
+        assert (home / "hub" / "jupyterhub_config.py").exists()
+        base = f"http://127.0.0.1:{port}"
+        status, info = await poll(f"{base}/hub/api/", "the hub API")
+        assert info["version"]
+
+        body = json.dumps({"auth": {"username": "admin", "password": password}, "note": "smoke test"})
+        status, answer = await fetch_json(f"{base}/hub/api/users/admin/tokens", method="POST", body=body)
+        assert status == 201, answer
+        headers = {"Authorization": f"token {answer['token']}"}
+        status, _ = await fetch_json(
+            f"{base}/hub/api/users/admin/tokens",
+            method="POST",
+            body=json.dumps({"auth": {"username": "admin", "password": "not-it"}}),
+        )
+        assert status == 403
+
+        status, version = await poll(f"{base}/services/kpl/api/version", "the platform API", headers=headers)
+        assert version["name"] == "kpl-lab"
+        status, overview = await fetch_json(f"{base}/services/kpl/admin/api/overview", headers=headers)
+        assert status == 200, overview
+        demo = next(p for p in overview["projects"] if p["name"] == "demo")
+        assert demo["members"] == ["admin"]
+        assert demo["quota"]["notebooks"] == 3
+
+        family = [psutil.Process(up.pid), *psutil.Process(up.pid).children(recursive=True)]
+        names = " ".join(" ".join(p.cmdline()) for p in family)
+        assert "jupyterhub" in names
+        assert "configurable-http-proxy" in names
+        assert "kpl_lab.hub.service" in names
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=DEADLINE) == 0
+        left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert left == [], [p.cmdline() for p in left]
+        assert (await fetch_json(f"{base}/hub/api/"))[0] == 0  # nobody listens any more
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -212,8 +213,13 @@ def test_helpers():
 def test_ctrl_c_stops_following_not_the_job(setup, monkeypatch):
     import kpl_lab.cli
 
-    def interrupt(_seconds):
-        raise KeyboardInterrupt
+    real_sleep = kpl_lab.cli.time.sleep
+
+    def interrupt(seconds):
+        # Ctrl-C while the command waits to redraw; other waits (database, supervisor) go on.
+        if sys._getframe(1).f_globals.get("__name__") == "kpl_lab.cli":
+            raise KeyboardInterrupt
+        real_sleep(seconds)
 
     run = setup
     monkeypatch.setattr(kpl_lab.cli.time, "sleep", interrupt)

@@ -48,8 +48,9 @@ export class DatasetsPanel extends Widget {
     });
     this._name = h('input', {
       class: 'jp-mod-styled kpl-upload-name',
-      placeholder: 'name (from the file)',
-      'aria-label': 'Dataset name'
+      placeholder: 'name',
+      'aria-label': 'Dataset name (default: the file name)',
+      title: 'Dataset name (default: the file name)'
     });
     this._format = h('select', {
       class: 'jp-mod-styled kpl-upload-format',

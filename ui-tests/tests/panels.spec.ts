@@ -105,6 +105,41 @@ test('uploading a zip shows its thumbnails and class counts', async ({ page }, t
   await shot(page, testInfo, 'dataset-viewer');
 });
 
+test('an upload that is not an archive is refused with the file named', async ({ page }) => {
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(unique('broken'));
+  await panel.locator('.kpl-upload-input').setInputFiles({
+    name: 'notes.zip',
+    mimeType: 'application/zip',
+    buffer: Buffer.from('these are notes, not a zip archive')
+  });
+  const status = panel.locator('.kpl-upload-status');
+  await expect(status).toHaveClass(/kpl-error/);
+  await expect(status).toContainText('Upload of notes.zip failed');
+  await expect(panel.locator('.kpl-upload-progress')).toBeHidden();
+});
+
+test('files imported as they are show their text on demand', async ({ page }) => {
+  const name = unique('files');
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(name);
+  await panel.locator('.kpl-upload-format').selectOption('import');
+  await panel.locator('.kpl-upload-input').setInputFiles(archive('files.zip'));
+
+  const viewer = page.locator('.kpl-DatasetViewer', { has: page.locator('h2', { hasText: `${name}:` }) });
+  await expect(viewer.locator('.kpl-record')).toHaveCount(3);
+  await expect(viewer.locator('.kpl-thumbnail')).toHaveCount(0);
+  for (const [path, text] of [
+    ['notes/readme.txt', 'second line'],
+    ['notes/labels.json', '"classes": ["cat", "dog"]'],
+    ['notes/cat1.xml', '<name>cat</name>']
+  ]) {
+    const card = viewer.locator('.kpl-record', { hasText: path });
+    await card.locator('.kpl-text-field summary').click();
+    await expect(card.locator('.kpl-text-field pre')).toContainText(text);
+  }
+});
+
 test('dropping a Pascal VOC zip draws its boxes with labels', async ({ page }, testInfo) => {
   const name = unique('boxes');
   const panel = await openPanel(page, 'kpl-lab-datasets');
@@ -178,6 +213,32 @@ test('a job submitted from the form shows its curve growing and ends', async ({ 
   await expect(view.locator('.kpl-job-details tr[data-key="limits"]')).toContainText('"memory":512');
 });
 
+test('a curve of 100 000 points reaches the chart downsampled', async ({ page }) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const response = await page.request.post('/kpl/api/jobs', {
+    data: { algorithm, inputs: { data: dataset }, parameters: { steps: 100000, delay: 0 } }
+  });
+  expect(response.status(), await response.text()).toBe(201);
+  const job = await response.json();
+  const asked: number[] = [];
+  page.on('request', request => {
+    const url = new URL(request.url());
+    if (url.pathname.endsWith(`/kpl/api/jobs/${job.id}/metrics`)) {
+      asked.push(Number(url.searchParams.get('max_points')));
+    }
+  });
+  await page.evaluate(id => window.jupyterapp.commands.execute('kpl-lab:open-job', { id }), job.id);
+  const view = page.locator(`#kpl-job-${job.id}`);
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('succeeded', { timeout: 120_000 });
+  const chart = view.locator('.kpl-chart[data-figure="loss"]');
+  // The final answer holds at most max_points (lowest and highest of each bucket), far fewer than 100 000.
+  await expect.poll(async () => Number(await chart.getAttribute('data-points'))).toBeGreaterThan(100);
+  const shown = Number(await chart.getAttribute('data-points'));
+  expect(asked.length).toBeGreaterThan(0);
+  expect(shown).toBeLessThanOrEqual(Math.max(...asked));
+  expect(Math.max(...asked)).toBeLessThan(100000);
+});
+
 test('a running job stops from its view and the Jobs panel shows it', async ({ page }, testInfo) => {
   const { dataset, algorithm } = await registerFixtures(page);
   const response = await page.request.post('/kpl/api/jobs', {
@@ -200,4 +261,13 @@ test('a running job stops from its view and the Jobs panel shows it', async ({ p
   await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
   await expect(item).toHaveAttribute('data-state', 'stopped');
   await expect(view.locator('button.kpl-stop')).toBeDisabled();
+
+  // Re-run starts a new job with the same request, in its own view; stop it too.
+  await view.locator('button.kpl-rerun').click();
+  const rerun = page.locator('.kpl-JobView:visible');
+  await expect(rerun).not.toHaveId(`kpl-job-${job.id}`);
+  await expect(rerun.locator('.kpl-job-details tr[data-key="parameters"]')).toContainText('"steps":100000');
+  await expect(rerun.locator('.kpl-log')).toContainText('step 0: loss');
+  await rerun.locator('button.kpl-stop').click();
+  await expect(rerun.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
 });

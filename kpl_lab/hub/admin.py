@@ -155,6 +155,12 @@ class ScriptHandler(ExtensionHandlerMixin, APIHandler):
 def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
     """Return the admin page's routes under the service prefix."""
     return [
+        # the hub's Services menu links to the service's root
+        (
+            prefix.rstrip("/") + "/?",
+            web.RedirectHandler,
+            {"url": url_path_join(prefix, "admin"), "permanent": False},
+        ),
         (url_path_join(prefix, "admin/?"), AdminPageHandler, kwargs),
         (url_path_join(prefix, "admin/api/overview"), OverviewHandler, kwargs),
         (url_path_join(prefix, "admin/api/projects/([^/]+)/quota"), QuotaHandler, kwargs),

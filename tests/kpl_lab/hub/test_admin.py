@@ -125,3 +125,9 @@ async def test_admin_script_is_served(service):
     assert status == 200
     assert "javascript" in response.headers["Content-Type"]
     assert "saveQuota" in script
+
+
+async def test_the_services_root_leads_to_the_admin_page(service):
+    status, _, response = await service.call("GET", "")
+    assert status == 302
+    assert response.headers["Location"] == "/services/kpl/admin"

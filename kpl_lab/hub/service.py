@@ -96,6 +96,9 @@ class KPLService(Application):
     poll_seconds = Float(2.0, help="Seconds between rounds of job events, scheduling and quota refresh.").tag(
         config=True
     )
+    history_seconds = Float(
+        60.0, help="Seconds between the samples kept for the 24-hour chart (live use is sampled every round)."
+    ).tag(config=True)
     worker_threads = Integer(4, help="Threads for database and file work.").tag(config=True)
     npu_reader = Unicode(
         "", help="Dotted name of a callable returning the NPUs' use as a list of dicts (empty: no NPUs)."
@@ -154,12 +157,15 @@ class KPLService(Application):
         self.directory = HubDirectory(self.hub_api_url, self.api_token)
         self.history = UsageHistory(Path(self.platform.home) / "hub" / "usage.sqlite")
         self.last_sample: dict | None = None
+        self._last_kept = 0.0
         self.npu = import_item(self.npu_reader) if self.npu_reader else None
 
     def record_usage(self) -> None:
-        """Sample the machine's use now and keep it in the history."""
+        """Sample the machine's use now; keep one sample a minute (history_seconds) in the history."""
         self.last_sample = sample(npu_reader=self.npu)
-        self.history.add(self.last_sample)
+        if self.last_sample["time"] - self._last_kept >= self.history_seconds:
+            self.history.add(self.last_sample)
+            self._last_kept = self.last_sample["time"]
 
     def web_app(self) -> web.Application:
         """Return the tornado application: the REST API under <prefix>api/, OAuth callback, admin page."""

@@ -28,6 +28,15 @@ async def test_overview_lists_users_projects_quotas_and_capacity(service):
     assert len(body["history"]) == 1
 
 
+async def test_history_keeps_one_sample_a_period_and_live_use_every_round(service):
+    service.app.history_seconds = 3600.0
+    service.app.record_usage()
+    first = service.app.last_sample
+    service.app.record_usage()
+    assert service.app.last_sample is not first
+    assert len(service.app.history.series()) == 1
+
+
 async def test_overview_is_for_admins_only(service):
     status, body, _ = await service.call("GET", "admin/api/overview", token=service.hub.token("alice"))
     assert status == 403

@@ -167,6 +167,21 @@ test('dropping a Pascal VOC zip draws its boxes with labels', async ({ page }, t
   await shot(page, testInfo, 'dataset-viewer-boxes');
 });
 
+test('a COCO zip shows its polygons filled over the image', async ({ page }) => {
+  const name = unique('coco');
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(name);
+  await panel.locator('.kpl-upload-format').selectOption('coco');
+  await panel.locator('.kpl-upload-input').setInputFiles(archive('coco.zip'));
+
+  const viewer = page.locator('.kpl-DatasetViewer', { has: page.locator('h2', { hasText: `${name}:` }) });
+  const box = viewer.locator('svg.kpl-boxes .kpl-box[data-name="bird"]');
+  await expect(box).toHaveCount(1);
+  await expect(box.locator('polygon')).toHaveAttribute('points', '10,10 50,10 30,40');
+  await expect(box.locator('rect')).toHaveAttribute('width', '40');
+  await expect(viewer.locator('svg.kpl-boxes')).toHaveAttribute('viewBox', '0 0 80 60');
+});
+
 test('a job submitted from the form shows its curve growing and ends', async ({ page }, testInfo) => {
   const { dataset, algorithm } = await registerFixtures(page);
   const panel = await openPanel(page, 'kpl-lab-algorithms');

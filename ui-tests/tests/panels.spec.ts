@@ -105,6 +105,35 @@ test('uploading a zip shows its thumbnails and class counts', async ({ page }, t
   await shot(page, testInfo, 'dataset-viewer');
 });
 
+test('a slow upload shows its progress, then the import', async ({ page }) => {
+  const panel = await openPanel(page, 'kpl-lab-datasets');
+  await panel.locator('.kpl-upload-name').fill(unique('slow'));
+  await panel.locator('.kpl-upload-format').selectOption('import');
+  // About 2 s of upload at 256 KB/s; the browser reports its own upload events.
+  const cdp = await page.context().newCDPSession(page.page);
+  await cdp.send('Network.emulateNetworkConditions', {
+    offline: false,
+    latency: 0,
+    downloadThroughput: -1,
+    uploadThroughput: 256 * 1024
+  });
+  await panel.locator('.kpl-upload-input').setInputFiles(archive('large.zip'));
+  const progress = panel.locator('.kpl-upload-progress');
+  await expect(progress).toBeVisible();
+  // Seen part way: more than nothing sent, less than everything.
+  await expect
+    .poll(() =>
+      progress.evaluate(node => {
+        const value = (node as HTMLProgressElement).value;
+        return value > 0 && value < 1;
+      })
+    )
+    .toBe(true);
+  await expect(panel.locator('.kpl-upload-status')).toContainText('1 records');
+  await expect(progress).toBeHidden();
+  await cdp.detach();
+});
+
 test('an upload that is not an archive is refused with the file named', async ({ page }) => {
   const panel = await openPanel(page, 'kpl-lab-datasets');
   await panel.locator('.kpl-upload-name').fill(unique('broken'));

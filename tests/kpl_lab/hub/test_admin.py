@@ -140,3 +140,13 @@ async def test_the_services_root_leads_to_the_admin_page(service):
     status, _, response = await service.call("GET", "")
     assert status == 302
     assert response.headers["Location"] == "/services/kpl/admin"
+
+
+async def test_a_background_round_reads_quotas_runs_jobs_and_samples(service, caplog):
+    service.app._tick_running = False
+    service.hub.groups["audio"] = {"kpl_quota": {"gpu": 2}}
+    await service.app._tick()
+    assert "background round failed" not in caplog.text
+    assert service.app.platform.jobs.ledger.quotas["audio"] == {"gpu": 2}
+    assert service.app.platform.jobs.ledger.quotas["demo"]["notebooks"] == 3
+    assert service.app.last_sample["cpu_count"] >= 1

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from kpl_dataset import ReadOnlyDataset, list_parts
 from kpl_dataset.common import RectangleBoxObjectDetectionDatasetDefine
@@ -26,42 +21,19 @@ CLASSES = ["circle", "square", "triangle"]
 TRAIN, TEST = 480, 100
 
 
-def load_module(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_shapes = load_module("make_shapes", EXAMPLES / "datasets" / "make_shapes.py")
-detector = load_module("detector", ALGORITHM / "detector.py")
-mean_ap = load_module("mean_ap", ALGORITHM / "mean_ap.py")
+@pytest.fixture(scope="module")
+def detector(load_example) -> ModuleType:
+    return load_example("algorithms/detection/detector.py")
 
 
 @pytest.fixture(scope="module")
-def shapes(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("data") / "shapes"
-    assert make_shapes.make_shapes(folder, "detection", train=TRAIN, test=TEST) == {
-        "train": TRAIN,
-        "test": TEST,
-    }
-    return folder
+def mean_ap(load_example) -> ModuleType:
+    return load_example("algorithms/detection/mean_ap.py")
 
 
-def clean_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep the example folder clean
-    return env
-
-
-def run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True)
-
-
-def run_ok(script: str, cwd: Path, env: dict[str, str]) -> str:
-    done = run(script, cwd, env)
-    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+@pytest.fixture(scope="module")
+def shapes(build_shapes) -> Path:
+    return build_shapes("detection", TRAIN, TEST)
 
 
 def obj(name: str, xmin: int, ymin: int, xmax: int, ymax: int, difficult: int = 0) -> dict:
@@ -87,7 +59,7 @@ def test_shapes_detection_dataset(shapes):
     assert min(per_image) >= 1 and max(per_image) == 3
 
 
-def test_map_by_hand():
+def test_map_by_hand(mean_ap):
     truths = [[obj("a", 0, 0, 9, 9), obj("b", 20, 20, 29, 29)], [obj("a", 0, 0, 9, 9)]]
     perfect = [[("a", 0.9, (0, 0, 9, 9)), ("b", 0.8, (20, 20, 29, 29))], [("a", 0.7, (0, 0, 9, 9))]]
     assert mean_ap.mean_average_precision(perfect, truths, ["a", "b"]) == (1.0, {"a": 1.0, "b": 1.0})
@@ -110,12 +82,12 @@ def test_map_by_hand():
         mean_ap.mean_average_precision([[]], truths, ["a"])
 
 
-def test_iou_uses_inclusive_pixels():
+def test_iou_uses_inclusive_pixels(mean_ap):
     others = np.array([[0, 0, 9, 9], [5, 0, 14, 9], [10, 10, 19, 19]], dtype=float)
     assert mean_ap.box_iou((0, 0, 9, 9), others).tolist() == pytest.approx([1.0, 50 / 150, 0.0])
 
 
-def decode_targets(objects: list[dict], flip: bool) -> list[tuple[str, float, tuple]]:
+def decode_targets(detector: ModuleType, objects: list[dict], flip: bool) -> list[tuple[str, float, tuple]]:
     """Decode what a model outputting exactly the training targets would find."""
     heatmap, boxes, _ = detector.make_targets(objects, CLASSES, (64, 64), 64, flip=flip)
 
@@ -128,12 +100,12 @@ def decode_targets(objects: list[dict], flip: bool) -> list[tuple[str, float, tu
     return sorted((CLASSES[c], score, box) for c, score, box in found)
 
 
-def test_targets_decode_back_to_the_boxes():
+def test_targets_decode_back_to_the_boxes(detector):
     objects = [obj("square", 4, 8, 19, 23), obj("triangle", 40, 30, 61, 51)]
     heatmap, _, centres = detector.make_targets(objects, CLASSES, (64, 64), 64, flip=False)
     assert centres.sum() == 2 and heatmap.max() == 1.0 and heatmap[0].max() == 0.0
     for flip in (False, True):
-        found = decode_targets(objects, flip)
+        found = decode_targets(detector, objects, flip)
         assert [name for name, _, _ in found] == ["square", "triangle"]
         for (_, score, box), truth in zip(found, objects, strict=True):
             xmin, xmax = (63 - truth["xmax"], 63 - truth["xmin"]) if flip else (truth["xmin"], truth["xmax"])
@@ -147,7 +119,7 @@ def test_targets_decode_back_to_the_boxes():
     assert detector.to_original((4, 8, 19, 23), (128, 128), 64) == (8, 16, 39, 47)
 
 
-def test_unknown_class_and_bad_box_are_named():
+def test_unknown_class_and_bad_box_are_named(detector):
     records = [
         {"path": "x.png", "object": [obj("circle", 0, 0, 5, 5)]},
         {"path": "y.png", "object": [obj("dog", 0, 0, 5, 5)]},
@@ -172,14 +144,9 @@ def test_example_algorithm_is_valid():
 
 
 @pytest.mark.slow
-def test_standalone_train_test_infer(shapes, tmp_path):
-    work = tmp_path / "algorithm"
-    shutil.copytree(ALGORITHM, work)
-    (work / "data").mkdir()
-    (work / "data" / "shapes").symlink_to(shapes)
-    parameters = yaml.safe_load((work / "parameter.yml").read_text())
-    parameters.update(epochs=6, batch_size=8, threads=1)  # one thread: the test machine is shared
-    (work / "parameter.yml").write_text(yaml.safe_dump(parameters))
+def test_standalone_train_test_infer(shapes, detector, mean_ap, algorithm_copy, clean_env, run_ok):
+    # one thread: the test machine is shared
+    work = algorithm_copy(ALGORITHM, "shapes", shapes, epochs=6, batch_size=8, threads=1)
     env = clean_env()
 
     out = run_ok("train.py", work, env)
@@ -209,44 +176,20 @@ def test_standalone_train_test_infer(shapes, tmp_path):
     assert f"{sum(map(len, predicted))} boxes in {TEST} images" in out
 
 
-def test_train_refuses_a_segmentation_dataset(tmp_path):
+def test_train_refuses_a_segmentation_dataset(tmp_path, make_shapes, algorithm_copy, clean_env, run_script):
     make_shapes.make_shapes(tmp_path / "seg", "segmentation", train=2, test=1)
-    work = tmp_path / "algorithm"
-    shutil.copytree(ALGORITHM, work)
-    (work / "data").mkdir()
-    (work / "data" / "shapes").symlink_to(tmp_path / "seg")
-    done = run("train.py", work, clean_env())
+    work = algorithm_copy(ALGORITHM, "shapes", tmp_path / "seg")
+    done = run_script("train.py", work, clean_env())
     assert done.returncode != 0
     assert "part train record 0 (shapes/train/00000.png): no field object" in done.stderr
 
 
 @pytest.mark.slow
-def test_train_inside_the_job_contract_and_resume(shapes, tmp_path):
+def test_train_inside_the_job_contract_and_resume(shapes, tmp_path, train_in_job):
     """Run train.py as the platform would (docs/job-contract.md), then resume from its output."""
-    defaults = read_algorithm(ALGORITHM).parameters
 
     def job(name: str, epochs: int, checkpoint: Path | None) -> tuple[Path, list[dict], str]:
-        run_dir = tmp_path / name
-        (run_dir / "inputs").mkdir(parents=True)
-        (run_dir / "outputs").mkdir()
-        (run_dir / "inputs" / "data").symlink_to(shapes)
-        if checkpoint is not None:
-            (run_dir / "inputs" / "checkpoint").symlink_to(checkpoint)
-        env = clean_env()
-        env.update(
-            KPL_INNER="1",
-            KPL_ENV="job",
-            KPL_ENV_TASK_ID=name,
-            KPL_ENV_FUNCTION="train",
-            KPL_ENV_INPUT_ROOT_PATH=str(run_dir / "inputs"),
-            KPL_ENV_OUTPUT_ROOT_PATH=str(run_dir / "outputs"),
-            KPL_ENV_PARAMETER=json.dumps(defaults.apply([f"epochs={epochs}", "threads=1"])),
-            KPL_EVENTS_FILE=str(run_dir / "events.jsonl"),
-            KPL_RUN_DIR=str(run_dir),
-        )
-        out = run_ok(str(ALGORITHM / "train.py"), ALGORITHM, env)
-        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-        return run_dir / "outputs" / "model", events, out
+        return train_in_job(ALGORITHM, name, shapes, [f"epochs={epochs}", "threads=1"], checkpoint)
 
     model, events, _ = job("first", 1, None)
     kinds = [event["type"] for event in events]

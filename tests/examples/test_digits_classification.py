@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from PIL import Image
 
 from kpl_dataset import ReadOnlyDataset, list_parts
@@ -23,31 +17,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ALGORITHM = EXAMPLES / "algorithms" / "image-classification"
 
 
-def load_make_digits():
-    spec = importlib.util.spec_from_file_location("make_digits", EXAMPLES / "datasets" / "make_digits.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory) -> Path:
+def digits(tmp_path_factory, load_example) -> Path:
     folder = tmp_path_factory.mktemp("data") / "digits"
-    counts = load_make_digits().make_digits(folder, size=16)
+    counts = load_example("datasets/make_digits.py").make_digits(folder, size=16)
     assert counts == {"train": 1433, "test": 364}
     return folder
-
-
-def clean_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep the example folder clean
-    return env
-
-
-def run(script: str, cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
 
 
 def test_digits_dataset_shape(digits):
@@ -80,24 +55,18 @@ def test_example_algorithm_is_valid():
 
 
 @pytest.mark.slow
-def test_standalone_train_test_infer(digits, tmp_path):
-    work = tmp_path / "algorithm"
-    shutil.copytree(ALGORITHM, work)
-    (work / "data").mkdir()
-    (work / "data" / "digits").symlink_to(digits)
-    parameters = yaml.safe_load((work / "parameter.yml").read_text())
-    parameters["epochs"] = 2
-    (work / "parameter.yml").write_text(yaml.safe_dump(parameters))
+def test_standalone_train_test_infer(digits, algorithm_copy, clean_env, run_ok):
+    work = algorithm_copy(ALGORITHM, "digits", digits, epochs=2)
     env = clean_env()
 
-    out = run("train.py", work, env)
+    out = run_ok("train.py", work, env)
     assert "epoch 2/2" in out
-    out = run("test.py", work, env)
+    out = run_ok("test.py", work, env)
     report = json.loads((work / "output" / "report" / "report.json").read_text())
     assert report["records"] == 364 and report["accuracy"] > 0.8  # chance is 0.1
     assert f"accuracy: {report['accuracy']:.4f}" in out
 
-    run("infer.py", work, env)
+    run_ok("infer.py", work, env)
     with ReadOnlyDataset(work / "output" / "predictions", "test") as predictions:
         assert len(predictions) == 364
         assert set(predictions.record_type) == {
@@ -117,32 +86,11 @@ def test_standalone_train_test_infer(digits, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_inside_the_job_contract_and_resume(digits, tmp_path):
+def test_train_inside_the_job_contract_and_resume(digits, tmp_path, train_in_job):
     """Run train.py as the platform would (docs/job-contract.md), then resume from its output."""
-    defaults = read_algorithm(ALGORITHM).parameters
 
     def job(name: str, epochs: int, checkpoint: Path | None) -> tuple[Path, list[dict], str]:
-        run_dir = tmp_path / name
-        (run_dir / "inputs").mkdir(parents=True)
-        (run_dir / "outputs").mkdir()
-        (run_dir / "inputs" / "data").symlink_to(digits)
-        if checkpoint is not None:
-            (run_dir / "inputs" / "checkpoint").symlink_to(checkpoint)
-        env = clean_env()
-        env.update(
-            KPL_INNER="1",
-            KPL_ENV="job",
-            KPL_ENV_TASK_ID=name,
-            KPL_ENV_FUNCTION="train",
-            KPL_ENV_INPUT_ROOT_PATH=str(run_dir / "inputs"),
-            KPL_ENV_OUTPUT_ROOT_PATH=str(run_dir / "outputs"),
-            KPL_ENV_PARAMETER=json.dumps(defaults.apply([f"epochs={epochs}"])),
-            KPL_EVENTS_FILE=str(run_dir / "events.jsonl"),
-            KPL_RUN_DIR=str(run_dir),
-        )
-        out = run(str(ALGORITHM / "train.py"), ALGORITHM, env)
-        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-        return run_dir / "outputs" / "model", events, out
+        return train_in_job(ALGORITHM, name, digits, [f"epochs={epochs}"], checkpoint)
 
     model, events, _ = job("first", 1, None)
     kinds = [event["type"] for event in events]

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
-import yaml
 from PIL import Image
 
 from kpl_dataset import ReadOnlyDataset, list_parts
@@ -25,37 +20,14 @@ ALGORITHM = EXAMPLES / "algorithms" / "segmentation"
 TRAIN, TEST = 480, 100
 
 
-def load_module(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_shapes = load_module("make_shapes", EXAMPLES / "datasets" / "make_shapes.py")
-segmenter = load_module("segmenter", ALGORITHM / "segmenter.py")
+@pytest.fixture(scope="module")
+def segmenter(load_example) -> ModuleType:
+    return load_example("algorithms/segmentation/segmenter.py")
 
 
 @pytest.fixture(scope="module")
-def shapes(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("data") / "shapes"
-    assert make_shapes.make_shapes(folder, "segmentation", train=TRAIN, test=TEST) == {
-        "train": TRAIN,
-        "test": TEST,
-    }
-    return folder
-
-
-def clean_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # keep the example folder clean
-    return env
-
-
-def run(script: str, cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+def shapes(build_shapes) -> Path:
+    return build_shapes("segmentation", TRAIN, TEST)
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -83,7 +55,7 @@ def test_shapes_segmentation_dataset(shapes):
     assert 0.7 < pixels[0] / pixels.sum() < 0.98  # mostly background, but shapes are not specks
 
 
-def test_shapes_are_deterministic_and_match_detection(tmp_path):
+def test_shapes_are_deterministic_and_match_detection(tmp_path, make_shapes):
     for name in ("a", "b"):
         make_shapes.make_shapes(tmp_path / name, "segmentation", train=3, test=2, seed=7)
     make_shapes.make_shapes(tmp_path / "det", "detection", train=3, test=2, seed=7)
@@ -104,14 +76,14 @@ def test_shapes_are_deterministic_and_match_detection(tmp_path):
             assert (mask[outside] == 0).all()
 
 
-def test_make_shapes_refuses_bad_arguments(tmp_path):
+def test_make_shapes_refuses_bad_arguments(tmp_path, make_shapes):
     with pytest.raises(ValueError, match="task must be one of detection, segmentation"):
         make_shapes.make_shapes(tmp_path / "x", "keypoints")
     with pytest.raises(ValueError, match="size must be at least 32"):
         make_shapes.make_shapes(tmp_path / "x", "segmentation", size=16)
 
 
-def test_mean_iou_by_hand():
+def test_mean_iou_by_hand(segmenter):
     truth = torch.tensor([[0, 0, 1, 1], [0, 0, 1, 255]])
     predicted = torch.tensor([[0, 1, 1, 1], [0, 0, 0, 2]])
     matrix = segmenter.confusion(predicted, truth, 3)
@@ -122,7 +94,7 @@ def test_mean_iou_by_hand():
     assert segmenter.mean_iou(matrix) == pytest.approx((3 / 5 + 2 / 4) / 2)
 
 
-def test_bad_masks_are_named():
+def test_bad_masks_are_named(segmenter):
     png = segmenter.mask_png(np.array([[0, 5], [1, 2]], dtype=np.uint8))
     with pytest.raises(
         ValueError, match=r"record 3 \(a\.png\): mask has class index 5, but there are only 4 classes"
@@ -148,19 +120,14 @@ def test_example_algorithm_is_valid():
 
 
 @pytest.mark.slow
-def test_standalone_train_test_infer(shapes, tmp_path):
-    work = tmp_path / "algorithm"
-    shutil.copytree(ALGORITHM, work)
-    (work / "data").mkdir()
-    (work / "data" / "shapes").symlink_to(shapes)
-    parameters = yaml.safe_load((work / "parameter.yml").read_text())
-    parameters.update(epochs=8, threads=1)  # one thread: the test machine is shared
-    (work / "parameter.yml").write_text(yaml.safe_dump(parameters))
+def test_standalone_train_test_infer(shapes, segmenter, algorithm_copy, clean_env, run_ok):
+    # one thread: the test machine is shared
+    work = algorithm_copy(ALGORITHM, "shapes", shapes, epochs=8, threads=1)
     env = clean_env()
 
-    out = run("train.py", work, env)
+    out = run_ok("train.py", work, env)
     assert "epoch 8/8" in out
-    out = run("test.py", work, env)
+    out = run_ok("test.py", work, env)
     report = json.loads((work / "output" / "report" / "report.json").read_text())
     assert f"mIoU: {report['mIoU']:.4f}" in out
     assert report["records"] == TEST and set(report["per_class_iou"]) == {
@@ -179,7 +146,7 @@ def test_standalone_train_test_infer(shapes, tmp_path):
     assert report["mIoU"] > 0.6 and report["mIoU"] > baseline + 0.3  # it really learned the shapes
     assert all(iou > 0.3 for iou in report["per_class_iou"].values())
 
-    out = run("infer.py", work, env)
+    out = run_ok("infer.py", work, env)
     assert f"{TEST} masks written" in out
     with ReadOnlyDataset(work / "output" / "predictions", "test") as predictions:
         assert len(predictions) == TEST
@@ -191,32 +158,11 @@ def test_standalone_train_test_infer(shapes, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_inside_the_job_contract_and_resume(shapes, tmp_path):
+def test_train_inside_the_job_contract_and_resume(shapes, tmp_path, train_in_job):
     """Run train.py as the platform would (docs/job-contract.md), then resume from its output."""
-    defaults = read_algorithm(ALGORITHM).parameters
 
     def job(name: str, epochs: int, checkpoint: Path | None) -> tuple[Path, list[dict], str]:
-        run_dir = tmp_path / name
-        (run_dir / "inputs").mkdir(parents=True)
-        (run_dir / "outputs").mkdir()
-        (run_dir / "inputs" / "data").symlink_to(shapes)
-        if checkpoint is not None:
-            (run_dir / "inputs" / "checkpoint").symlink_to(checkpoint)
-        env = clean_env()
-        env.update(
-            KPL_INNER="1",
-            KPL_ENV="job",
-            KPL_ENV_TASK_ID=name,
-            KPL_ENV_FUNCTION="train",
-            KPL_ENV_INPUT_ROOT_PATH=str(run_dir / "inputs"),
-            KPL_ENV_OUTPUT_ROOT_PATH=str(run_dir / "outputs"),
-            KPL_ENV_PARAMETER=json.dumps(defaults.apply([f"epochs={epochs}", "threads=1"])),
-            KPL_EVENTS_FILE=str(run_dir / "events.jsonl"),
-            KPL_RUN_DIR=str(run_dir),
-        )
-        out = run(str(ALGORITHM / "train.py"), ALGORITHM, env)
-        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-        return run_dir / "outputs" / "model", events, out
+        return train_in_job(ALGORITHM, name, shapes, [f"epochs={epochs}", "threads=1"], checkpoint)
 
     model, events, _ = job("first", 1, None)
     kinds = [event["type"] for event in events]

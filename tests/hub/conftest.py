@@ -34,9 +34,9 @@ ADMIN_SCOPES = [
     "list:groups",
 ]
 PROFILES = [
-    {"slug": "small", "display_name": "Small", "cpu": 0.1, "cpu_max": 0.5, "memory": 512,
+    {"slug": "small", "display_name": "Small", "cpu": 1, "cpu_max": 2, "memory": 512,
      "memory_max": 1024, "default": True},
-    {"slug": "gpu", "display_name": "One GPU", "cpu": 0.1, "cpu_max": 0.5, "memory": 512,
+    {"slug": "gpu", "display_name": "One GPU", "cpu": 1, "cpu_max": 2, "memory": 512,
      "memory_max": 1024, "accelerator": "gpu", "accelerators": 1, "accelerators_max": 1},
 ]  # fmt: skip
 GPUS = {"gpu": [{"index": i, "name": "Declared GPU", "memory_mb": 16384} for i in range(2)]}
@@ -78,6 +78,7 @@ class Hub:
         extra = [
             f"c.KPLSpawner.profiles = {PROFILES!r}",
             f"c.Ledger.devices = {GPUS!r}",
+            "c.Ledger.cpu = 16.0  # declared: more notebooks than this machine's cores, each limited to 1 CPU",
             "c.Spawner.http_timeout = 120",
             f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {self.token!r}}})",
             f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {ADMIN_SCOPES!r}}})",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -72,6 +73,22 @@ def test_the_platform_api_hides_other_projects(hub: Hub):
     answer = hub.get("/services/kpl/api/datasets?project=bio", frank)
     assert answer.status_code == 404, answer.text
     assert hub.get("/services/kpl/api/datasets?project=bio", hub.user_token("grace")).status_code == 200
+
+
+def test_simultaneous_spawns_never_over_allocate_the_quota(hub: Hub):
+    users = [f"crowd{i:02d}" for i in range(20)]
+    hub.add_project("crowd", users, {"cpu": 5})  # five notebooks of 1 CPU
+    with ThreadPoolExecutor(max_workers=len(users)) as pool:
+        answers = list(pool.map(lambda user: hub.spawn(user, project="crowd"), users))
+    started = [user for user, answer in zip(users, answers, strict=True) if answer.status_code in (201, 202)]
+    refused = [answer for answer in answers if answer.status_code == 403]
+    assert (len(started), len(refused)) == (5, 15), [a.status_code for a in answers]
+    assert all("project crowd: asks 1 CPU" in a.json()["message"] for a in refused)
+    for user in started:
+        hub.wait_ready(user)
+    held = hub.reservations("crowd")
+    assert sorted(owner for _, owner, _ in held) == sorted(f"{user}/" for user in started)
+    assert all(hub.server(user) is None for user in set(users) - set(started))
 
 
 def test_a_restarted_hub_keeps_the_devices_of_running_notebooks(make_hub):

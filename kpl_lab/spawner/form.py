@@ -14,6 +14,14 @@ FIELDS = (  # user option, label, step, unit, quota key (None: accelerator kind)
 )
 
 
+# one field a line, indented under its profile's radio button
+STYLE = (
+    "<style>.kpl-profile { border: 1px solid #ddd; border-radius: 4px; padding: .5em 1em; margin: .5em 0; }"
+    " .kpl-profile .kpl-field { display: block; margin: .3em 0 0 1.5em; }"
+    " .kpl-profile .kpl-field input { width: 7em; }</style>"
+)
+
+
 def _cap(profile: Profile, name: str, quota_key: str | None, quotas: dict[str, dict]) -> float:
     """Return the largest value the form offers: the profile maximum, lowered by the largest project quota."""
     maximum = getattr(profile, f"{name}_max")
@@ -49,7 +57,7 @@ def render_form(
     if not usable:
         return '<p class="kpl-no-profile">No notebook profile is available to your projects.</p>'
     chosen = next((p for p in usable if p.slug == previous.get("profile")), default_profile(usable))
-    html = ['<div class="kpl-spawn-form">']
+    html = ['<div class="kpl-spawn-form">', STYLE]
     html.append('<div class="form-group"><label for="kpl-project">Project</label>')
     html.append('<select class="form-control" id="kpl-project" name="project">')
     for project in projects:
@@ -81,7 +89,7 @@ def render_form(
                 value = previous[name]
             low = "0" if name in ("shm", "accelerators") else step
             html.append(
-                f'<label>{escape(label)} <input type="number" name="{slug}-{name}" value="{escape(str(value))}" '
+                f'<label class="kpl-field">{escape(label)} <input type="number" name="{slug}-{name}" value="{escape(str(value))}" '
                 f'min="{low}" max="{maximum:g}" step="{step}"> {unit} (max {maximum:g})</label>'
             )
         html.append("</fieldset>")

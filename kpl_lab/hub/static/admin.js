@@ -69,10 +69,12 @@ async function saveQuota(project, row) {
   document.getElementById("status").textContent = response.ok ? `Saved the quota of ${project}.` : `Not saved: ${answer.message}`;
 }
 
-function projects(list) {
+function projects(list, held) {
   return table(["project", "members", ...KEYS.map((k) => `${k} (used / quota)`), ""], list.map((p) => {
     const cells = KEYS.map((k) => {
-      const used = k === "gpu" || k === "npu" ? (p.used.devices?.[k]?.length ?? 0) : (p.used[k] ?? "");
+      const used = k === "gpu" || k === "npu" ? (p.used.devices?.[k]?.length ?? 0)
+        : k === "notebooks" ? held.filter((r) => r.project === p.name && r.kind === "notebook").length
+        : (p.used[k] ?? 0);
       return el("span", {}, `${used} / `, el("input", { class: "quota", name: k, type: "number", min: "0", step: "any", value: p.quota[k] ?? "", placeholder: "∞" }));
     });
     const save = el("button", {}, "Save");
@@ -82,16 +84,20 @@ function projects(list) {
 }
 
 async function refresh() {
-  const response = await fetch(`${prefix}admin/api/overview`, { headers: { Accept: "application/json" } });
+  const response = await fetch(`${prefix}admin/api/overview`, {
+    // the hub's cookie check wants the XSRF token on a script's GET too
+    headers: { Accept: "application/json", "X-XSRFToken": body.dataset.xsrf },
+  });
   if (!response.ok) { document.getElementById("status").textContent = `Could not load: ${response.status}`; return; }
   const data = await response.json();
-  document.getElementById("status").textContent = `Capacity: ${data.capacity.cpu} CPUs, ${data.capacity.memory} MB.`;
+  document.getElementById("capacity").textContent = `Capacity: ${data.capacity.cpu} CPUs, ${data.capacity.memory} MB.`;
+  if (document.getElementById("status").textContent === "Loading…") document.getElementById("status").textContent = "";
   document.getElementById("live").replaceChildren(live(data.live));
   document.getElementById("history").replaceChildren(chart(data.history));
   if (!document.activeElement || !document.activeElement.classList.contains("quota")) {
-    document.getElementById("projects").replaceChildren(projects(data.projects));
+    document.getElementById("projects").replaceChildren(projects(data.projects, data.reservations));
   }
-  document.getElementById("reservations").replaceChildren(table(["project", "kind", "owner", "cpu", "memory (MB)", "devices", "since"],
+  document.getElementById("reservations").replaceChildren(!data.reservations.length ? el("p", {}, "None.") : table(["project", "kind", "owner", "cpu", "memory (MB)", "devices", "since"],
     data.reservations.map((r) => [r.project, r.kind, r.owner, r.cpu, r.memory, JSON.stringify(r.devices), r.since])));
   document.getElementById("users").replaceChildren(table(["user", "admin", "projects", "servers"],
     data.users.map((u) => [u.name, u.admin ? "yes" : "", u.projects.join(", "), Object.keys(u.servers).map((s) => s || "(default)").join(", ")])));

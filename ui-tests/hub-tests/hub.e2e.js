@@ -1,0 +1,74 @@
+// The multi-user hub in a browser: the spawn form, a refusal over quota, the KPL admin page.
+const { test, expect } = require('@playwright/test');
+
+const api = (path) => `/hub/api/${path}`;
+const auth = { Authorization: `token ${process.env.KPL_HUB_TOKEN}` };
+
+async function logIn(page, user) {
+  await page.goto('/hub/login');
+  await page.fill('#username_input', user);
+  await page.fill('#password_input', 'any password');
+  await page.click('#login_submit');
+  await page.waitForURL((url) => !url.pathname.endsWith('/hub/login'));
+}
+
+test('the spawn form offers only the profiles of the user project and shows a refusal over quota', async ({
+  page
+}) => {
+  await logIn(page, 'alice');
+  await page.goto('/hub/spawn');
+  const form = page.locator('.kpl-spawn-form');
+  await expect(form).toBeVisible();
+  await expect(page.locator('#kpl-project option')).toHaveText(['nlp']);
+  await expect(page.locator('fieldset.kpl-profile')).toHaveCount(1);
+  await expect(page.locator('fieldset.kpl-profile')).toHaveAttribute('data-profile', 'small');
+  await expect(page.locator('fieldset[data-profile="gpu"]')).toHaveCount(0);
+  await expect(page.locator('.kpl-quotas')).toContainText('notebooks 0 of 0 in use');
+  await expect(page.locator('input[name="small-cpu"]')).toHaveAttribute('max', '2');
+  await page.screenshot({ path: '../docs/images/hub-spawn-form.png', fullPage: true });
+
+  await page.getByRole('button', { name: /start/i }).click();
+  await expect(page.getByText('project nlp: asks 1 notebook, 0 of 0 in use, quota 0')).toBeVisible();
+  const user = await (await page.request.get(api('users/alice'), { headers: auth })).json();
+  expect(user.servers).toEqual({});
+});
+
+test('a member of another project sees its own profiles', async ({ page }) => {
+  await logIn(page, 'bob');
+  await page.goto('/hub/spawn');
+  await expect(page.locator('#kpl-project option')).toHaveText(['vision']);
+  await expect(page.locator('fieldset.kpl-profile')).toHaveCount(2);
+  await expect(page.locator('input[name="gpu-accelerators"]')).toHaveAttribute('max', '1');
+});
+
+test('the admin page lists users, projects and quotas, saves a quota and shows the use', async ({ page }) => {
+  await logIn(page, 'admin');
+  await page.goto('/services/kpl/admin');
+  await expect(page.locator('#live')).toContainText('No GPUs');
+  const users = page.locator('#users');
+  for (const name of ['admin', 'alice', 'bob']) {
+    await expect(users.getByRole('cell', { name, exact: true })).toBeVisible();
+  }
+  const vision = page.locator('#projects tr', { has: page.getByRole('cell', { name: 'vision', exact: true }) });
+  await expect(vision).toContainText('bob');
+  await expect(vision.locator('input[name="cpu"]')).toHaveValue('4');
+  await expect(vision.locator('input[name="gpu"]')).toHaveValue('1');
+  const nlp = page.locator('#projects tr', { has: page.getByRole('cell', { name: 'nlp', exact: true }) });
+  await expect(nlp.locator('input[name="notebooks"]')).toHaveValue('0');
+
+  await vision.locator('input[name="cpu"]').fill('6');
+  await vision.locator('input[name="notebooks"]').fill('2');
+  await vision.getByRole('button', { name: 'Save' }).click();
+  await expect(page.locator('#status')).toContainText('Saved the quota of vision.');
+  const group = await (await page.request.get(api('groups/vision'), { headers: auth })).json();
+  expect(group.properties.kpl_quota).toEqual({ cpu: 6, memory: 4096, gpu: 1, notebooks: 2 });
+
+  await vision.locator('input[name="memory"]').fill('-1');
+  await vision.getByRole('button', { name: 'Save' }).click();
+  await expect(page.locator('#status')).toContainText('Not saved:');
+  await expect(page.locator('#status')).toContainText('memory');
+  await page.reload();
+  await expect(page.locator('#live')).toContainText('No GPUs');
+  await expect(vision.locator('input[name="cpu"]')).toHaveValue('6');
+  await page.screenshot({ path: '../docs/images/hub-admin.png', fullPage: true });
+});

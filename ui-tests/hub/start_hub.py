@@ -1,0 +1,81 @@
+"""Run a real JupyterHub for the hub browser tests: the KPL spawner and service, a temp home, until SIGTERM.
+
+The port and the admin API token come from KPL_HUB_PORT and KPL_HUB_TOKEN (chosen by
+playwright.hub.config.js). Projects: `nlp` (alice; no notebook allowed) and `vision`
+(bob); the profile `gpu` is for `vision` only. The admin is `admin`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+from kpl_lab.hub.up import load_secrets, parse, render_config
+
+PROFILES = [
+    {"slug": "small", "display_name": "Small CPU notebook", "cpu": 1, "cpu_max": 2, "memory": 512,
+     "memory_max": 1024, "default": True},
+    {"slug": "gpu", "display_name": "One GPU", "cpu": 1, "cpu_max": 2, "memory": 512, "memory_max": 1024,
+     "accelerator": "gpu", "accelerators": 1, "accelerators_max": 1, "projects": ["vision"]},
+]  # fmt: skip
+GROUPS = {
+    "nlp": {"users": ["alice"], "properties": {"kpl_quota": {"cpu": 2, "memory": 2048, "notebooks": 0}}},
+    "vision": {"users": ["bob"], "properties": {"kpl_quota": {"cpu": 4, "memory": 4096, "gpu": 1}}},
+}
+SCOPES = ["admin:users", "admin:groups", "list:users", "list:groups", "read:groups", "read:servers"]
+
+
+def config_text(home: Path, port: int, token: str) -> str:
+    """Return the hub configuration of `kpl-lab up` with the test profiles, projects and an API token."""
+    args = parse(["--authenticator", "dummy", "--port", str(port)])
+    creds, _ = load_secrets(home / "hub", "admin")
+    extra = [
+        f"c.KPLSpawner.profiles = {PROFILES!r}",
+        f"c.JupyterHub.load_groups.update({GROUPS!r})",
+        f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {token!r}}})",
+        f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {SCOPES!r}}})",
+    ]
+    return render_config(args, home, creds) + "\n".join(extra) + "\n"
+
+
+def main() -> int:
+    """Start the hub in a temp home, stop it and all it started on SIGTERM or SIGINT, remove the home."""
+    port, token = int(os.environ["KPL_HUB_PORT"]), os.environ["KPL_HUB_TOKEN"]
+    home = Path(tempfile.mkdtemp(prefix="kpl-hub-ui-"))
+    try:
+        (home / "hub").mkdir()
+        config = home / "hub" / "jupyterhub_config.py"
+        config.write_text(config_text(home, port, token))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
+        hub = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=home / "hub", env=env
+        )
+        signal.signal(signal.SIGTERM, lambda *_: hub.terminate())
+        signal.signal(signal.SIGINT, lambda *_: hub.terminate())
+        seen: dict[int, psutil.Process] = {}
+        while hub.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(hub.pid).children(recursive=True):
+                    seen.setdefault(child.pid, child)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                hub.wait(timeout=1)
+        left = [p for p in seen.values() if p.is_running()]
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(left, timeout=30)
+        return hub.returncode
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

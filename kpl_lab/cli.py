@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .catalog import serialize
 from .catalog.jobs import JOB_STATES
+from .catalog.serialize import iso
 from .errors import BadRequest, KPLError
 
 # ----------------------------------------------------------------- formatting
@@ -38,15 +40,6 @@ def human_time(moment: datetime | None) -> str:
     if moment.tzinfo is None:  # SQLite returns naive UTC
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M")
-
-
-def iso_time(moment: datetime | None) -> str | None:
-    """Return a stored (UTC) time as ISO 8601 with its offset."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.isoformat()
 
 
 def display_width(text: str) -> int:
@@ -86,33 +79,14 @@ def emit_json(data: object) -> None:
 
 
 def version_json(kind: str, row, catalog) -> dict:
-    """Return one dataset, model or algorithm version as plain data."""
-    data = {
-        "kind": kind,
-        "name": getattr(row, kind).name,
-        "version": row.version,
-        "ref": row.ref,
-        "path": str(catalog.path(row)),
-        "description": row.description,
-        "size_bytes": row.size_bytes,
-        "lineage": row.lineage,
-        "created": iso_time(row.created),
-    }
-    if kind == "dataset":
-        data |= {"record_count": row.record_count, "parts": row.parts}
-    elif kind == "model":
-        data |= {"files": row.files}
-    else:
-        data |= {"functions": row.functions, "parameters": row.parameters}
-    return data
+    """Return a dataset, model or algorithm version as plain data, with its kind and folder."""
+    return {"kind": kind, **serialize.version_json(kind, row), "path": str(catalog.path(row))}
 
 
 def named_json(kind: str, named, catalog) -> dict:
     """Return a dataset, model or algorithm with all its versions as plain data."""
     return {
-        "name": named.name,
-        "description": named.description,
-        "created": iso_time(named.created),
+        **serialize.named_json(kind, named),
         "versions": [version_json(kind, v, catalog) for v in named.versions],
     }
 
@@ -358,9 +332,9 @@ def job_json(platform, job) -> dict:
         "exit_code": job.exit_code,
         "reason": job.reason,
         "last_log_lines": job.last_log_lines,
-        "created": iso_time(job.created),
-        "started": iso_time(job.started),
-        "finished": iso_time(job.finished),
+        "created": iso(job.created),
+        "started": iso(job.started),
+        "finished": iso(job.finished),
         "copied_from": job.copied_from,
         "resumed_from": job.resumed_from,
         "metrics": {name: value for name, (_, value) in latest_metrics(platform, job.id).items()},

@@ -6,10 +6,10 @@ import dataclasses
 
 from tornado import web
 
+from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
-from ..serialize import matches, named_json, version_json
 from ..upload import UploadHandler
 
 

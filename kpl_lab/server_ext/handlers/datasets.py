@@ -23,10 +23,10 @@ from kpl_dataset.importers import (
 
 from ...catalog import datasets_view
 from ...catalog.datasets_view import DatasetView
+from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
-from ..serialize import matches, named_json, version_json
 from ..upload import UploadHandler
 
 FORMATS = {

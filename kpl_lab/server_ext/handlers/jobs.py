@@ -13,10 +13,10 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ...catalog.jobs import JOB_STATES
+from ...catalog.serialize import job_json
 from ...engine.service import JobRequest, ResourceRequest
 from ...errors import BadRequest, Forbidden
 from ..base import KPLHandler
-from ..serialize import job_json
 
 LOG_CHUNK = 64 * 1024
 LOG_CHUNK_MAX = 1 << 20

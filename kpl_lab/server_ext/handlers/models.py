@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tornado import web
 
+from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
 from ..base import KPLHandler
-from ..serialize import matches, named_json, version_json
 
 
 class ModelsHandler(KPLHandler):

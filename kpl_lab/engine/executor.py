@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from dataclasses import dataclass, field
 
 from traitlets.config import LoggingConfigurable
@@ -50,3 +52,25 @@ class Executor(LoggingConfigurable):
 
     async def on_complete(self, launch: JobLaunch, state: ExecutionState) -> None:
         """Clean up after a job that succeeded."""
+
+
+def run_sync(coroutine):
+    """Run an executor coroutine from synchronous code, inside or outside an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from kpl_lab.catalog.jobs import Metric, Reservation
+from kpl_lab.engine.records import LOG_CHUNK
 from kpl_lab.engine.runfolder import is_alive
-from kpl_lab.engine.service import LOG_CHUNK, JobRequest
+from kpl_lab.engine.service import JobRequest
 from kpl_lab.errors import BadRequest, Conflict
 
 TRAIN = """\

@@ -1,0 +1,123 @@
+"""Scheduling: start queued jobs that fit the ledger, by priority then age, through the executor.
+
+A job is `queued` until the ledger can hold its resources, then `running`: its
+reservation and device indexes are written in the same locked transaction.
+"""
+
+from __future__ import annotations
+
+from logging import Logger
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import joinedload
+
+from ..catalog.jobs import Job
+from .executor import Executor, run_sync
+from .finishing import end_job
+from .launch import JobLaunch, Resources
+from .ledger import Ledger
+from .records import JobRecords, now
+
+if TYPE_CHECKING:
+    from ..platform import Platform
+
+ALGORITHM_CACHE = 32
+
+
+class Scheduler:
+    """Reserve resources for queued jobs and launch them."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        ledger: Ledger,
+        executor: Executor,
+        records: JobRecords,
+        supervised: bool,
+        log: Logger,
+    ) -> None:
+        self.platform = platform
+        self.ledger = ledger
+        self.executor = executor
+        self.records = records
+        self.supervised = supervised
+        self.log = log
+        self._algorithms: dict[tuple, Any] = {}  # parsed algorithm versions (immutable)
+
+    def schedule(self) -> list[str]:
+        """Start the queued jobs that fit, by priority then age; return their ids."""
+        started = []
+        with self.ledger.locked() as session:
+            queued = session.scalars(
+                select(Job)
+                .options(joinedload(Job.project))
+                .where(Job.state == "queued")
+                .order_by(Job.priority.desc(), Job.created, Job.id)
+            ).all()
+            waiting_projects: set[str] = set()
+            for job in queued:
+                project = job.project.name
+                if project in waiting_projects:
+                    continue  # first come, first served within a project
+                reservation = self.ledger.try_reserve(
+                    session, project, "job", job.id, Resources(**job.limits)
+                )
+                if reservation is None:
+                    waiting_projects.add(project)
+                    continue
+                job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
+                started.append(job.id)
+        for job_id in started:
+            self._launch(job_id)
+        return started
+
+    def read_algorithm(self, version):
+        """Return a parsed algorithm version, parsed once: submit and launch both need it."""
+        key = (version.id, version.path)  # ids can be reused after a delete; paths name the content
+        if key not in self._algorithms:
+            if len(self._algorithms) >= ALGORITHM_CACHE:
+                self._algorithms.pop(next(iter(self._algorithms)), None)
+            self._algorithms[key] = self.platform.catalog.read_algorithm(version)
+        return self._algorithms[key]
+
+    def _launch_of(self, job: Job) -> JobLaunch:
+        catalog = self.platform.catalog
+        algorithm = self.read_algorithm(job.algorithm_version)
+        function = algorithm.spec.function(job.function)
+        inputs = {}
+        for key, spec in job.inputs.items():
+            _, _, path = catalog.resolve_input(job.project.name, f"{spec['kind']}:{spec['version']}")
+            inputs[key] = path
+        limits = Resources(**job.limits)
+        return JobLaunch(
+            job_id=job.id,
+            project=job.project.name,
+            function=job.function,
+            cmd=function.cmd,
+            algorithm_dir=catalog.path(job.algorithm_version),
+            run_dir=self.records.run_dir(job),
+            image=algorithm.spec.image.from_image,
+            runs=list(algorithm.spec.image.runs),
+            inputs=inputs,
+            outputs=list(job.outputs),
+            parameters=job.parameters,
+            limits=limits,
+            requests=Resources(**job.requests) if job.requests else None,
+            # a cluster's device plugin picks the devices: the local indexes mean nothing there
+            assigned_devices=job.assigned_devices if self.supervised else {},
+        )
+
+    def _launch(self, job_id: str) -> None:
+        job = self.records.job(job_id)
+        try:
+            launch = self._launch_of(job)
+            run_sync(self.executor.before_start(launch))
+            handle = run_sync(self.executor.execute(launch))
+        except Exception as error:
+            self.log.exception("job %s could not start", job_id)
+            end_job(self.ledger, job_id, "failed", reason=f"could not start: {error}")
+            return
+        with self.platform.session(immediate=True) as session:
+            row = session.get(Job, job_id)
+            row.handle = {**(row.handle or {}), **handle}

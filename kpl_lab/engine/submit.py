@@ -1,0 +1,223 @@
+"""Submitting: check a job request against its algorithm and the quota, queue it; rerun, copy, resume."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..catalog.jobs import Job
+from ..catalog.storage import check_name
+from ..errors import BadRequest, KPLError
+from .launch import Resources
+from .ledger import Ledger
+from .records import JobRecords
+from .scheduling import Scheduler
+
+if TYPE_CHECKING:
+    from ..platform import Platform
+
+
+class ResourceRequest(BaseModel):
+    """Resource overrides of a job; None keeps the algorithm's environment.yml value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu: float | None = Field(default=None, gt=0)
+    memory: int | None = Field(default=None, gt=0)
+    shm: int | None = Field(default=None, ge=0)
+    gpu: int | None = Field(default=None, ge=0)
+    npu: int | None = Field(default=None, ge=0)
+
+
+class JobRequest(BaseModel):
+    """What to run: one function of an algorithm with inputs, parameters and resources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str = "default"
+    algorithm: str  # NAME or NAME:VERSION
+    function: str = "train"
+    inputs: dict[str, str] = Field(default_factory=dict)  # key -> dataset/model ref
+    parameters: dict[str, Any] = Field(default_factory=dict)  # name (dotted or nested) -> value
+    resources: ResourceRequest | None = None
+    priority: int = 0
+
+
+def _resources_json(resources: Resources) -> dict:
+    return {
+        "cpu": resources.cpu,
+        "memory": resources.memory,
+        "shm": resources.shm,
+        "devices": resources.devices,
+    }
+
+
+class Submitter:
+    """Turn job requests into queued jobs and schedule them."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        ledger: Ledger,
+        records: JobRecords,
+        scheduler: Scheduler,
+        executor_name: str,
+        default_resources: Resources,
+    ) -> None:
+        self.platform = platform
+        self.ledger = ledger
+        self.records = records
+        self.scheduler = scheduler
+        self.executor_name = executor_name
+        self.default_resources = default_resources
+
+    def submit(
+        self, request: JobRequest, copied_from: str | None = None, resumed_from: str | None = None
+    ) -> Job:
+        """Check and queue a job, then start it at once if it fits; refuse what can never fit."""
+        from ..algorithms.errors import AlgorithmError, ParameterError
+        from ..algorithms.parameters import apply_overrides
+
+        catalog = self.platform.catalog
+        project = check_name(request.project, "project")
+        version = catalog.get_algorithm(project, request.algorithm)
+        algorithm = self.scheduler.read_algorithm(version)
+        try:
+            function = algorithm.spec.function(request.function)
+        except AlgorithmError as error:
+            raise BadRequest(str(error), field="function") from error
+        declared = {port.key for port in function.inputs}
+        inputs = {}
+        for key, ref in request.inputs.items():
+            if key not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                raise BadRequest(
+                    f"input {key!r}: the {request.function} function of {version.ref} has no such input "
+                    f"(inputs: {known})",
+                    field=f"inputs.{key}",
+                )
+            try:
+                kind, row, _ = catalog.resolve_input(project, ref)
+            except KPLError as error:
+                raise type(error)(f"input {key!r}: {error.message}", field=f"inputs.{key}") from error
+            inputs[key] = {"ref": ref, "kind": kind, "version_id": row.id, "version": row.ref}
+        try:
+            parameters = apply_overrides(version.parameters or {}, request.parameters)
+        except ParameterError as error:
+            raise BadRequest(str(error), field="parameters") from error
+        defaults = self.default_resources
+        limits = function.launch_resources(Resources(cpu=defaults.cpu, memory=defaults.memory))
+        overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
+        for kind in ("gpu", "npu"):
+            if kind in overrides:
+                limits.devices[kind] = overrides.pop(kind)
+        for name, value in overrides.items():
+            setattr(limits, name, value)
+        limits.devices = {kind: count for kind, count in limits.devices.items() if count}
+        self.ledger.check(project, limits)
+        requests = None
+        if function.resource.requests is not None:
+            asked = function.resource.requests
+            requests = _resources_json(
+                Resources(
+                    cpu=asked.cpu or limits.cpu,
+                    memory=asked.memory or limits.memory,
+                    shm=asked.shm or limits.shm,
+                    devices=dict(limits.devices),
+                )
+            )
+        outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
+        with self.platform.session(immediate=True) as session:
+            proj = catalog.ensure_project(session, project)
+            job = Job(
+                id=self._new_id(session),
+                project_id=proj.id,
+                algorithm_version_id=version.id,
+                algorithm_ref=version.ref,
+                function=request.function,
+                priority=request.priority,
+                inputs=inputs,
+                parameters=parameters,
+                outputs=outputs,
+                limits=_resources_json(limits),
+                requests=requests,
+                executor=self.executor_name,
+                copied_from=copied_from,
+                resumed_from=resumed_from,
+            )
+            session.add(job)
+            job_id = job.id
+        self.scheduler.schedule()
+        return self.records.get(project, job_id)
+
+    def _new_id(self, session) -> str:
+        while True:
+            job_id = secrets.token_hex(5)
+            if session.get(Job, job_id) is None:
+                return job_id
+
+    def _request_of(self, job: Job) -> JobRequest:
+        """Return the request that runs the same thing again (pinned versions, same parameters)."""
+        return JobRequest(
+            project=job.project.name,
+            algorithm=job.algorithm_ref,
+            function=job.function,
+            inputs={key: f"{spec['kind']}:{spec['version']}" for key, spec in job.inputs.items()},
+            parameters=job.parameters,
+            resources=ResourceRequest(
+                cpu=job.limits.get("cpu"),
+                memory=job.limits.get("memory"),
+                shm=job.limits.get("shm"),
+                gpu=job.limits.get("devices", {}).get("gpu", 0),
+                npu=job.limits.get("devices", {}).get("npu", 0),
+            ),
+            priority=job.priority,
+        )
+
+    def rerun(self, project: str, job_id: str) -> Job:
+        """Run the same algorithm version, inputs, parameters and resources again."""
+        job = self.records.get(project, job_id)
+        return self.submit(self._request_of(job), copied_from=job.id)
+
+    def copy(
+        self, project: str, job_id: str, parameters: dict | None = None, resources: dict | None = None
+    ) -> Job:
+        """Run a job again with some parameters or resources changed."""
+        job = self.records.get(project, job_id)
+        request = self._request_of(job)
+        if parameters:
+            request.parameters = {**request.parameters, **parameters}
+        if resources:
+            merged = request.resources.model_dump() | resources
+            request.resources = ResourceRequest(**merged)
+        return self.submit(request, copied_from=job.id)
+
+    def resume(self, project: str, job_id: str, parameters: dict | None = None) -> Job:
+        """Run a copy whose `checkpoint` (or first model) input is the model this job produced."""
+        job = self.records.get(project, job_id)
+        produced = [
+            o["registered"] for o in job.outputs.values() if (o.get("registered") or "").startswith("model:")
+        ]
+        produced += [s["registered"] for s in job.saves if (s.get("registered") or "").startswith("model:")]
+        if not produced:
+            raise BadRequest(f"job {job_id} registered no model to resume from (state: {job.state})")
+        algorithm = self.platform.catalog.read_algorithm(job.algorithm_version)
+        ports = [port.key for port in algorithm.spec.function(job.function).inputs]
+        if "checkpoint" in ports:
+            key = "checkpoint"
+        else:
+            models = [k for k in ports if job.inputs.get(k, {}).get("kind") == "model"]
+            if not models:
+                raise BadRequest(
+                    f"the {job.function} function of {job.algorithm_ref} has no 'checkpoint' or model input "
+                    "to resume from",
+                    field="inputs",
+                )
+            key = models[0]
+        request = self._request_of(job)
+        request.inputs[key] = produced[0]
+        if parameters:
+            request.parameters = {**request.parameters, **parameters}
+        return self.submit(request, resumed_from=job.id)

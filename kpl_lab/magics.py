@@ -19,9 +19,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
-from .cli import format_number, human_duration, human_size, progress_bar, render_table, sparkline
 from .client import Client
 from .errors import KPLError
+from .text import format_number, human_duration, human_size, progress_bar, render_table, sparkline
 
 WAIT_INTERVAL = 1.0
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")

@@ -6,8 +6,8 @@ from html import escape
 
 import ipywidgets as widgets
 
-from ..cli import human_duration
 from ..client import Client
+from ..text import human_duration
 from .live import Poller
 
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from kpl_lab.cli import main, render_table
+from kpl_lab.cli import main
+from kpl_lab.text import render_table
 
 ENVIRONMENT = """\
 version: 1

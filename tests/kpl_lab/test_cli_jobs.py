@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from kpl_lab.cli import main, progress_bar, sparkline, status_line
+from kpl_lab.cli import main
+from kpl_lab.cli.job import status_line
+from kpl_lab.text import progress_bar, sparkline
 
 ENVIRONMENT = """\
 version: 1
@@ -211,18 +213,18 @@ def test_helpers():
 
 
 def test_ctrl_c_stops_following_not_the_job(setup, monkeypatch):
-    import kpl_lab.cli
+    import kpl_lab.cli.job
 
-    real_sleep = kpl_lab.cli.time.sleep
+    real_sleep = kpl_lab.cli.job.time.sleep
 
     def interrupt(seconds):
         # Ctrl-C while the command waits to redraw; other waits (database, supervisor) go on.
-        if sys._getframe(1).f_globals.get("__name__") == "kpl_lab.cli":
+        if sys._getframe(1).f_globals.get("__name__") == "kpl_lab.cli.job":
             raise KeyboardInterrupt
         real_sleep(seconds)
 
     run = setup
-    monkeypatch.setattr(kpl_lab.cli.time, "sleep", interrupt)
+    monkeypatch.setattr(kpl_lab.cli.job.time, "sleep", interrupt)
     args = ("job", "submit", "toy", "--input", "data=digits", "--param", "steps=200", "--param", "pause=0.2")
     status, out, err = run(*args, "--follow")
     monkeypatch.undo()

@@ -1,238 +1,39 @@
-"""The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal."""
+"""`kpl-lab job ...`: submit, follow, list, show, stop jobs and read their logs and metrics."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import traceback
-import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .catalog import serialize
-from .catalog.jobs import JOB_STATES
-from .catalog.serialize import iso
-from .errors import BadRequest, KPLError
+from ..catalog.jobs import JOB_STATES
+from ..catalog.serialize import iso
+from ..errors import BadRequest
+from ..text import (
+    display_width,
+    emit_json,
+    format_number,
+    human_duration,
+    human_time,
+    progress_bar,
+    render_fields,
+    render_table,
+    short,
+    sparkline,
+)
 
-# ----------------------------------------------------------------- formatting
-
-
-def human_size(size: int | None) -> str:
-    """Return a byte count as a short human-readable string."""
-    if size is None:
-        return "-"
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1024 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_time(moment: datetime | None) -> str:
-    """Return a stored (UTC) time in local time, to the minute."""
-    if moment is None:
-        return "-"
-    if moment.tzinfo is None:  # SQLite returns naive UTC
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
-
-
-def display_width(text: str) -> int:
-    """Return how many terminal columns `text` takes (CJK characters take two)."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Return rows as an aligned plain-text table."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(display_width(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(c + " " * (w - display_width(c)) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def render_fields(pairs: Sequence[tuple[str, object]]) -> str:
-    """Return `key: value` lines, keys aligned."""
-    width = max(len(k) for k, _ in pairs)
-    out = []
-    for key, value in pairs:
-        if isinstance(value, (dict, list)):
-            value = json.dumps(value, ensure_ascii=False, sort_keys=True) if value else "-"
-        out.append(f"{key + ':':<{width + 1}} {'-' if value in (None, '') else value}")
-    return "\n".join(out)
-
-
-def emit_json(data: object) -> None:
-    """Print data as JSON for scripts."""
-    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-# ----------------------------------------------------------------- catalog objects as data
-
-
-def version_json(kind: str, row, catalog) -> dict:
-    """Return a dataset, model or algorithm version as plain data, with its kind and folder."""
-    return {"kind": kind, **serialize.version_json(kind, row), "path": str(catalog.path(row))}
-
-
-def named_json(kind: str, named, catalog) -> dict:
-    """Return a dataset, model or algorithm with all its versions as plain data."""
-    return {
-        **serialize.named_json(kind, named),
-        "versions": [version_json(kind, v, catalog) for v in named.versions],
-    }
-
-
-# ----------------------------------------------------------------- commands
-
-
-def cmd_add(args, platform) -> int:
-    catalog = platform.catalog
-    if args.kind == "algorithm":
-        row = catalog.add_algorithm(args.project, args.path, name=args.name, description=args.description)
-    elif args.kind == "dataset":
-        row = catalog.add_dataset(args.project, args.name, args.path, description=args.description)
-    else:
-        row = catalog.add_model(args.project, args.name, args.path, description=args.description)
-    if args.json:
-        emit_json(version_json(args.kind, row, catalog))
-    else:
-        print(f"added {args.kind} {row.ref} ({human_size(row.size_bytes)}) in project {args.project}")
-    return 0
-
-
-def cmd_list(args, platform) -> int:
-    listing = getattr(platform.catalog, f"list_{args.kind}s")(args.project)
-    if args.json:
-        emit_json([named_json(args.kind, named, platform.catalog) for named in listing])
-        return 0
-    if not listing:
-        print(f"no {args.kind}s in project {args.project}")
-        return 0
-    headers = ["NAME", "VERSIONS", "LATEST"]
-    headers += {"dataset": ["RECORDS"], "model": ["FILES"], "algorithm": ["FUNCTIONS"]}[args.kind]
-    headers += ["SIZE", "CREATED", "DESCRIPTION"]
-    rows = []
-    for named in listing:
-        latest = named.versions[-1] if named.versions else None
-        if latest is None:
-            extra = "-"
-        elif args.kind == "dataset":
-            extra = latest.record_count
-        elif args.kind == "model":
-            extra = len(latest.files)
-        else:
-            extra = ",".join(latest.functions)
-        rows.append(
-            [
-                named.name,
-                len(named.versions),
-                latest.version if latest else "-",
-                extra,
-                human_size(latest.size_bytes if latest else None),
-                human_time(latest.created if latest else named.created),
-                _short(named.description),
-            ]
-        )
-    print(render_table(headers, rows))
-    return 0
-
-
-def cmd_show(args, platform) -> int:
-    catalog = platform.catalog
-    row = getattr(catalog, f"get_{args.kind}")(args.project, args.ref)
-    data = version_json(args.kind, row, catalog)
-    versions = [v.version for v in getattr(row, args.kind).versions]
-    if args.json:
-        emit_json(data | {"all_versions": versions})
-        return 0
-    pairs = [(args.kind, data["ref"]), ("path", data["path"]), ("description", data["description"])]
-    pairs.append(("size", human_size(row.size_bytes)))
-    if args.kind == "dataset":
-        parts = ", ".join(f"{part} ({count})" for part, count in row.parts.items())
-        pairs += [("records", row.record_count), ("parts", parts)]
-    elif args.kind == "model":
-        pairs.append(("files", ", ".join(row.files[:20]) + (" ..." if len(row.files) > 20 else "")))
-    else:
-        pairs += [("functions", ", ".join(row.functions)), ("parameters", row.parameters)]
-    pairs += [("created", human_time(row.created)), ("lineage", row.lineage)]
-    pairs.append(("versions", ", ".join(v + (" *" if v == row.version else "") for v in versions)))
-    print(render_fields(pairs))
-    return 0
-
-
-def cmd_delete(args, platform) -> int:
-    deleted = getattr(platform.catalog, f"delete_{args.kind}")(args.project, args.ref)
-    for ref in deleted:
-        print(f"deleted {args.kind} {ref}")
-    return 0
-
-
-def _short(text: str, width: int = 40) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-# ----------------------------------------------------------------- jobs
-
-SPARKS = "▁▂▃▄▅▆▇█"
 FOLLOW_INTERVAL = 0.5
-
-
-def human_duration(seconds: float | None) -> str:
-    """Return seconds as `1h02m`, `3m20s` or `12s`."""
-    if seconds is None:
-        return "-"
-    seconds = int(round(max(0.0, seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def progress_bar(fraction: float, width: int = 24) -> str:
-    """Return `[#######.........]  42%`."""
-    fraction = min(1.0, max(0.0, fraction or 0.0))
-    done = int(round(fraction * width))
-    return f"[{'#' * done}{'.' * (width - done)}] {fraction * 100:3.0f}%"
-
-
-def sparkline(values: Sequence[float], width: int = 30) -> str:
-    """Return a one-line chart of `values` (resampled to at most `width` characters)."""
-    if not values:
-        return ""
-    if len(values) > width:
-        step = len(values) / width
-        values = [values[min(len(values) - 1, int(i * step))] for i in range(width)] + [values[-1]]
-        values = values[:width]
-    low, high = min(values), max(values)
-    if high == low:
-        return SPARKS[len(SPARKS) // 2] * len(values)
-    scale = (len(SPARKS) - 1) / (high - low)
-    return "".join(SPARKS[int(round((v - low) * scale))] for v in values)
-
-
-def format_number(value: float) -> str:
-    """Return a metric value in a short form."""
-    return f"{value:.4g}"
 
 
 def latest_metrics(platform, job_id: str) -> dict[str, tuple[float, float]]:
     """Return each series' last point (x, value) of a job, straight from the metrics table."""
     from sqlalchemy import and_, func, select
 
-    from .catalog.jobs import Metric
+    from ..catalog.jobs import Metric
 
     with platform.session() as session:
         last = (
@@ -264,7 +65,7 @@ def figure_summaries(platform, job, width: int = 30) -> list[dict]:
 
     Read from the envelopes kept on the job (never the raw figures, never every point).
     """
-    from .engine import envelope
+    from ..engine import envelope
 
     latest = latest_metrics(platform, job.id)
     curves = [
@@ -373,8 +174,8 @@ def status_line(job, fraction: float, eta: float | None, metrics: dict[str, tupl
 
 def _parameters(base: dict, texts: Sequence[str]) -> dict:
     """Type `NAME=VALUE` overrides against `base` (YAML values; text where the default is text)."""
-    from .algorithms.errors import ParameterError
-    from .algorithms.parameters import apply_overrides
+    from ..algorithms.errors import ParameterError
+    from ..algorithms.parameters import apply_overrides
 
     if not texts:
         return {}
@@ -403,7 +204,7 @@ def _resources(args) -> dict:
 
 
 def cmd_job_submit(args, platform) -> int:
-    from .engine.service import JobRequest, ResourceRequest
+    from ..engine.service import JobRequest, ResourceRequest
 
     version = platform.catalog.get_algorithm(args.project, args.algorithm)
     resources = _resources(args)
@@ -513,7 +314,7 @@ def cmd_job_list(args, platform) -> int:
             f"{job.progress * 100:.0f}%",
             human_time(job.created),
             human_duration(_duration(job)),
-            _short(job.reason),
+            short(job.reason),
         ]
         for job in jobs
     ]
@@ -669,38 +470,8 @@ def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
         plt.close(figure)
 
 
-# ----------------------------------------------------------------- parser
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of `kpl-lab`."""
-    parser = argparse.ArgumentParser(prog="kpl-lab", description="KPL Lab from the command line.")
-    parser.add_argument("--home", help="platform home folder (default $KPL_LAB_HOME or ~/.kpl-lab)")
-    parser.add_argument("--project", help="project to work in (default: the platform's default project)")
-    groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job}", required=True)
-
-    for kind, add_args in (
-        ("algorithm", _algorithm_add_args),
-        ("dataset", _named_add_args),
-        ("model", _named_add_args),
-    ):
-        group = groups.add_parser(kind, help=f"manage {kind}s").add_subparsers(dest="command", required=True)
-        add = group.add_parser("add", help=f"add a {kind} version")
-        add_args(add, kind)
-        add.add_argument("--description", default="", help="a description")
-        add.add_argument("--json", action="store_true", help="print JSON")
-        add.set_defaults(func=cmd_add, kind=kind)
-        listing = group.add_parser("list", help=f"list the project's {kind}s")
-        listing.add_argument("--json", action="store_true", help="print JSON")
-        listing.set_defaults(func=cmd_list, kind=kind)
-        show = group.add_parser("show", help=f"show one {kind} version")
-        show.add_argument("ref", metavar="REF", help="NAME (latest version) or NAME:VERSION")
-        show.add_argument("--json", action="store_true", help="print JSON")
-        show.set_defaults(func=cmd_show, kind=kind)
-        delete = group.add_parser("delete", help=f"delete a {kind} version, or every version")
-        delete.add_argument("ref", metavar="REF", help="NAME:VERSION (one version) or NAME (all versions)")
-        delete.set_defaults(func=cmd_delete, kind=kind)
-
+def register(groups) -> None:
+    """Add the `job` commands."""
     jobs = groups.add_parser("job", help="submit and watch jobs").add_subparsers(
         dest="command", required=True
     )
@@ -746,7 +517,6 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--max-points", type=int, default=1000, help="points per series at most")
     metrics.add_argument("--json", action="store_true", help="print JSON")
     metrics.set_defaults(func=cmd_job_metrics)
-    return parser
 
 
 def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, resources: bool = True) -> None:
@@ -766,65 +536,3 @@ def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, reso
         parser.add_argument("--npu", type=int, metavar="N", help="NPUs")
     parser.add_argument("--follow", action="store_true", help="show live progress until the job ends")
     parser.add_argument("--json", action="store_true", help="print the job as JSON")
-
-
-def _algorithm_add_args(parser: argparse.ArgumentParser, kind: str) -> None:
-    parser.add_argument("path", metavar="PATH", help="algorithm folder or archive (zip, tar, tar.gz)")
-    parser.add_argument("--name", help="algorithm name (default: the folder or archive name)")
-
-
-def _named_add_args(parser: argparse.ArgumentParser, kind: str) -> None:
-    parser.add_argument("name", metavar="NAME", help=f"{kind} name")
-    what = "kpl-dataset folder" if kind == "dataset" else "model file or folder"
-    parser.add_argument("path", metavar="PATH", help=what)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `kpl-lab`; errors are one message and exit status 2, never a traceback."""
-    from .platform import Platform
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
-        from .hub.up import main as up
-
-        return up(argv[1:])
-    args = build_parser().parse_args(argv)
-    platform = Platform(home=args.home) if args.home else Platform()
-    args.project = args.project or platform.default_project
-    try:
-        _reconcile(platform)
-        return args.func(args, platform)
-    except KPLError as exc:
-        print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # invalid algorithm, parameters, dataset records
-        print(f"kpl-lab: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("kpl-lab: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:
-        if os.environ.get("KPL_LAB_DEBUG"):
-            traceback.print_exc()
-        else:
-            print(
-                f"kpl-lab: internal error: {type(exc).__name__}: {exc} (set KPL_LAB_DEBUG=1 for details)",
-                file=sys.stderr,
-            )
-        return 2
-    finally:
-        platform.close()
-
-
-def _reconcile(platform) -> None:
-    """Finish jobs that ended while nothing watched them and start queued ones (cheap when idle)."""
-    try:
-        platform.jobs.reconcile()
-    except KPLError as exc:  # a job the platform cannot check must not lock the CLI out
-        print(f"kpl-lab: warning: could not check running jobs: {exc.message}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

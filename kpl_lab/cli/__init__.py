@@ -1,0 +1,74 @@
+"""The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
+
+One module per noun (`algorithm`, `dataset`, `model`, `job`); text formatting lives in
+`kpl_lab.text`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ..errors import KPLError
+from . import algorithm, dataset, job, model
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `kpl-lab`."""
+    parser = argparse.ArgumentParser(prog="kpl-lab", description="KPL Lab from the command line.")
+    parser.add_argument("--home", help="platform home folder (default $KPL_LAB_HOME or ~/.kpl-lab)")
+    parser.add_argument("--project", help="project to work in (default: the platform's default project)")
+    groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job}", required=True)
+    for noun in (algorithm, dataset, model, job):
+        noun.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `kpl-lab`; errors are one message and exit status 2, never a traceback."""
+    from ..platform import Platform
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
+        from ..hub.up import main as up
+
+        return up(argv[1:])
+    args = build_parser().parse_args(argv)
+    platform = Platform(home=args.home) if args.home else Platform()
+    args.project = args.project or platform.default_project
+    try:
+        _reconcile(platform)
+        return args.func(args, platform)
+    except KPLError as exc:
+        print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # invalid algorithm, parameters, dataset records
+        print(f"kpl-lab: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kpl-lab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("KPL_LAB_DEBUG"):
+            traceback.print_exc()
+        else:
+            print(
+                f"kpl-lab: internal error: {type(exc).__name__}: {exc} (set KPL_LAB_DEBUG=1 for details)",
+                file=sys.stderr,
+            )
+        return 2
+    finally:
+        platform.close()
+
+
+def _reconcile(platform) -> None:
+    """Finish jobs that ended while nothing watched them and start queued ones (cheap when idle)."""
+    try:
+        platform.jobs.reconcile()
+    except KPLError as exc:  # a job the platform cannot check must not lock the CLI out
+        print(f"kpl-lab: warning: could not check running jobs: {exc.message}", file=sys.stderr)

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..errors import BadRequest, Conflict, NotFound
+from . import datasets
 from .jobs import Job
 from .models import (
     Algorithm,
@@ -30,6 +31,7 @@ from .storage import CopyResult, Storage, check_name, copy_hashed
 
 if TYPE_CHECKING:
     from ..platform import Platform
+    from .datasets_view import DatasetView
 
 ACTIVE_STATES = ("queued", "running")
 INPUT_KINDS = ("dataset", "model")
@@ -252,9 +254,31 @@ class Catalog:
         """Return the project's datasets, each with its versions (oldest first)."""
         return self._list(DATASET, project)
 
+    def import_dataset(
+        self,
+        project: str,
+        name: str,
+        archive: str | Path,
+        form: str = "import",
+        part: str | None = None,
+        split: str | None = None,
+        description: str = "",
+        shown_as: str | None = None,
+    ) -> DatasetVersion:
+        """Import an archive (`import`, `imagefolder`, `voc`, `coco` or `labelme`) as a new version."""
+        return datasets.import_archive(
+            self, project, name, Path(archive), form, part, split, description, shown_as
+        )
+
+    def open_dataset(self, project: str, name: str, version: str) -> tuple[DatasetVersion, DatasetView]:
+        """Return a dataset version and the view that reads its pages, fields, thumbnails and stats."""
+        return datasets.open_view(self, project, name, version)
+
     def delete_dataset(self, project: str, ref: str) -> list[str]:
-        """Delete a dataset version, or the whole dataset when no version is named."""
-        return self._delete(DATASET, project, ref)
+        """Delete a dataset version, or the whole dataset when no version is named, with its caches."""
+        refs = self._delete(DATASET, project, ref)
+        datasets.forget(self.storage, project, refs)
+        return refs
 
     # models
 

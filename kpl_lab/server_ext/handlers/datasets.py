@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from kpl_dataset import KPLDatasetError
-from kpl_dataset.importers import (
-    import_coco,
-    import_imagefolder,
-    import_labelme,
-    import_raw,
-    import_voc,
-    parse_split,
-)
-
-from ...catalog import datasets_view
+from ...catalog.datasets import check_import
 from ...catalog.datasets_view import DatasetView
 from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
@@ -29,13 +16,6 @@ from ...errors import BadRequest
 from ..base import KPLHandler
 from ..upload import UploadHandler
 
-FORMATS = {
-    "import": import_raw,
-    "imagefolder": import_imagefolder,
-    "voc": import_voc,
-    "coco": import_coco,
-    "labelme": import_labelme,
-}
 PAGE_MAX = 1000
 # types a browser would run as a page in the server's origin: served as text instead
 ACTIVE_TYPES = (
@@ -45,35 +25,6 @@ ACTIVE_TYPES = (
     "text/javascript",
     "application/javascript",
 )
-
-
-def cache_dir(platform, project: str, name: str, version: str) -> Path:
-    """Return the cache folder (thumbnails, stats) of one dataset version."""
-    return platform.storage.root / "cache" / "projects" / project / "datasets" / name / version
-
-
-def import_upload(
-    platform,
-    project: str,
-    name: str,
-    description: str,
-    form: str,
-    part: str | None,
-    split: str | None,
-    archive: Path,
-    shown_as: str,
-):
-    """Import an uploaded archive with the hostile-safe importers and register it; nothing is left on failure."""
-    with tempfile.TemporaryDirectory(prefix="import-", dir=archive.parent) as tmp:
-        dest = Path(tmp) / "dataset"
-        try:
-            if form == "imagefolder":
-                import_imagefolder(archive, dest, part, split=parse_split(split) if split else None)
-            else:
-                FORMATS[form](archive, dest, part)
-        except KPLDatasetError as error:
-            raise BadRequest(str(error).replace(str(archive), shown_as), field="body") from None
-        return platform.catalog.add_dataset(project, name, dest, description)
 
 
 @web.stream_request_body
@@ -93,22 +44,11 @@ class DatasetsHandler(UploadHandler):
         if not name:
             raise BadRequest("name: give the dataset a name (?name=)", field="name")
         check_name(name)
-        form = self.get_query_argument("format", "import")
-        if form not in FORMATS:
-            raise BadRequest(f"format: {form!r} is not one of {', '.join(FORMATS)}", field="format")
-        split = self.get_query_argument("split", None)
-        if split:
-            if form != "imagefolder":
-                raise BadRequest(
-                    "split: only the imagefolder format splits records into parts", field="split"
-                )
-            try:
-                parse_split(split)
-            except KPLDatasetError as error:
-                raise BadRequest(f"split: {error}", field="split") from None
-        part = self.get_query_argument("part", None)
-        if part:
-            check_name(part, "part")
+        check_import(
+            self.get_query_argument("format", "import"),
+            self.get_query_argument("part", None),
+            self.get_query_argument("split", None),
+        )
         self.project  # noqa: B018 - refuse a forbidden project before the body arrives
 
     @web.authenticated
@@ -117,16 +57,15 @@ class DatasetsHandler(UploadHandler):
         shown_as = self.get_query_argument("filename", None) or "the upload"
         archive = self.finish_upload()
         row = await self.blocking(
-            import_upload,
-            self.platform,
+            self.platform.catalog.import_dataset,
             self.project,
             self.get_query_argument("name"),
-            self.get_query_argument("description", ""),
-            self.get_query_argument("format", "import"),
-            self.get_query_argument("part", None) or None,
-            self.get_query_argument("split", None) or None,
             archive,
-            shown_as,
+            form=self.get_query_argument("format", "import"),
+            part=self.get_query_argument("part", None) or None,
+            split=self.get_query_argument("split", None) or None,
+            description=self.get_query_argument("description", ""),
+            shown_as=shown_as,
         )
         self.reply(version_json("dataset", row), status=201)
 
@@ -143,17 +82,7 @@ class DatasetHandler(KPLHandler):
     @web.authenticated
     async def delete(self, name: str) -> None:
         """Delete a dataset."""
-        self.reply({"deleted": await self.blocking(_delete, self.platform, self.project, name)})
-
-
-def _delete(platform, project: str, ref: str) -> list[str]:
-    """Delete versions, then their shared readers and caches."""
-    deleted = platform.catalog.delete_dataset(project, ref)
-    for done in deleted:
-        name, _, version = done.partition(":")
-        datasets_view.forget(platform.storage.dataset_dir(project, name, version))
-        shutil.rmtree(cache_dir(platform, project, name, version), ignore_errors=True)
-    return deleted
+        self.reply({"deleted": await self.blocking(self.platform.catalog.delete_dataset, self.project, name)})
 
 
 class VersionBase(KPLHandler):
@@ -161,14 +90,7 @@ class VersionBase(KPLHandler):
 
     def open_view(self, name: str, version: str) -> tuple[object, DatasetView]:
         """Return the version row and its view (blocking: call through `blocking`)."""
-        check_name(version, "version")
-        row = self.platform.catalog.get_dataset(self.project, f"{name}:{version}")
-        view = DatasetView(
-            self.platform.catalog.path(row),
-            cache_dir(self.platform, self.project, name, row.version),
-            row.ref,
-        )
-        return row, view
+        return self.platform.catalog.open_dataset(self.project, name, version)
 
     def field_url(self, name: str, version: str) -> callable:
         """Return (part, index, field path) -> URL of the field route."""
@@ -207,7 +129,11 @@ class DatasetVersionHandler(VersionBase):
         """Delete a dataset version."""
         check_name(version, "version")
         self.reply(
-            {"deleted": await self.blocking(_delete, self.platform, self.project, f"{name}:{version}")}
+            {
+                "deleted": await self.blocking(
+                    self.platform.catalog.delete_dataset, self.project, f"{name}:{version}"
+                )
+            }
         )
 
 

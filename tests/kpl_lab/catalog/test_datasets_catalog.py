@@ -119,3 +119,19 @@ def test_cli_dataset_commands(platform, digits, capsys):
     assert "records:     10" in out and "parts:       test (3), train (7)" in out
     listing = [line.split() for line in out.splitlines() if line.startswith("digits ")]
     assert listing and listing[0][:2] == ["digits", "1"] and listing[0][3] == "10"
+
+
+def test_cli_delete_removes_the_versions_caches(platform, digits, capsys):
+    from kpl_lab.catalog import datasets_view
+    from kpl_lab.cli import main
+
+    row = platform.catalog.add_dataset("p", "digits", digits)
+    _, view = platform.catalog.open_dataset("p", "digits", row.version)
+    assert view.stats("train")["records"] == 7
+    assert view.page("train", 0, 1, None, lambda *a: "")["records"]
+    assert any(view.cache_dir.iterdir())
+    assert any(key[0] == str(platform.catalog.path(row)) for key in datasets_view._readers)
+    assert main(["--home", platform.home, "--project", "p", "dataset", "delete", "digits"]) == 0
+    assert f"deleted dataset {row.ref}" in capsys.readouterr().out
+    assert not view.cache_dir.exists()
+    assert not any(key[0] == str(platform.catalog.path(row)) for key in datasets_view._readers)

@@ -29,37 +29,6 @@ from ..text import (
 FOLLOW_INTERVAL = 0.5
 
 
-def latest_metrics(platform, job_id: str) -> dict[str, tuple[float, float]]:
-    """Return each series' last point (x, value) of a job, straight from the metrics table."""
-    from sqlalchemy import and_, func, select
-
-    from ..catalog.jobs import Metric
-
-    with platform.session() as session:
-        last = (
-            select(Metric.figure, Metric.series, func.max(Metric.step).label("step"))
-            .where(Metric.job_id == job_id)
-            .group_by(Metric.figure, Metric.series)
-            .subquery()
-        )
-        rows = session.execute(
-            select(Metric.figure, Metric.series, Metric.x, Metric.value).join(
-                last,
-                and_(
-                    Metric.job_id == job_id,
-                    Metric.figure == last.c.figure,
-                    Metric.series == last.c.series,
-                    Metric.step == last.c.step,
-                ),
-            )
-        ).all()
-    names = [series for _, series, _, _ in rows]
-    return {
-        (series if names.count(series) == 1 else f"{figure}/{series}"): (x, value)
-        for figure, series, x, value in sorted(rows)
-    }
-
-
 def figure_summaries(platform, job, width: int = 30) -> list[dict]:
     """Return each metric series of a job: figure, series, points, last, min, max and a sparkline.
 
@@ -67,7 +36,7 @@ def figure_summaries(platform, job, width: int = 30) -> list[dict]:
     """
     from ..engine import envelope
 
-    latest = latest_metrics(platform, job.id)
+    latest = platform.jobs.latest_metrics(job.project.name, job.id)
     curves = [
         (title, series, curve)
         for title, fields in sorted((job.figures or {}).items())
@@ -138,7 +107,9 @@ def job_json(platform, job) -> dict:
         "finished": iso(job.finished),
         "copied_from": job.copied_from,
         "resumed_from": job.resumed_from,
-        "metrics": {name: value for name, (_, value) in latest_metrics(platform, job.id).items()},
+        "metrics": {
+            name: value for name, (_, value) in platform.jobs.latest_metrics(job.project.name, job.id).items()
+        },
         "figures": [
             {k: v for k, v in summary.items() if k != "curve"} for summary in figure_summaries(platform, job)
         ],
@@ -268,7 +239,7 @@ def _follow(platform, project: str, job_id: str, out) -> int:
     while True:
         job = platform.jobs.get(project, job_id)
         fraction, eta = platform.jobs.progress(project, job_id)
-        metrics = latest_metrics(platform, job_id)
+        metrics = platform.jobs.latest_metrics(project, job_id)
         line = status_line(job, fraction, eta, metrics)
         if live:
             out.write("\r" + line + " " * max(0, width - display_width(line)))
@@ -435,7 +406,7 @@ def cmd_job_metrics(args, platform) -> int:
     if not series:
         print(f"job {job.id} has no metrics yet")
         return 0
-    print(_metrics_table(series, latest_metrics(platform, job.id)))
+    print(_metrics_table(series, platform.jobs.latest_metrics(args.project, job.id)))
     return 0
 
 

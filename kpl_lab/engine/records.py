@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import joinedload
 
 from ..catalog.jobs import Job, Metric
@@ -166,6 +166,33 @@ class JobRecords:
                 )
                 result[key] = [(float(x), float(y)) for x, y in rows]
         return result
+
+    def latest_metrics(self, project: str, job_id: str) -> dict[str, tuple[float, float]]:
+        """Return each series' last point (x, value), named like `metrics` names its series."""
+        job = self.get(project, job_id)
+        with self.platform.session() as session:
+            last = (
+                select(Metric.figure, Metric.series, func.max(Metric.step).label("step"))
+                .where(Metric.job_id == job.id)
+                .group_by(Metric.figure, Metric.series)
+                .subquery()
+            )
+            rows = session.execute(
+                select(Metric.figure, Metric.series, Metric.x, Metric.value).join(
+                    last,
+                    and_(
+                        Metric.job_id == job.id,
+                        Metric.figure == last.c.figure,
+                        Metric.series == last.c.series,
+                        Metric.step == last.c.step,
+                    ),
+                )
+            ).all()
+        names = [series for _, series, _, _ in rows]
+        return {
+            (series if names.count(series) == 1 else f"{figure}/{series}"): (x, value)
+            for figure, series, x, value in sorted(rows)
+        }
 
     def record_usage(self, job_id: str, samples: list[dict]) -> None:
         """Add resource samples to a job (latest, peak, the last samples)."""

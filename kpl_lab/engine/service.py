@@ -165,6 +165,10 @@ class JobService(LoggingConfigurable):
         """Return each series' points, at most `max_points` (the lowest and highest of each bucket)."""
         return self.records.metrics(project, job_id, max_points)
 
+    def latest_metrics(self, project: str, job_id: str) -> dict[str, tuple[float, float]]:
+        """Return each series' last point (x, value), named like `metrics` names its series."""
+        return self.records.latest_metrics(project, job_id)
+
     def usage(self, project: str, job_id: str) -> dict:
         """Return a job's resource use: {"latest", "peak_memory_mb", "history"} ({} before a sample)."""
         return self.records.usage(project, job_id)

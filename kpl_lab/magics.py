@@ -8,7 +8,6 @@ metric curves in a notebook (widgets) and status lines in a terminal.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 from IPython.display import display
 
 from .client import Client
@@ -25,22 +25,6 @@ from .text import format_number, human_duration, human_size, progress_bar, rende
 
 WAIT_INTERVAL = 1.0
 FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
-
-
-class _HelpShown(Exception):
-    """`-h` printed the help: nothing else to do."""
-
-
-class MagicArgumentParser(argparse.ArgumentParser):
-    """An argument parser that reports bad arguments as a usage message, never by exiting."""
-
-    def error(self, message: str):
-        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().rstrip()}")
-
-    def exit(self, status: int = 0, message: str | None = None):
-        if message:
-            print(message, file=sys.stderr)
-        raise _HelpShown
 
 
 class Table:
@@ -108,54 +92,36 @@ class MetricsView:
         return svg + self._table()._repr_html_()
 
 
-def _parser(prog: str, description: str) -> MagicArgumentParser:
-    return MagicArgumentParser(prog=f"%{prog}", description=description, add_help=True)
+def _with_help(func):
+    """Give a magic `-h` and `usage:` help (IPython's default formats help for docstrings only)."""
+    return kwds(add_help=True, formatter_class=argparse.HelpFormatter)(func)
 
 
-def _run_parser(function: str) -> MagicArgumentParser:
-    parser = _parser(f"kpl_{function}", f"Submit a {function} job of an algorithm.")
-    parser.add_argument("algorithm", help="NAME or NAME:VERSION")
-    parser.add_argument(
+JOB_ARGUMENTS = (
+    argument("algorithm", help="NAME or NAME:VERSION"),
+    argument(
         "--input",
         action="append",
         default=[],
         metavar="KEY=REF",
         help="input key and dataset/model reference",
-    )
-    parser.add_argument(
-        "--param", action="append", default=[], metavar="NAME=VALUE", help="parameter override"
-    )
-    parser.add_argument("--gpu", type=int, help="GPUs")
-    parser.add_argument("--npu", type=int, help="NPUs")
-    parser.add_argument("--cpu", type=float, help="CPUs")
-    parser.add_argument("--memory", type=int, help="memory (MB)")
-    parser.add_argument("--shm", type=int, help="shared memory (MB)")
-    parser.add_argument("--priority", type=int, default=0)
-    parser.add_argument("--wait", action="store_true", help="block until the job ends (Ctrl-C stops waiting)")
-    return parser
-
-
-PARSERS: dict[str, MagicArgumentParser] = {
-    "train": _run_parser("train"),
-    "infer": _run_parser("infer"),
-}
-PARSERS["datasets"] = _parser("kpl_datasets", "List the project's datasets.")
-PARSERS["datasets"].add_argument("-q", "--query", help="search names and descriptions")
-PARSERS["algorithms"] = _parser("kpl_algorithms", "List the project's algorithms.")
-PARSERS["algorithms"].add_argument("-q", "--query", help="search names and descriptions")
-PARSERS["jobs"] = _parser("kpl_jobs", "List the project's jobs, newest first.")
-PARSERS["jobs"].add_argument("--state", choices=FINAL_STATES + ("queued", "running"))
-PARSERS["jobs"].add_argument("-n", "--limit", type=int, default=20, help="at most this many (0: all)")
-PARSERS["logs"] = _parser("kpl_logs", "Show a job's output.")
-PARSERS["logs"].add_argument("job")
-PARSERS["logs"].add_argument(
-    "-f", "--follow", action="store_true", help="keep showing new output until it ends"
+    ),
+    argument("--param", action="append", default=[], metavar="NAME=VALUE", help="parameter override"),
+    argument("--gpu", type=int, help="GPUs"),
+    argument("--npu", type=int, help="NPUs"),
+    argument("--cpu", type=float, help="CPUs"),
+    argument("--memory", type=int, help="memory (MB)"),
+    argument("--shm", type=int, help="shared memory (MB)"),
+    argument("--priority", type=int, default=0),
+    argument("--wait", action="store_true", help="block until the job ends (Ctrl-C stops waiting)"),
 )
-PARSERS["metrics"] = _parser("kpl_metrics", "Show a job's metric curves.")
-PARSERS["metrics"].add_argument("job")
-PARSERS["metrics"].add_argument("--max-points", type=int, default=500, help="points per series")
-PARSERS["stop"] = _parser("kpl_stop", "Stop a job.")
-PARSERS["stop"].add_argument("job")
+
+
+def _job_arguments(func):
+    """Give a magic the arguments of a job submission (`%kpl_train`, `%kpl_infer`)."""
+    for decorator in reversed(JOB_ARGUMENTS):  # IPython builds the parser in source order
+        func = decorator(func)
+    return func
 
 
 def typed_parameters(defaults: dict, texts: Sequence[str]) -> dict[str, Any]:
@@ -212,16 +178,15 @@ class KPLMagics(Magics):
             self._client = Client()
         return self._client
 
-    def _run(self, name: str, line: str, action: Callable[[argparse.Namespace], None]) -> None:
-        parser = PARSERS[name]
+    def _run(self, magic: Callable, line: str, action: Callable[[argparse.Namespace], None]) -> None:
+        """Parse a magic's line with its `@argument`s, run `action`, and show server errors as one line."""
+        parser = magic.parser
         try:
-            argv = shlex.split(line)
-        except ValueError as error:
-            raise UsageError(f"{parser.prog}: {error}\n{parser.format_usage().rstrip()}") from None
-        try:
-            args = parser.parse_args(argv)
-        except _HelpShown:
+            args = parse_argstring(magic, line)
+        except SystemExit:  # -h printed the help
             return
+        except (UsageError, ValueError) as error:  # bad arguments, unbalanced quotes
+            raise UsageError(f"{parser.prog}: {error}\n{parser.format_usage().rstrip()}") from None
         try:
             action(args)
         except KPLError as error:
@@ -230,10 +195,13 @@ class KPLMagics(Magics):
 
     # catalog
 
+    @magic_arguments("%kpl_datasets")
+    @_with_help
+    @argument("-q", "--query", help="search names and descriptions")
     @line_magic
     def kpl_datasets(self, line: str) -> None:
-        """List datasets: `%kpl_datasets [-q TEXT]`."""
-        self._run("datasets", line, self._datasets)
+        """List the project's datasets."""
+        self._run(self.kpl_datasets, line, self._datasets)
 
     def _datasets(self, args: argparse.Namespace) -> None:
         rows = []
@@ -251,10 +219,13 @@ class KPLMagics(Magics):
             )
         display(Table(["name", "newest", "versions", "records", "size", "description"], rows, "no datasets"))
 
+    @magic_arguments("%kpl_algorithms")
+    @_with_help
+    @argument("-q", "--query", help="search names and descriptions")
     @line_magic
     def kpl_algorithms(self, line: str) -> None:
-        """List algorithms: `%kpl_algorithms [-q TEXT]`."""
-        self._run("algorithms", line, self._algorithms)
+        """List the project's algorithms."""
+        self._run(self.kpl_algorithms, line, self._algorithms)
 
     def _algorithms(self, args: argparse.Namespace) -> None:
         rows = []
@@ -273,15 +244,21 @@ class KPLMagics(Magics):
 
     # jobs
 
+    @magic_arguments("%kpl_train")
+    @_with_help
+    @_job_arguments
     @line_magic
     def kpl_train(self, line: str) -> None:
-        """Submit a train job: `%kpl_train ALGO --input data=DATASET --param lr=0.01 --gpu 1 [--wait]`."""
-        self._run("train", line, lambda args: self._submit(args, "train"))
+        """Submit a train job of an algorithm."""
+        self._run(self.kpl_train, line, lambda args: self._submit(args, "train"))
 
+    @magic_arguments("%kpl_infer")
+    @_with_help
+    @_job_arguments
     @line_magic
     def kpl_infer(self, line: str) -> None:
-        """Submit an infer job: `%kpl_infer ALGO --input model=MODEL --input data=DATASET [--wait]`."""
-        self._run("infer", line, lambda args: self._submit(args, "infer"))
+        """Submit an infer job of an algorithm."""
+        self._run(self.kpl_infer, line, lambda args: self._submit(args, "infer"))
 
     def _submit(self, args: argparse.Namespace, function: str) -> None:
         inputs = parse_inputs(args.input)
@@ -356,10 +333,14 @@ class KPLMagics(Magics):
         if data["series"]:
             display(MetricsView(job_id, data["series"], data.get("figures") or {}))
 
+    @magic_arguments("%kpl_jobs")
+    @_with_help
+    @argument("--state", choices=FINAL_STATES + ("queued", "running"))
+    @argument("-n", "--limit", type=int, default=20, help="at most this many (0: all)")
     @line_magic
     def kpl_jobs(self, line: str) -> None:
-        """List jobs: `%kpl_jobs [--state STATE] [-n LIMIT]`."""
-        self._run("jobs", line, self._jobs)
+        """List the project's jobs, newest first."""
+        self._run(self.kpl_jobs, line, self._jobs)
 
     def _jobs(self, args: argparse.Namespace) -> None:
         jobs = self.client.jobs(state=args.state)
@@ -385,10 +366,14 @@ class KPLMagics(Magics):
             )
         )
 
+    @magic_arguments("%kpl_logs")
+    @_with_help
+    @argument("job")
+    @argument("-f", "--follow", action="store_true", help="keep showing new output until it ends")
     @line_magic
     def kpl_logs(self, line: str) -> None:
-        """Show a job's output: `%kpl_logs JOB [-f]` (-f follows it live; Ctrl-C stops following)."""
-        self._run("logs", line, self._logs)
+        """Show a job's output (-f follows it live; Ctrl-C stops following)."""
+        self._run(self.kpl_logs, line, self._logs)
 
     def _logs(self, args: argparse.Namespace) -> None:
         if args.follow:
@@ -406,19 +391,26 @@ class KPLMagics(Magics):
                 return
             offset = chunk["next_offset"]
 
+    @magic_arguments("%kpl_metrics")
+    @_with_help
+    @argument("job")
+    @argument("--max-points", type=int, default=500, help="points per series")
     @line_magic
     def kpl_metrics(self, line: str) -> None:
-        """Show a job's metric curves: `%kpl_metrics JOB [--max-points N]`."""
-        self._run("metrics", line, self._metrics)
+        """Show a job's metric curves."""
+        self._run(self.kpl_metrics, line, self._metrics)
 
     def _metrics(self, args: argparse.Namespace) -> None:
         data = self.client.metrics(args.job, max_points=args.max_points)
         display(MetricsView(args.job, data["series"], data.get("figures") or {}))
 
+    @magic_arguments("%kpl_stop")
+    @_with_help
+    @argument("job")
     @line_magic
     def kpl_stop(self, line: str) -> None:
-        """Stop a job: `%kpl_stop JOB`."""
-        self._run("stop", line, self._stop)
+        """Stop a job."""
+        self._run(self.kpl_stop, line, self._stop)
 
     def _stop(self, args: argparse.Namespace) -> None:
         job = self.client.stop(args.job)

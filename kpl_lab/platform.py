@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 from collections.abc import Iterator
 from functools import cached_property
+from logging import Logger
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session
 from traitlets import Unicode, default, validate
-from traitlets.config import LoggingConfigurable
+from traitlets.config import Config, LoggingConfigurable
 
 from .catalog.storage import Storage
 
@@ -22,6 +24,18 @@ if TYPE_CHECKING:
     from .engine.service import JobService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# settings the server extension (KPLLab) and the hub service (KPLService) once declared themselves
+MOVED_SETTINGS = {
+    "home": "Platform",
+    "storage_url": "Platform",
+    "database_url": "Platform",
+    "default_project": "Platform",
+    "devices": "Ledger",
+    "cpu": "Ledger",
+    "memory": "Ledger",
+    "quotas": "Ledger",
+    "executor_class": "JobService",
+}
 
 
 class Platform(LoggingConfigurable):
@@ -120,6 +134,27 @@ class Platform(LoggingConfigurable):
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.dispose()
+
+
+def with_moved_settings(config: Config, section: str, log: Logger) -> Config:
+    """Return `config` with deprecated `c.<section>.home`-style settings moved to Platform, Ledger, JobService.
+
+    A setting given under its new name wins; each old name in use is logged as deprecated.
+    """
+    old = config.get(section, {})
+    moved = [name for name in MOVED_SETTINGS if name in old]
+    if not moved:
+        return config
+    config = copy.deepcopy(config)
+    for name in moved:
+        new = MOVED_SETTINGS[name]
+        log.warning("c.%s.%s is deprecated: set c.%s.%s instead", section, name, new, name)
+        value = config[section].pop(name)
+        if isinstance(value, type):  # a dotted name, so supervisors reading the JSON of this config import it
+            value = f"{value.__module__}.{value.__qualname__}"
+        if value and name not in config[new]:
+            config[new][name] = value
+    return config
 
 
 def _configure_sqlite(engine: Engine) -> None:

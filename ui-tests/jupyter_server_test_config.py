@@ -18,4 +18,4 @@ c.ServerApp.allow_root = True  # noqa: F821
 # The platform's database and storage live in a fresh folder, never in ~/.kpl-lab.
 KPL_HOME = mkdtemp(prefix="kpl-ui-home-")
 atexit.register(shutil.rmtree, KPL_HOME, ignore_errors=True)
-c.KPLLab.home = KPL_HOME  # noqa: F821
+c.Platform.home = KPL_HOME  # noqa: F821

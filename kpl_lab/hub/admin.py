@@ -92,7 +92,7 @@ class OverviewHandler(AdminMixin, KPLHandler):
         service: KPLService = self.app
         users = await service.directory.users()
         groups = await service.directory.groups()
-        names = sorted({g["name"] for g in groups} | {service.default_project})
+        names = sorted({g["name"] for g in groups} | {service.platform.default_project})
         use = await self.blocking(project_use, self.platform, names)
         quotas = await service.directory.quotas()
         self.reply(

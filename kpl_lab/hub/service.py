@@ -26,12 +26,12 @@ from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import PeriodicCallback
-from traitlets import Dict, Float, Integer, Unicode
-from traitlets.config import Application, Config
+from traitlets import Float, Integer, Unicode
+from traitlets.config import Application
 from traitlets.utils.importstring import import_item
 
 from ..errors import NotFound
-from ..platform import Platform
+from ..platform import Platform, with_moved_settings
 from ..server_ext.app import KPLLab
 from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
 from .directory import HubDirectory
@@ -74,24 +74,14 @@ class ServiceIdentityProvider(JupyterHubIdentityProvider):
 
 
 class KPLService(Application):
-    """Serve the KPL Lab REST API and the admin page as a JupyterHub service."""
+    """Serve the KPL Lab REST API and the admin page as a JupyterHub service.
+
+    The platform's own settings are `c.Platform.*`, `c.Ledger.*` and `c.JobService.*`.
+    """
 
     name = "kpl-lab-service"
     description = "KPL Lab platform API as a JupyterHub-managed service"
 
-    home = Unicode("", help="Folder of the platform's state; default $KPL_LAB_HOME or ~/.kpl-lab.").tag(
-        config=True
-    )
-    storage_url = Unicode("", help="Storage root; default <home>/storage.").tag(config=True)
-    database_url = Unicode(
-        "", help="SQLAlchemy URL of the catalog; default sqlite:///<home>/kpl.sqlite."
-    ).tag(config=True)
-    devices = Dict(help="Declared accelerators (empty: discover them).").tag(config=True)
-    cpu = Float(0.0, help="CPUs jobs and notebooks may hold in all; 0: this machine's cores.").tag(
-        config=True
-    )
-    memory = Integer(0, help="Memory (MB) in all; 0: this machine's.").tag(config=True)
-    default_project = Unicode("default", help="The project of users who belong to no group.").tag(config=True)
     max_upload_bytes = Integer(16 << 30, help="Largest upload in bytes.").tag(config=True)
     poll_seconds = Float(2.0, help="Seconds between rounds of job events, scheduling and quota refresh.").tag(
         config=True
@@ -118,28 +108,15 @@ class KPLService(Application):
     def _env(self, name: str, fallback: str = "") -> str:
         return os.environ.get(name, fallback)
 
-    def platform_config(self) -> Config:
-        """Return the configuration of Platform and Ledger from this service's settings."""
-        config = Config(self.config)
-        for trait, section in (
-            ("home", "Platform"),
-            ("storage_url", "Platform"),
-            ("database_url", "Platform"),
-            ("devices", "Ledger"),
-            ("cpu", "Ledger"),
-            ("memory", "Ledger"),
-        ):
-            value = getattr(self, trait)
-            if value:
-                config[section][trait] = value
-        config.Platform.default_project = self.default_project
-        return config
-
     # what the reused handlers ask of "the app"
 
     def may_use_project(self, user: KPLUser, project: str) -> bool:
         """Let admins use every project and members their groups; any other project does not exist."""
-        if user.admin or project in user.projects or (project == self.default_project and not user.projects):
+        if (
+            user.admin
+            or project in user.projects
+            or (project == self.platform.default_project and not user.projects)
+        ):
             return True
         raise NotFound(f"project {project!r} not found", field="project")
 
@@ -152,7 +129,7 @@ class KPLService(Application):
         for trait in ("service_url", "hub_api_url", "api_token"):
             if not getattr(self, trait):
                 raise SystemExit(f"kpl service: {trait} is not set (run me as a JupyterHub-managed service)")
-        self.platform = Platform(config=self.platform_config())
+        self.platform = Platform(config=with_moved_settings(self.config, "KPLService", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-service")
         self.directory = HubDirectory(self.hub_api_url, self.api_token)
         self.history = UsageHistory(Path(self.platform.home) / "hub" / "usage.sqlite")

@@ -9,42 +9,24 @@ from concurrent.futures import ThreadPoolExecutor
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from tornado.ioloop import PeriodicCallback
-from traitlets import Dict, Float, Integer, List, Type, Unicode
-from traitlets.config import Config
+from traitlets import Float, Integer, List, Unicode
 
-from ..platform import Platform
+from ..platform import Platform, with_moved_settings
 from .routes import API_PREFIX, handlers
 
 GiB = 1 << 30
 
 
 class KPLLab(ExtensionApp):
-    """Serve the KPL Lab REST API inside a Jupyter server."""
+    """Serve the KPL Lab REST API inside a Jupyter server.
+
+    The platform's own settings are `c.Platform.*`, `c.Ledger.*` and `c.JobService.*`.
+    """
 
     name = "kpl_lab"
     description = "KPL Lab REST API: datasets, algorithms, jobs, models, devices"
     load_other_extensions = True
 
-    home = Unicode("", help="Folder of the platform's state; default $KPL_LAB_HOME or ~/.kpl-lab.").tag(
-        config=True
-    )
-    storage_url = Unicode("", help="Storage root; default <home>/storage.").tag(config=True)
-    database_url = Unicode(
-        "", help="SQLAlchemy URL of the catalog; default sqlite:///<home>/kpl.sqlite."
-    ).tag(config=True)
-    executor_class = Type(
-        None,
-        klass="kpl_lab.engine.executor.Executor",
-        allow_none=True,
-        help="Executor that runs jobs (default: JobService's, the local executor).",
-    ).tag(config=True)
-    devices = Dict(
-        help='Declared accelerators, e.g. {"gpu": [{"index": 0, "name": "A100", "memory_mb": 40960}]}; '
-        "empty: discover them."
-    ).tag(config=True)
-    cpu = Float(0.0, help="CPUs jobs may hold in all; 0: this machine's cores.").tag(config=True)
-    memory = Integer(0, help="Memory (MB) jobs may hold in all; 0: this machine's.").tag(config=True)
-    quotas = Dict(help='Project quotas, e.g. {"vision": {"cpu": 8, "gpu": 2}}.').tag(config=True)
     projects = List(
         Unicode(), help="Projects users of this server may name with ?project=; empty: any project."
     ).tag(config=True)
@@ -61,34 +43,13 @@ class KPLLab(ExtensionApp):
     platform: Platform
     pool: ThreadPoolExecutor
 
-    def platform_config(self) -> Config:
-        """Return the server's configuration with this app's settings applied to Platform, JobService, Ledger."""
-        config = Config(self.config)
-        for trait, section in (
-            ("home", "Platform"),
-            ("storage_url", "Platform"),
-            ("database_url", "Platform"),
-            ("devices", "Ledger"),
-            ("cpu", "Ledger"),
-            ("memory", "Ledger"),
-            ("quotas", "Ledger"),
-        ):
-            value = getattr(self, trait)
-            if value:
-                config[section][trait] = value
-        if self.executor_class is not None:
-            # a dotted name, so supervisors reading the JSON of this config import the same class
-            cls = self.executor_class
-            config.JobService.executor_class = f"{cls.__module__}.{cls.__qualname__}"
-        return config
-
     def may_use_project(self, user: object, project: str) -> bool:
         """Say whether the user may use a project (the hub will decide per user later)."""
         return not self.projects or project in self.projects
 
     def initialize_settings(self) -> None:
         """Open the platform, publish the API URL and token to kernels, start background work."""
-        self.platform = Platform(config=self.platform_config())
+        self.platform = Platform(config=with_moved_settings(self.config, "KPLLab", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-api")
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 from traitlets.config import Config
 
 from kpl_lab.catalog.models import Project
-from kpl_lab.platform import Platform
+from kpl_lab.engine.local import LocalExecutor
+from kpl_lab.platform import Platform, with_moved_settings
 
 
 def test_defaults_follow_home(tmp_path, monkeypatch):
@@ -80,3 +83,23 @@ def test_relative_home_becomes_absolute(tmp_path, monkeypatch):
     plat = Platform(home="rel")
     assert plat.home == str(tmp_path / "rel")
     assert plat.database_url == f"sqlite:///{tmp_path / 'rel' / 'kpl.sqlite'}"
+
+
+def test_deprecated_app_settings_move_to_the_platform_classes(tmp_path, caplog):
+    config = Config()
+    config.KPLLab.home = str(tmp_path)
+    config.KPLLab.storage_url = str(tmp_path / "old")
+    config.KPLLab.cpu = 3.0
+    config.KPLLab.executor_class = LocalExecutor
+    config.KPLLab.projects = ["a"]
+    config.Platform.storage_url = str(tmp_path / "new")
+    log = logging.getLogger("test")
+    with caplog.at_level(logging.WARNING, "test"):
+        moved = with_moved_settings(config, "KPLLab", log)
+    assert "c.KPLLab.storage_url is deprecated: set c.Platform.storage_url instead" in caplog.text
+    assert moved.KPLLab == {"projects": ["a"]} and config.KPLLab.cpu == 3.0  # the given config is kept
+    assert moved.JobService.executor_class == "kpl_lab.engine.local.LocalExecutor"
+    platform = Platform(config=moved)
+    assert platform.home == str(tmp_path) and platform.storage_url == str(tmp_path / "new")
+    assert platform.jobs.ledger.cpu == 3.0
+    assert with_moved_settings(moved, "KPLLab", log) is moved

@@ -15,6 +15,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from tornado.web import create_signed_value
+from traitlets.config import Config
 
 from kpl_lab.hub.service import KPLService
 
@@ -220,7 +221,10 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch):
         "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps([ACCESS]),
     }.items():
         monkeypatch.setenv(name, value)
-    app = KPLService(home=str(tmp_path / "kpl-home"), cpu=4.0, memory=4096, devices={"gpu": []})
+    config = Config()
+    config.Platform.home = str(tmp_path / "kpl-home")
+    config.Ledger.cpu, config.Ledger.memory, config.Ledger.devices = 4.0, 4096, {"gpu": []}
+    app = KPLService(config=config)
     app.setup()
     web = app.web_app()
     server = HTTPServer(web)

@@ -61,7 +61,7 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     assert config.JupyterHub.load_groups["demo"]["properties"]["kpl_quota"]["cpu"] == 4
     [service] = config.JupyterHub.services
     assert service["name"] == "kpl"
-    assert service["command"][-1] == "--KPLService.database_url=sqlite:////data/kpl.sqlite"
+    assert service["command"][-1] == "--Platform.database_url=sqlite:////data/kpl.sqlite"
     assert "access:services!service=kpl" in config.Spawner.server_token_scopes
     ports = {
         int(service["url"].rsplit(":", 1)[1]),

@@ -37,11 +37,13 @@ def jp_server_config(kpl_home):
             "jpserver_extensions": {"kpl_lab": True, "jupyter_server_terminals": False},
             "allow_unauthenticated_access": False,
         },
-        "KPLLab": {
-            "home": str(kpl_home),
+        "Platform": {"home": str(kpl_home)},
+        "Ledger": {
             "cpu": 2.0,
             "memory": 2048,
             "devices": {"gpu": [{"index": 0, "name": "Test GPU", "memory_mb": 1024}]},
+        },
+        "KPLLab": {
             "projects": ["default", "other"],
             "max_upload_bytes": UPLOAD_LIMIT,
             "poll_seconds": 0.2,

@@ -6,11 +6,18 @@ asks for the time-sliced `nvidia.com/gpu.shared`), a memory-backed emptyDir at
 /dev/shm, node selectors and tolerations. Notebooks of project P run in namespace
 `kpl-P`, whose ResourceQuota (`resource_quota_manifest`) is the cluster's backstop for
 the project quota in the group properties.
+
+Only KubeSpawner's public mechanisms are used: the validated choice becomes the one
+entry of `profile_list`, whose `kubespawner_override` KubeSpawner applies itself;
+`modify_pod_hook` writes the project's ResourceQuota before the pod is created; `start`
+names the project when the cluster's quota refuses the pod.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import Awaitable
 
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
@@ -124,38 +131,58 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
             setattr(self, name, copy.deepcopy(value))
         self.choice = None
 
-    def apply_choice(self, choice: Choice) -> None:
-        """Set the pod's image, resources, shm, node selectors, tolerations and namespace from a choice."""
+    def pod_overrides(self, choice: Choice) -> dict:
+        """Return the `kubespawner_override` of a choice: image, resources, shm, scheduling, namespace."""
         profile = choice.profile
+        overrides: dict = {
+            "cpu_limit": choice.cpu,
+            "cpu_guarantee": choice.cpu,
+            "mem_limit": choice.memory * MB,
+            "mem_guarantee": choice.memory * MB,
+            "environment": {"KPL_PROJECT": choice.project, "KPL_PROFILE": profile.slug},
+            "namespace": namespace_of(self.project_namespace_template, choice.project),
+        }
         if profile.environment:
-            self.image = profile.environment
-        self.cpu_limit = choice.cpu
-        self.cpu_guarantee = choice.cpu
-        self.mem_limit = choice.memory * MB
-        self.mem_guarantee = choice.memory * MB
+            overrides["image"] = profile.environment
         if choice.accelerators:
             names = self.shared_accelerator_resources if profile.gpu_sharing else self.accelerator_resources
-            resource = names[profile.accelerator]
-            self.extra_resource_limits = {**self.extra_resource_limits, resource: str(choice.accelerators)}
-            self.extra_resource_guarantees = {
-                **self.extra_resource_guarantees,
-                resource: str(choice.accelerators),
-            }
+            resource = {names[profile.accelerator]: str(choice.accelerators)}
+            overrides["extra_resource_limits"] = resource
+            overrides["extra_resource_guarantees"] = dict(resource)
         if choice.shm:
             shm = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{choice.shm}Mi"}}
-            self.volumes = _with(self.volumes, SHM_VOLUME, shm)
-            self.volume_mounts = _with(
-                self.volume_mounts, SHM_VOLUME, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
-            )
-        self.node_selector = {**self.node_selector, **profile.node_selector}
+            overrides["volumes"] = _with(self.volumes, SHM_VOLUME, shm)
+            mount = {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+            overrides["volume_mounts"] = _with(self.volume_mounts, SHM_VOLUME, mount)
+        if profile.node_selector:
+            overrides["node_selector"] = dict(profile.node_selector)
+        tolerations = self.tolerations
         for position, toleration in enumerate(profile.tolerations):
-            self.tolerations = _with(self.tolerations, f"kpl-{profile.slug}-{position}", dict(toleration))
-        self.environment = {**self.environment, "KPL_PROJECT": choice.project, "KPL_PROFILE": profile.slug}
-        self.namespace = namespace_of(self.project_namespace_template, choice.project)
-        self.choice = choice
+            tolerations = _with(tolerations, f"kpl-{profile.slug}-{position}", dict(toleration))
+        if profile.tolerations:
+            overrides["tolerations"] = tolerations
+        return overrides
+
+    @default("profile_list")
+    def _default_profile_list(self):
+        return self.chosen_profile_list
+
+    def chosen_profile_list(self, spawner) -> list[dict]:
+        """Return KubeSpawner's `profile_list`: the validated choice as its only profile."""
+        choice = self.choice
+        if choice is None:  # no spawn under way (KubeSpawner's own form is not used)
+            return []
+        return [
+            {
+                "slug": choice.profile.slug,
+                "display_name": choice.profile.title,
+                "default": True,
+                "kubespawner_override": self.pod_overrides(choice),
+            }
+        ]
 
     async def load_user_options(self) -> None:
-        """Validate `user_options` (form or API alike) and apply the choice; KubeSpawner's own profile_list is not used."""
+        """Validate `user_options` (form or API alike), then let KubeSpawner apply the choice as its profile."""
         self._restore_configured()
         choice = self.choose()
         quota = self.quota(choice.project)
@@ -167,19 +194,29 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
                 raise http_error(
                     ValueError(f"project {choice.project}: asks {count:g} {kind}, quota {quota[kind]:g}"), 403
                 )
-        self.apply_choice(choice)
+        self.choice = choice
         self.user_options = choice.to_options()
         if self.orm_spawner is not None:
             self.orm_spawner.user_options = self.user_options
+        await super().load_user_options()
 
-    async def _start(self):
-        await self.load_user_options()
+    @default("modify_pod_hook")
+    def _default_modify_pod_hook(self):
+        return self.prepare_project
+
+    async def prepare_project(self, spawner, pod):
+        """Write the project's ResourceQuota (`modify_pod_hook`): the cluster's backstop for its quota."""
         if self.manage_resource_quota:
-            await self._ensure_namespace()
             await self.ensure_resource_quota()
-        # KubeSpawner's _start calls load_user_options again: same options, same result
+        return pod
+
+    def start(self) -> Awaitable:
+        """Start the pod as KubeSpawner does; a refusal by the cluster's quota names the project."""
+        return asyncio.ensure_future(self._explain_quota_refusal(super().start()))
+
+    async def _explain_quota_refusal(self, started: Awaitable):
         try:
-            return await super()._start()
+            return await started
         except ApiException as error:
             if error.status == 403 and "exceeded quota" in (error.body or ""):
                 raise http_error(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from kubernetes_asyncio.client.rest import ApiException
 from kubernetes_asyncio.config import kube_config
+from kubespawner import KubeSpawner
 from tornado import web
 from traitlets.config import Config
 
@@ -153,3 +157,61 @@ def test_resource_quota_manifest():
         "pods": "3",
     }
     assert resource_quota_manifest("x", {}, "kpl-x")["spec"]["hard"] == {}
+
+
+class FakeCoreApi:
+    """Records the ResourceQuota calls; the first create of a namespace's quota conflicts when it exists."""
+
+    def __init__(self, existing=()):
+        self.existing, self.calls = set(existing), []
+
+    async def create_namespaced_resource_quota(self, namespace, body):
+        self.calls.append(("create", namespace, body["spec"]["hard"]))
+        if namespace in self.existing:
+            raise ApiException(status=409)
+        self.existing.add(namespace)
+
+    async def replace_namespaced_resource_quota(self, name, namespace, body):
+        self.calls.append(("replace", namespace, body["spec"]["hard"]))
+
+
+async def test_the_choice_is_kubespawners_only_profile(make_kube):
+    spawner = make_kube(make_user("alice", Group("vision")), {"profile": "gpu"})
+    assert spawner.profile_list(spawner) == []
+    await spawner.load_user_options()
+    [profile] = spawner.profile_list(spawner)
+    assert profile["slug"] == "gpu" and profile["default"]
+    assert profile["kubespawner_override"]["namespace"] == "kpl-vision"
+    assert profile["kubespawner_override"]["extra_resource_limits"] == {"nvidia.com/gpu": "1"}
+
+
+async def test_modify_pod_hook_writes_the_project_quota(make_kube):
+    spawner = make_kube(make_user("alice", Group("vision", {"kpl_quota": {"gpu": 2}})), {"profile": "gpu"})
+    spawner.api = FakeCoreApi(existing={"kpl-vision"})
+    await spawner.load_user_options()
+    pod = await spawner.get_pod_manifest()
+    assert await spawner.modify_pod_hook(spawner, pod) is pod
+    assert spawner.api.calls == [
+        ("create", "kpl-vision", {"requests.nvidia.com/gpu": "2"}),
+        ("replace", "kpl-vision", {"requests.nvidia.com/gpu": "2"}),
+    ]
+    spawner.manage_resource_quota = False
+    spawner.api.calls.clear()
+    await spawner.modify_pod_hook(spawner, pod)
+    assert spawner.api.calls == []
+
+
+async def test_a_pod_refused_by_the_cluster_quota_names_the_project(make_kube, monkeypatch):
+    spawner = make_kube(make_user("alice", Group("vision")), {"profile": "cpu"})
+
+    async def refused(self):
+        await self.load_user_options()
+        error = ApiException(status=403, reason="Forbidden")
+        error.body = '{"message": "pods \\"x\\" is forbidden: exceeded quota: kpl-quota"}'
+        raise error
+
+    monkeypatch.setattr(KubeSpawner, "start", lambda self: asyncio.ensure_future(refused(self)))
+    with pytest.raises(web.HTTPError) as caught:
+        await spawner.start()
+    assert caught.value.status_code == 403
+    assert caught.value.jupyterhub_message == "project vision: the cluster quota of kpl-vision is used up"

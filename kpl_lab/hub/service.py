@@ -32,7 +32,6 @@ from traitlets.utils.importstring import import_item
 
 from ..errors import NotFound
 from ..platform import Platform, with_moved_settings
-from ..server_ext.app import KPLLab
 from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
 from .directory import HubDirectory
 from .usage import UsageHistory, sample
@@ -188,7 +187,7 @@ class KPLService(Application):
             await self.refresh_quotas()
             loop = asyncio.get_running_loop()
             # the very round the single-user extension runs: ingest running jobs, start queued ones
-            await loop.run_in_executor(self.pool, KPLLab._background_round, self)
+            await loop.run_in_executor(self.pool, self.platform.jobs.tick)
             await loop.run_in_executor(self.pool, self.record_usage)
         except Exception:
             self.log.exception("kpl service: background round failed")

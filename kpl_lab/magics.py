@@ -130,6 +130,7 @@ def _run_parser(function: str) -> MagicArgumentParser:
     parser.add_argument("--cpu", type=float, help="CPUs")
     parser.add_argument("--memory", type=int, help="memory (MB)")
     parser.add_argument("--shm", type=int, help="shared memory (MB)")
+    parser.add_argument("--workers", type=int, help="distributed training workers, each with the above")
     parser.add_argument("--priority", type=int, default=0)
     parser.add_argument("--wait", action="store_true", help="block until the job ends (Ctrl-C stops waiting)")
     return parser
@@ -290,7 +291,7 @@ class KPLMagics(Magics):
         parameters = typed_parameters(detail.get("parameters") or {}, args.param)
         resources = {
             kind: getattr(args, kind)
-            for kind in ("cpu", "memory", "shm", "gpu", "npu")
+            for kind in ("cpu", "memory", "shm", "gpu", "npu", "workers")
             if getattr(args, kind) is not None
         }
         job = self.client.submit(detail["ref"], function, inputs, parameters, resources, args.priority)

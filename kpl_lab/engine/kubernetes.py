@@ -748,7 +748,11 @@ class KubernetesExecutor(Executor):
         terminated = _terminated(pod, container)
         completions = (job.get("spec") or {}).get("completions") or 1
         # Complete: a Job; Succeeded: a PyTorchJob
-        if "Complete" in conditions or "Succeeded" in conditions or status.get("succeeded", 0) >= completions:
+        if (
+            "Complete" in conditions
+            or "Succeeded" in conditions
+            or (status.get("succeeded") or 0) >= completions
+        ):
             return ExecutionState(running=False, exit_code=0, handle=handle)
         if "Failed" in conditions or status.get("failed"):
             exit_code = terminated.get("exitCode") if terminated else None

@@ -210,3 +210,31 @@ async def test_stop_reaches_every_worker(tmp_path):
     assert state.reason == "stopped on request"
     assert read_json(launch.run_dir / "status.json")["stopped"]
     assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])
+
+
+async def test_a_new_supervisor_adopts_every_worker(tmp_path):
+    launch = make_launch(
+        tmp_path,
+        "python worker.py",
+        {"worker.py": WORKER},
+        limits=Resources(cpu=0.5, memory=256, workers=2),
+        env={"SLEEP": "60"},
+    )
+    executor = LocalExecutor(grace_seconds=1)
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    while (full := read_json(launch.run_dir / "handle.json")) is None:
+        await asyncio.sleep(0.05)
+    os.kill(full["supervisor_pid"], signal.SIGKILL)
+    while is_alive(full["supervisor_pid"], full["supervisor_start"]):
+        await asyncio.sleep(0.05)
+    state = await executor.attach(launch, handle)
+    adopter = state.handle["supervisor_pid"]
+    assert state.running and adopter != full["supervisor_pid"]
+    while read_json(launch.run_dir / "handle.json")["supervisor_pid"] != adopter:
+        await asyncio.sleep(0.05)  # it took over
+    await executor.stop(launch, state.handle)
+    while (state := await executor.poll(launch, state.handle)).running:
+        await asyncio.sleep(0.05)
+    assert state.reason == "stopped on request"
+    assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])

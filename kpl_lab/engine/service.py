@@ -442,7 +442,7 @@ class JobService(LoggingConfigurable):
         if not 0 <= worker < workers:
             raise BadRequest(
                 f"job {job.id} has {workers} worker{'s' if workers > 1 else ''}: worker {worker} does not exist "
-                f"(workers are numbered from 0)",
+                "(workers are numbered from 0)",
                 field="worker",
             )
         return worker_log(self.run_dir(job), worker)

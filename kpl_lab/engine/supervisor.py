@@ -29,7 +29,6 @@ import select
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -129,6 +128,8 @@ def _shell_not_found(lines: str, cmd: str) -> str:
 
 def free_port() -> int:
     """Return a TCP port free on loopback now (the workers' rendezvous port)."""
+    import socket  # only jobs of several workers pay for it: one worker starts without it
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]

@@ -359,7 +359,8 @@ def _resources_text(limits: dict) -> str:
     if limits.get("shm") is not None:
         parts.append(f"shm {limits['shm']} MB")
     parts += [f"{kind} {count}" for kind, count in sorted((limits.get("devices") or {}).items())]
-    return ", ".join(parts)
+    workers = limits.get("workers", 1)
+    return ", ".join(parts) + (f" (each of {workers} workers)" if workers > 1 else "")
 
 
 def status_line(job, fraction: float, eta: float | None, metrics: dict[str, tuple[float, float]]) -> str:

@@ -2,6 +2,7 @@
 
 from kpl_helper import deploy, io, metric, progress, result
 from kpl_helper.base import done, ready
+from kpl_helper.distributed import get_local_rank, get_rank, get_world_size
 from kpl_helper.io import get_input_path, get_output_path
 from kpl_helper.parameter import get_parameter, write_parameter
 from kpl_helper.progress import send_progress
@@ -12,8 +13,11 @@ __all__ = [
     "deploy",
     "done",
     "get_input_path",
+    "get_local_rank",
     "get_output_path",
     "get_parameter",
+    "get_rank",
+    "get_world_size",
     "io",
     "kill",
     "metric",

@@ -7,7 +7,7 @@ import math
 import operator
 import time
 
-from kpl_helper import events
+from kpl_helper import distributed, events
 
 PLOT_LINE = "line"
 
@@ -42,7 +42,10 @@ def _name(value, what: str) -> str:
 
 
 class MetricFigure:
-    """One figure with up to two series (y1, y2) over `x_name`."""
+    """One figure with up to two series (y1, y2) over `x_name`.
+
+    In a job of several workers only rank 0 sends (see kpl_helper.distributed).
+    """
 
     def __init__(
         self,
@@ -61,11 +64,17 @@ class MetricFigure:
             raise ValueError(f"MetricFigure {title!r}: y1_name and y2_name are both {y1_name!r}")
         self.y2_type = None if self.y2_name is None else _name(y2_type or PLOT_LINE, "y2_type")
         self.x_name = _name(x_name, "x_name")
+        self._rank = distributed.get_rank()
+        self._all_ranks = distributed.all_ranks()
+        # another rank's points are series of their own, never mixed into rank 0's curve
+        suffix = f" (rank {self._rank})" if self._rank else ""
+        self._y1_series = self.y1_name + suffix
+        self._y2_series = None if self.y2_name is None else self.y2_name + suffix
         self._title_json = json.dumps(self.title)
-        self._y1_json = json.dumps(self.y1_name)
-        self._y2_json = json.dumps(self.y2_name)
+        self._y1_json = json.dumps(self._y1_series)
+        self._y2_json = json.dumps(self._y2_series)
         self._writer = events.get_writer()
-        if self._writer is not None:
+        if self._writer is not None and not self._rank:
             self._writer.push(
                 {
                     "type": "figure",
@@ -79,8 +88,13 @@ class MetricFigure:
                 }
             )
 
-    def push_metric(self, x, y1, y2=None) -> None:
-        """Add one point: cheap enough for every step (queued, sent at most every 0.5 s)."""
+    def push_metric(self, x, y1, y2=None, all_ranks: bool = False) -> None:
+        """Add one point: cheap enough for every step (queued, sent at most every 0.5 s).
+
+        On a rank other than 0 nothing is sent, unless `all_ranks` (or KPL_ALL_RANKS=1).
+        """
+        if self._rank and not (all_ranks or self._all_ranks):
+            return
         if type(y1) is not float:
             y1 = number(y1, self.y1_name)
         if y2 is not None:
@@ -101,5 +115,5 @@ class MetricFigure:
             else:
                 values = f"{self._y1_json}:{y1!r},{self._y2_json}:{y2!r}"
             return f'{{"type":"metric","time":{when!r},"title":{self._title_json},"x":{x!r},"values":{{{values}}}}}'
-        values = {self.y1_name: y1} if y2 is None else {self.y1_name: y1, self.y2_name: y2}
+        values = {self._y1_series: y1} if y2 is None else {self._y1_series: y1, self._y2_series: y2}
         return events.encode({"type": "metric", "time": when, "title": self.title, "x": x, "values": values})

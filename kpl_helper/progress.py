@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from kpl_helper import events
+from kpl_helper import distributed, events
 from kpl_helper.base import get_config, logger
 from kpl_helper.metric import number
 
 
 def send_progress(progress) -> None:
-    """Send the job's progress, clamped to [0.0, 1.0] with a warning; nothing outside the platform."""
-    if not get_config().inner:
+    """Send the job's progress, clamped to [0.0, 1.0] with a warning; nothing outside the platform.
+
+    In a job of several workers only rank 0's progress is sent.
+    """
+    if not get_config().inner or distributed.get_rank():
         return
     value = number(progress, "progress")
     if not (0.0 <= value <= 1.0):

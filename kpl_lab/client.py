@@ -363,20 +363,23 @@ class Client:
         """Resume a job from its checkpoint; return the new job."""
         return self.request("POST", f"jobs/{_quote(job_id)}/resume", body={"parameters": parameters or {}})
 
-    def logs(self, job_id: str, offset: int = 0, limit: int | None = None, wait: int | None = None) -> dict:
+    def logs(
+        self, job_id: str, offset: int = 0, limit: int | None = None, wait: int | None = None, worker: int = 0
+    ) -> dict:
         """Return a chunk of the job's output from byte `offset`: text, next_offset, done, state.
 
         With `wait`, a request finding nothing new waits up to that many seconds for output.
+        `worker` picks a worker's log in a job of several workers.
         """
-        params = {"offset": offset, "limit": limit, "wait": wait}
+        params = {"offset": offset, "limit": limit, "wait": wait, "worker": worker or None}
         timeout = self.timeout + (wait or 0)
         with self._open("GET", f"jobs/{_quote(job_id)}/logs", params, timeout=timeout) as response:
             return json.loads(response.read())
 
-    def follow_logs(self, job_id: str, offset: int = 0) -> Iterator[str]:
+    def follow_logs(self, job_id: str, offset: int = 0, worker: int = 0) -> Iterator[str]:
         """Yield the job's output as it is written, until the job has ended and all is read."""
         while True:
-            chunk = self.logs(job_id, offset, wait=FOLLOW_WAIT_SECONDS)
+            chunk = self.logs(job_id, offset, wait=FOLLOW_WAIT_SECONDS, worker=worker)
             if chunk["text"]:
                 yield chunk["text"]
             if chunk["done"]:

@@ -112,6 +112,7 @@ JOB_ARGUMENTS = (
     argument("--cpu", type=float, help="CPUs"),
     argument("--memory", type=int, help="memory (MB)"),
     argument("--shm", type=int, help="shared memory (MB)"),
+    argument("--workers", type=int, help="distributed training workers, each with the above"),
     argument("--priority", type=int, default=0),
     argument("--wait", action="store_true", help="block until the job ends (Ctrl-C stops waiting)"),
 )
@@ -267,7 +268,7 @@ class KPLMagics(Magics):
         parameters = typed_parameters(detail.get("parameters") or {}, args.param)
         resources = {
             kind: getattr(args, kind)
-            for kind in ("cpu", "memory", "shm", "gpu", "npu")
+            for kind in ("cpu", "memory", "shm", "gpu", "npu", "workers")
             if getattr(args, kind) is not None
         }
         job = self.client.submit(detail["ref"], function, inputs, parameters, resources, args.priority)

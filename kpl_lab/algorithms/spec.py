@@ -22,7 +22,7 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 _TOP_KEYS = ("version", "image", *FUNCTIONS)
 _IMAGE_KEYS = ("from_image", "runs")
 _FUNCTION_KEYS = ("resource", "inputs", "outputs", "cmd", "output")
-_RESOURCE_KEYS = ("limits", "requests")
+_RESOURCE_KEYS = ("limits", "requests", "workers")
 _AMOUNT_KEYS = ("cpu", "gpu", "npu", "memory", "shm")
 _PORT_KEYS = ("key", "name")
 
@@ -40,10 +40,11 @@ class Amounts:
 
 @dataclass(frozen=True)
 class Resource:
-    """The `resource` of one function: limits and optional requests."""
+    """The `resource` of one function: limits and optional requests of each worker, and the workers."""
 
     limits: Amounts = field(default_factory=Amounts)
     requests: Amounts | None = None
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class FunctionSpec:
             memory=limits.memory if limits.memory is not None else base.memory,
             shm=limits.shm if limits.shm is not None else base.shm,
             devices=devices,
+            workers=self.resource.workers,
         )
 
 
@@ -325,9 +327,18 @@ class _Checker:
         )
 
     def resource(self, path: str, node: yaml.Node) -> Resource | None:
-        items = self.mapping(node, path, _RESOURCE_KEYS, "a mapping with limits and requests")
+        items = self.mapping(node, path, _RESOURCE_KEYS, "a mapping with limits, requests and workers")
         if items is None:
             return None
+        workers = 1
+        if "workers" in items:
+            value = node_value(items["workers"])
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                workers = value
+            else:
+                self.problem(
+                    f"{path}.workers", f"expected a positive integer, got {shown(value)}", items["workers"]
+                )
         limits = self.amounts(f"{path}.limits", items["limits"]) if "limits" in items else Amounts()
         requests = self.amounts(f"{path}.requests", items["requests"]) if "requests" in items else None
         if limits is not None and requests is not None:
@@ -340,7 +351,7 @@ class _Checker:
                         f"request {_plain(asked)} is above the limit {_plain(limit)}",
                         request_nodes.get(key, items["requests"]),
                     )
-        return Resource(limits=limits or Amounts(), requests=requests)
+        return Resource(limits=limits or Amounts(), requests=requests, workers=workers)
 
     @staticmethod
     def mapping_silently(node: yaml.Node) -> dict[str, yaml.Node]:

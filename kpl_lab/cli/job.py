@@ -131,7 +131,8 @@ def _resources_text(limits: dict) -> str:
     if limits.get("shm") is not None:
         parts.append(f"shm {limits['shm']} MB")
     parts += [f"{kind} {count}" for kind, count in sorted((limits.get("devices") or {}).items())]
-    return ", ".join(parts)
+    workers = limits.get("workers", 1)
+    return ", ".join(parts) + (f" (each of {workers} workers)" if workers > 1 else "")
 
 
 def status_line(job, fraction: float, eta: float | None, metrics: dict[str, tuple[float, float]]) -> str:
@@ -169,7 +170,7 @@ def _inputs(texts: Sequence[str]) -> dict[str, str]:
 def _resources(args) -> dict:
     return {
         name: getattr(args, name)
-        for name in ("cpu", "memory", "shm", "gpu", "npu")
+        for name in ("cpu", "memory", "shm", "gpu", "npu", "workers")
         if getattr(args, name, None) is not None
     }
 
@@ -372,7 +373,7 @@ def _metrics_table(series: dict, latest: dict) -> str:
 
 
 def cmd_job_logs(args, platform) -> int:
-    for line in platform.jobs.follow_logs(args.project, args.job_id, follow=args.follow):
+    for line in platform.jobs.follow_logs(args.project, args.job_id, follow=args.follow, worker=args.worker):
         print(line, flush=args.follow)
     return 0
 
@@ -478,6 +479,9 @@ def register(groups) -> None:
     logs = jobs.add_parser("logs", help="print a job's output")
     logs.add_argument("job_id", metavar="ID")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    logs.add_argument(
+        "--worker", type=int, default=0, metavar="N", help="the log of worker N of a distributed job"
+    )
     logs.set_defaults(func=cmd_job_logs)
     stop = jobs.add_parser("stop", help="stop a queued or running job")
     stop.add_argument("job_id", metavar="ID")
@@ -505,5 +509,8 @@ def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, reso
         parser.add_argument("--shm", type=int, metavar="MB", help="shared memory in MB")
         parser.add_argument("--gpu", type=int, metavar="N", help="GPUs")
         parser.add_argument("--npu", type=int, metavar="N", help="NPUs")
+        parser.add_argument(
+            "--workers", type=int, metavar="N", help="distributed training workers, each with the above"
+        )
     parser.add_argument("--follow", action="store_true", help="show live progress until the job ends")
     parser.add_argument("--json", action="store_true", help="print the job as JSON")

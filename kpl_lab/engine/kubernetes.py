@@ -1,4 +1,9 @@
-"""Run jobs as Kubernetes Jobs in the algorithm's `from_image` container."""
+"""Run jobs as Kubernetes Jobs in the algorithm's `from_image` container.
+
+A job of several workers runs as a Kubeflow `PyTorchJob` (a Master and N-1 Workers) when
+the cluster serves the Training Operator's API group, else as an indexed Job (one pod a
+worker, completion index = rank) with a headless Service giving worker 0 a stable name.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +23,22 @@ from urllib.parse import quote
 import aiohttp
 import yaml
 from kubernetes_asyncio import config
-from kubernetes_asyncio.client import ApiClient, ApiException, BatchV1Api, Configuration, CoreV1Api
-from traitlets import Bool, Dict, Int, List, Unicode
+from kubernetes_asyncio.client import (
+    ApiClient,
+    ApiException,
+    BatchV1Api,
+    Configuration,
+    CoreV1Api,
+    CustomObjectsApi,
+)
+from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
 from kpl_lab.errors import BadRequest, Forbidden, KPLError
 
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch
+from .runfolder import worker_log
+from .supervisor import last_line
 
 MOUNT_ROOT = PurePosixPath("/kpl")
 ALGORITHM_PATH = MOUNT_ROOT / "algorithm"
@@ -38,6 +52,14 @@ LABEL_PREFIX = "kpl-lab.io/"
 JOB_ID_LABEL = LABEL_PREFIX + "job-id"
 PROJECT_LABEL = LABEL_PREFIX + "project"
 TOKEN_KEY = "token"
+# The Kubeflow Training Operator's API, and the container name it looks for.
+TRAINING_GROUP = "kubeflow.org"
+TRAINING_VERSION = "v1"
+PYTORCHJOBS = "pytorchjobs"
+PYTORCH_CONTAINER = "pytorch"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+REPLICA_TYPE = "training.kubeflow.org/replica-type"
+REPLICA_INDEX = "training.kubeflow.org/replica-index"
 # Waiting reasons after which the pod will not start without a person fixing something.
 FATAL_WAITING = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
 
@@ -184,8 +206,17 @@ class KubernetesExecutor(Executor):
     log_limit_bytes = Int(
         10 * 1024 * 1024, config=True, help="Most bytes of pod log copied to output.log at the end."
     )
+    distributed = Enum(
+        ["auto", "pytorchjob", "indexed-job"],
+        default_value="auto",
+        config=True,
+        help="How a job of several workers runs: a Kubeflow PyTorchJob, an indexed Job with a headless "
+        "Service, or auto: a PyTorchJob when the cluster serves kubeflow.org/v1 pytorchjobs.",
+    )
+    master_port = Int(29500, config=True, help="Port worker 0 listens on for the others (torch.distributed).")
 
     _configuration: Configuration | None = None
+    _training_operator: bool | None = None  # whether the cluster serves PyTorchJobs, asked once
 
     # -- manifests -------------------------------------------------------------------------
 
@@ -298,8 +329,8 @@ class KubernetesExecutor(Executor):
             return "set -e\n" + "\n".join(launch.runs) + "\n" + launch.cmd
         return launch.cmd
 
-    def build_job_manifest(self, launch: JobLaunch) -> dict:
-        """Return the `batch/v1` Job that runs `launch` (pure: no API call, no file touched)."""
+    def _pod_template(self, launch: JobLaunch, container_name: str, env: list[dict]) -> dict:
+        """Return the pod template of the job's pods, with `env` added to the job's variables."""
         image = launch.image or self.default_image
         if not image:
             raise BadRequest(
@@ -337,11 +368,11 @@ class KubernetesExecutor(Executor):
             tolerations.extend(self.device_tolerations.get(kind, []))
 
         container = {
-            "name": CONTAINER,
+            "name": container_name,
             "image": image,
             "command": [*self.shell, self._script(launch)],
             "workingDir": str(ALGORITHM_PATH),
-            "env": self._env(launch),
+            "env": self._env(launch) + env,
             "resources": resources,
             "volumeMounts": mounts,
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
@@ -376,23 +407,105 @@ class KubernetesExecutor(Executor):
         if tolerations:
             pod_spec["tolerations"] = tolerations
 
-        labels = self.labels(launch)
+        return {"metadata": self._metadata(launch), "spec": pod_spec}
+
+    def _metadata(self, launch: JobLaunch) -> dict:
         annotations = {JOB_ID_LABEL: launch.job_id, PROJECT_LABEL: launch.project}
         if launch.runs and not self.runs_in_pod:
             annotations[LABEL_PREFIX + "runs"] = "expected in the image"
+        return {"labels": self.labels(launch), "annotations": annotations}
+
+    def _object_metadata(self, launch: JobLaunch) -> dict:
+        return {
+            "name": job_name(launch.job_id),
+            "namespace": self.namespace_for(launch.project),
+            **self._metadata(launch),
+        }
+
+    def build_job_manifest(self, launch: JobLaunch) -> dict:
+        """Return the `batch/v1` Job that runs `launch` (pure: no API call, no file touched).
+
+        A job of several workers is an indexed Job: one pod a worker, the completion index
+        its RANK, worker 0 reached at `<job>-0.<service>` (`build_service_manifest`).
+        """
+        workers = launch.limits.workers
+        name = job_name(launch.job_id)
+        env = []
+        if workers > 1:
+            env = [
+                {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
+                {"name": "MASTER_PORT", "value": str(self.master_port)},
+                {"name": "WORLD_SIZE", "value": str(workers)},
+                {
+                    "name": "RANK",
+                    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}},
+                },
+                {"name": "LOCAL_RANK", "value": "0"},  # one worker a pod
+                {"name": "LOCAL_WORLD_SIZE", "value": "1"},
+            ]
+        template = self._pod_template(launch, CONTAINER, env)
+        spec: dict = {
+            "backoffLimit": self.backoff_limit,
+            "ttlSecondsAfterFinished": self.ttl_seconds_after_finished,
+            "template": template,
+        }
+        if workers > 1:
+            # with backoffLimit 0 the first failed worker fails the Job, which ends the others
+            spec.update(completionMode="Indexed", completions=workers, parallelism=workers)
+            template["spec"]["subdomain"] = name  # the headless Service: stable pod hostnames
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
+            "metadata": self._object_metadata(launch),
+            "spec": spec,
+        }
+
+    def build_service_manifest(self, launch: JobLaunch) -> dict:
+        """Return the headless Service that names the pods of an indexed Job (`<job>-<index>.<job>`)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
             "metadata": {
                 "name": job_name(launch.job_id),
                 "namespace": self.namespace_for(launch.project),
-                "labels": labels,
-                "annotations": annotations,
+                "labels": self.labels(launch),
             },
             "spec": {
-                "backoffLimit": self.backoff_limit,
-                "ttlSecondsAfterFinished": self.ttl_seconds_after_finished,
-                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+                "clusterIP": "None",
+                "selector": {JOB_ID_LABEL: label_value(launch.job_id)},
+                "publishNotReadyAddresses": True,  # workers look worker 0 up before it is ready
+                "ports": [{"name": "rendezvous", "port": self.master_port, "targetPort": self.master_port}],
+            },
+        }
+
+    def build_pytorchjob_manifest(self, launch: JobLaunch) -> dict:
+        """Return the Kubeflow `PyTorchJob` of a job of several workers: a Master and N-1 Workers.
+
+        The Training Operator sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE in each pod.
+        """
+        env = [{"name": "LOCAL_RANK", "value": "0"}, {"name": "LOCAL_WORLD_SIZE", "value": "1"}]
+        template = self._pod_template(launch, PYTORCH_CONTAINER, env)
+        template["spec"]["containers"][0]["ports"] = [
+            {"name": "pytorchjob-port", "containerPort": self.master_port}
+        ]
+
+        def replicas(count: int) -> dict:
+            return {"replicas": count, "restartPolicy": "Never", "template": json.loads(json.dumps(template))}
+
+        return {
+            "apiVersion": f"{TRAINING_GROUP}/{TRAINING_VERSION}",
+            "kind": "PyTorchJob",
+            "metadata": self._object_metadata(launch),
+            "spec": {
+                "runPolicy": {
+                    "backoffLimit": self.backoff_limit,
+                    "ttlSecondsAfterFinished": self.ttl_seconds_after_finished,
+                    "cleanPodPolicy": "Running",  # a failed worker ends the job: the others are deleted
+                },
+                "pytorchReplicaSpecs": {
+                    "Master": replicas(1),
+                    "Worker": replicas(launch.limits.workers - 1),
+                },
             },
         }
 
@@ -465,14 +578,70 @@ class KubernetesExecutor(Executor):
             for path in [*folders, launch.run_dir / "parameter.yml", launch.run_dir / "job.json"]:
                 os.chown(path, self.run_as_user, group)
 
+    async def _uses_pytorchjob(self, api: ApiClient, namespace: str) -> bool:
+        """Return whether a job of several workers is a PyTorchJob (the cluster serves them)."""
+        if self.distributed != "auto":
+            return self.distributed == "pytorchjob"
+        if self._training_operator is None:
+            try:
+                found = await CustomObjectsApi(api).get_api_resources(TRAINING_GROUP, TRAINING_VERSION)
+                self._training_operator = any(r.name == PYTORCHJOBS for r in found.resources or [])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise self._refused(exc, namespace, "looking for the Kubeflow Training Operator") from exc
+                self._training_operator = False
+        return self._training_operator
+
+    async def _create(self, api: ApiClient, manifest: dict) -> dict:
+        namespace = manifest["metadata"]["namespace"]
+        if manifest["kind"] == "PyTorchJob":
+            return await CustomObjectsApi(api).create_namespaced_custom_object(
+                TRAINING_GROUP, TRAINING_VERSION, namespace, PYTORCHJOBS, manifest
+            )
+        return api.sanitize_for_serialization(
+            await BatchV1Api(api).create_namespaced_job(namespace, manifest)
+        )
+
+    async def _read(self, api: ApiClient, kind: str, name: str, namespace: str) -> dict:
+        if kind == "PyTorchJob":
+            return await CustomObjectsApi(api).get_namespaced_custom_object(
+                TRAINING_GROUP, TRAINING_VERSION, namespace, PYTORCHJOBS, name
+            )
+        return api.sanitize_for_serialization(await BatchV1Api(api).read_namespaced_job(name, namespace))
+
+    async def _list(self, api: ApiClient, kind: str, namespace: str, selector: str) -> list[dict]:
+        if kind == "PyTorchJob":
+            found = await CustomObjectsApi(api).list_namespaced_custom_object(
+                TRAINING_GROUP, TRAINING_VERSION, namespace, PYTORCHJOBS, label_selector=selector
+            )
+        else:
+            found = api.sanitize_for_serialization(
+                await BatchV1Api(api).list_namespaced_job(namespace, label_selector=selector)
+            )
+        return found.get("items", [])
+
+    async def _delete(self, api: ApiClient, kind: str, name: str, namespace: str, grace: int) -> None:
+        options = {"propagation_policy": "Foreground", "grace_period_seconds": grace}
+        if kind == "PyTorchJob":
+            await CustomObjectsApi(api).delete_namespaced_custom_object(
+                TRAINING_GROUP, TRAINING_VERSION, namespace, PYTORCHJOBS, name, **options
+            )
+        else:
+            await BatchV1Api(api).delete_namespaced_job(name, namespace, **options)
+
     async def execute(self, launch: JobLaunch) -> dict:
-        """Create the token Secret and the Job (an existing Job of this job is attached to)."""
+        """Create the token Secret and the Job or PyTorchJob (an existing one of this job is attached to)."""
         manifest = self.build_job_manifest(launch)
         namespace = manifest["metadata"]["namespace"]
         name = manifest["metadata"]["name"]
         token = launch.env.get("KPL_JOB_TOKEN") or secrets.token_urlsafe(32)
         handle = {"namespace": namespace, "name": name, "uid": None, "secret": None, "token_sha256": None}
-        async with self._api(f"starting job {launch.job_id}") as (_, batch, core):
+        async with self._api(f"starting job {launch.job_id}") as (api, _, core):
+            if launch.limits.workers > 1:
+                if await self._uses_pytorchjob(api, namespace):
+                    manifest = self.build_pytorchjob_manifest(launch)
+                handle.update(kind=manifest["kind"], workers=launch.limits.workers)
+            kind = manifest["kind"]
             secret_created = False
             if self.events_url:
                 handle["secret"] = secret_name(launch.job_id)
@@ -485,29 +654,38 @@ class KubernetesExecutor(Executor):
                     token = await self._read_token(core, namespace, handle["secret"])
                 handle["token_sha256"] = hashlib.sha256(token.encode()).hexdigest()
             try:
-                job = await batch.create_namespaced_job(namespace, manifest)
+                job = await self._create(api, manifest)
             except ApiException as exc:
                 if exc.status != 409:
                     if secret_created:
                         await _delete_quietly(core.delete_namespaced_secret(handle["secret"], namespace))
-                    raise self._refused(exc, namespace, f"creating Job {name}") from exc
-                job = await batch.read_namespaced_job(name, namespace)
-                if (job.metadata.labels or {}).get(JOB_ID_LABEL) != label_value(launch.job_id):
+                    raise self._refused(exc, namespace, f"creating {kind} {name}") from exc
+                job = await self._read(api, kind, name, namespace)
+                if (job["metadata"].get("labels") or {}).get(JOB_ID_LABEL) != label_value(launch.job_id):
                     raise KubernetesAPIError(
-                        f"a Job named {name} that is not job {launch.job_id} already exists in "
+                        f"a {kind} named {name} that is not job {launch.job_id} already exists in "
                         f"namespace {namespace}; delete it or use another namespace"
                     ) from exc
-                self.log.info("Job %s/%s already exists: attaching to it", namespace, name)
-            handle["uid"] = job.metadata.uid
+                self.log.info("%s %s/%s already exists: attaching to it", kind, namespace, name)
+            handle["uid"] = job["metadata"]["uid"]
+            # the Secret and the Service go when the job's object goes (ttlSecondsAfterFinished or stop)
+            owner = {"apiVersion": manifest["apiVersion"], "kind": kind, "name": name, "uid": handle["uid"]}
+            if kind == "Job" and launch.limits.workers > 1:
+                service = self.build_service_manifest(launch)
+                service["metadata"]["ownerReferences"] = [owner]
+                handle["service"] = name
+                try:
+                    await core.create_namespaced_service(namespace, service)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise self._refused(exc, namespace, f"creating Service {name}") from exc
             if handle["secret"]:
-                # The Secret goes when the Job goes (ttlSecondsAfterFinished or stop).
-                owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job.metadata.uid}
                 patch = {"metadata": {"ownerReferences": [owner]}}
                 try:
                     await core.patch_namespaced_secret(handle["secret"], namespace, patch)
                 except ApiException as exc:
                     raise self._refused(
-                        exc, namespace, f"linking Secret {handle['secret']} to its Job"
+                        exc, namespace, f"linking Secret {handle['secret']} to its {kind}"
                     ) from exc
         return handle
 
@@ -522,36 +700,59 @@ class KubernetesExecutor(Executor):
         return sorted(pods, key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
 
     async def poll(self, launch: JobLaunch, handle: dict) -> ExecutionState:
-        """Read the Job and its pod and say whether the job runs, and why it stopped."""
-        namespace, name = handle["namespace"], handle["name"]
-        async with self._api(f"checking job {launch.job_id}") as (api, batch, core):
+        """Read the job's object and pods and say whether the job runs, and why it stopped.
+
+        For several workers the pod that says why is the first failed worker, else worker 0.
+        """
+        namespace, name, kind = handle["namespace"], handle["name"], handle.get("kind", "Job")
+        async with self._api(f"checking job {launch.job_id}") as (api, _, core):
             try:
-                job = api.sanitize_for_serialization(await batch.read_namespaced_job(name, namespace))
+                job = await self._read(api, kind, name, namespace)
             except ApiException as exc:
                 if exc.status == 404:
                     return ExecutionState(
                         running=False,
-                        reason=f"lost: the Kubernetes Job {namespace}/{name} no longer exists",
+                        reason=f"lost: the Kubernetes {kind} {namespace}/{name} no longer exists",
                         handle=handle,
                     )
-                raise self._refused(exc, namespace, f"reading Job {name}") from exc
+                raise self._refused(exc, namespace, f"reading {kind} {name}") from exc
             pods = await self._pods(core, namespace, launch)
-            pod = pods[-1] if pods else None
+            container = _container(kind)
+            if handle.get("workers", 1) > 1:
+                failed = [p for p in pods if (_terminated(p, container) or {}).get("exitCode", 0) != 0]
+                first = [p for p in pods if _rank(p) == 0]
+                pod = (failed or first or pods or [None])[0]
+            else:
+                pod = pods[-1] if pods else None
             handle = {**handle, "pod": pod["metadata"]["name"] if pod else None}
             if pod and pod.get("spec", {}).get("nodeName"):
                 handle["node"] = pod["spec"]["nodeName"]
             state = self._state(launch, job, pod, handle)
             if state.running and pod is None and not job["metadata"].get("deletionTimestamp"):
-                refusal = await self._creation_refusal(core, namespace, name)
+                refusal = await self._creation_refusal(core, namespace, kind, name)
                 if refusal:
                     return ExecutionState(running=False, reason=refusal, handle=handle)
+            if handle.get("workers", 1) > 1 and not state.running and pod is not None and state.exit_code:
+                # name the worker, and its last line: the job's output.log is worker 0's
+                reason = state.reason
+                if reason is None:
+                    log = await self._pod_log(core, namespace, pod, container, tail_lines=20)
+                    reason = f"exited with code {state.exit_code}: {last_line(log)}".rstrip(": ")
+                state.reason = f"worker {_rank(pod)} {reason}"
             return state
 
     def _state(self, launch: JobLaunch, job: dict, pod: dict | None, handle: dict) -> ExecutionState:
         status = job.get("status", {})
         conditions = {c["type"]: c for c in status.get("conditions", []) if c.get("status") == "True"}
-        terminated = _terminated(pod)
-        if "Complete" in conditions or status.get("succeeded"):
+        container = _container(job.get("kind") or handle.get("kind", "Job"))
+        terminated = _terminated(pod, container)
+        completions = (job.get("spec") or {}).get("completions") or 1
+        # Complete: a Job; Succeeded: a PyTorchJob
+        if (
+            "Complete" in conditions
+            or "Succeeded" in conditions
+            or (status.get("succeeded") or 0) >= completions
+        ):
             return ExecutionState(running=False, exit_code=0, handle=handle)
         if "Failed" in conditions or status.get("failed"):
             exit_code = terminated.get("exitCode") if terminated else None
@@ -567,7 +768,7 @@ class KubernetesExecutor(Executor):
             return ExecutionState(running=False, exit_code=exit_code, reason=reason, handle=handle)
         if job["metadata"].get("deletionTimestamp"):
             return ExecutionState(running=True, reason="stopping", handle=handle)
-        waiting = _waiting(pod)
+        waiting = _waiting(pod, container)
         if waiting and waiting.get("reason") in FATAL_WAITING:
             image = pod["spec"]["containers"][0]["image"]
             return ExecutionState(
@@ -582,9 +783,9 @@ class KubernetesExecutor(Executor):
                 )
         return ExecutionState(running=True, handle=handle)
 
-    async def _creation_refusal(self, core: CoreV1Api, namespace: str, name: str) -> str | None:
+    async def _creation_refusal(self, core: CoreV1Api, namespace: str, kind: str, name: str) -> str | None:
         # A pod refused by a quota leaves no pod, only an event on the Job.
-        selector = f"involvedObject.kind=Job,involvedObject.name={name}"
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         events = core.api_client.sanitize_for_serialization(
             await core.list_namespaced_event(namespace, field_selector=selector)
         ).get("items", [])
@@ -595,19 +796,17 @@ class KubernetesExecutor(Executor):
         return None
 
     async def stop(self, launch: JobLaunch, handle: dict, grace_seconds: float = 10.0) -> None:
-        """Delete the Job and its pods (SIGTERM, SIGKILL after the grace period) and wait until gone."""
-        namespace, name = handle["namespace"], handle["name"]
+        """Delete the job's object and pods (SIGTERM, SIGKILL after the grace period) and wait until gone."""
+        namespace, name, kind = handle["namespace"], handle["name"], handle.get("kind", "Job")
         grace = max(0, round(grace_seconds))
-        await self._keep_log(launch, handle)  # the pod and its log go with the Job
-        async with self._api(f"stopping job {launch.job_id}") as (_, batch, core):
+        await self._keep_log(launch, handle)  # the pods and their logs go with the Job
+        async with self._api(f"stopping job {launch.job_id}") as (api, _, core):
             pods = await self._pods(core, namespace, launch)
             try:
-                await batch.delete_namespaced_job(
-                    name, namespace, propagation_policy="Foreground", grace_period_seconds=grace
-                )
+                await self._delete(api, kind, name, namespace, grace)
             except ApiException as exc:
                 if exc.status != 404:
-                    raise self._refused(exc, namespace, f"deleting Job {name}") from exc
+                    raise self._refused(exc, namespace, f"deleting {kind} {name}") from exc
             # Foreground deletion gives pods their own grace period; the caller's is this one.
             for pod in pods:
                 await _delete_quietly(
@@ -616,29 +815,36 @@ class KubernetesExecutor(Executor):
             deadline = asyncio.get_running_loop().time() + grace + self.termination_grace_seconds
             while asyncio.get_running_loop().time() < deadline:
                 try:
-                    await batch.read_namespaced_job(name, namespace)
+                    await self._read(api, kind, name, namespace)
                 except ApiException as exc:
                     if exc.status == 404:
                         return
-                    raise self._refused(exc, namespace, f"reading Job {name}") from exc
+                    raise self._refused(exc, namespace, f"reading {kind} {name}") from exc
                 await asyncio.sleep(0.5)
-            self.log.warning("Job %s/%s is still being deleted after the grace period", namespace, name)
+            self.log.warning("%s %s/%s is still being deleted after the grace period", kind, namespace, name)
 
     async def attach(self, launch: JobLaunch, handle: dict) -> ExecutionState:
-        """Find the job's Kubernetes Job by its label after a restart, or say it is lost."""
+        """Find the job's Job or PyTorchJob by its label after a restart, or say it is lost."""
         namespace = handle.get("namespace") or self.namespace_for(launch.project)
         selector = f"{JOB_ID_LABEL}={label_value(launch.job_id)}"
-        async with self._api(f"attaching job {launch.job_id}") as (api, batch, core):
-            try:
-                found = api.sanitize_for_serialization(
-                    await batch.list_namespaced_job(namespace, label_selector=selector)
-                ).get("items", [])
-            except ApiException as exc:
-                raise self._refused(exc, namespace, "listing Jobs") from exc
+        kinds = [handle["kind"]] if handle.get("kind") else ["Job"]
+        if not handle.get("kind") and launch.limits.workers > 1:
+            kinds.append("PyTorchJob")  # the handle was never stored: either may have been created
+        async with self._api(f"attaching job {launch.job_id}") as (api, _, core):
+            found: list[dict] = []
+            for kind in kinds:
+                try:
+                    found = await self._list(api, kind, namespace, selector)
+                except ApiException as exc:
+                    if exc.status == 404 and kind == "PyTorchJob":
+                        continue  # the cluster has no Training Operator
+                    raise self._refused(exc, namespace, f"listing {kind}s") from exc
+                if found:
+                    break
             if not found:
                 return ExecutionState(
                     running=False,
-                    reason=f"lost: no Kubernetes Job labelled {selector} in namespace {namespace}",
+                    reason=f"lost: no Kubernetes {' or '.join(kinds)} labelled {selector} in namespace {namespace}",
                     handle=handle,
                 )
             job = found[0]
@@ -650,6 +856,8 @@ class KubernetesExecutor(Executor):
                 "name": job["metadata"]["name"],
                 "uid": job["metadata"]["uid"],
             }
+            if launch.limits.workers > 1:
+                handle.update(kind=kind, workers=launch.limits.workers)
             if self.events_url and not handle.get("token_sha256"):
                 handle["secret"] = secret_name(launch.job_id)
                 try:
@@ -660,35 +868,50 @@ class KubernetesExecutor(Executor):
                         raise self._refused(exc, namespace, "reading the token Secret") from exc
         return await self.poll(launch, handle)
 
-    async def logs(self, launch: JobLaunch, handle: dict, tail_lines: int | None = None) -> str:
-        """Return the log of the job's latest pod ("" when there is no pod any more)."""
+    async def _pod_log(
+        self, core: CoreV1Api, namespace: str, pod: dict, container: str, tail_lines: int | None = None
+    ) -> str:
+        kwargs: dict = {"container": container, "limit_bytes": self.log_limit_bytes}
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            return await core.read_namespaced_pod_log(pod["metadata"]["name"], namespace, **kwargs)
+        except ApiException as exc:
+            # 400: the container has not started yet; 404: the pod just went.
+            if exc.status in (400, 404):
+                return ""
+            raise self._refused(exc, namespace, "reading a pod log") from exc
+
+    async def logs(
+        self, launch: JobLaunch, handle: dict, tail_lines: int | None = None, worker: int = 0
+    ) -> str:
+        """Return the log of the job's latest pod, or of one worker's ("" when there is no pod any more)."""
         namespace = handle["namespace"]
         async with self._api(f"reading the log of job {launch.job_id}") as (_, _batch, core):
             pods = await self._pods(core, namespace, launch)
+            if handle.get("workers", 1) > 1:
+                pods = [pod for pod in pods if _rank(pod) == worker]
             if not pods:
                 return ""
-            kwargs: dict = {"container": CONTAINER, "limit_bytes": self.log_limit_bytes}
-            if tail_lines is not None:
-                kwargs["tail_lines"] = tail_lines
-            try:
-                return await core.read_namespaced_pod_log(pods[-1]["metadata"]["name"], namespace, **kwargs)
-            except ApiException as exc:
-                # 400: the container has not started yet; 404: the pod just went.
-                if exc.status in (400, 404):
-                    return ""
-                raise self._refused(exc, namespace, "reading a pod log") from exc
+            container = _container(handle.get("kind", "Job"))
+            return await self._pod_log(core, namespace, pods[-1], container, tail_lines)
 
     async def _keep_log(self, launch: JobLaunch, handle: dict) -> None:
-        text = await self.logs(launch, handle)
-        if text and launch.run_dir.is_dir():
-            _write_atomic(launch.run_dir / "output.log", text)
+        if not launch.run_dir.is_dir():
+            return
+        for worker in range(handle.get("workers", 1)):
+            text = await self.logs(launch, handle, worker=worker)
+            if text:
+                path = worker_log(launch.run_dir, worker)
+                path.parent.mkdir(exist_ok=True)
+                _write_atomic(path, text)
 
     async def on_complete(self, launch: JobLaunch, state: ExecutionState) -> None:
-        """Keep the pod log in output.log before Kubernetes deletes the finished Job."""
+        """Keep the pod logs in the run folder before Kubernetes deletes the finished Job."""
         await self._keep_log(launch, state.handle)
 
     async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
-        """Keep the pod log, then delete a Job that cannot finish on its own (e.g. bad image)."""
+        """Keep the pod logs, then delete a Job that cannot finish on its own (e.g. bad image)."""
         if not state.handle.get("name"):
             return
         if state.exit_code is None and not (state.reason or "").startswith("lost:"):
@@ -697,16 +920,30 @@ class KubernetesExecutor(Executor):
             await self._keep_log(launch, state.handle)
 
 
-def _terminated(pod: dict | None) -> dict | None:
+def _container(kind: str) -> str:
+    """Return the name of the job's container in the pods of a Job or PyTorchJob."""
+    return PYTORCH_CONTAINER if kind == "PyTorchJob" else CONTAINER
+
+
+def _rank(pod: dict) -> int:
+    """Return the worker a pod runs: its completion index, or its PyTorchJob replica (Master is 0)."""
+    meta = pod.get("metadata", {})
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if labels.get(REPLICA_TYPE, "").lower() == "worker":
+        return int(labels.get(REPLICA_INDEX, 0)) + 1
+    return int(annotations.get(COMPLETION_INDEX, 0))
+
+
+def _terminated(pod: dict | None, container: str = CONTAINER) -> dict | None:
     for status in (pod or {}).get("status", {}).get("containerStatuses", []):
-        if status.get("name") == CONTAINER and "terminated" in status.get("state", {}):
+        if status.get("name") == container and "terminated" in status.get("state", {}):
             return status["state"]["terminated"]
     return None
 
 
-def _waiting(pod: dict | None) -> dict | None:
+def _waiting(pod: dict | None, container: str = CONTAINER) -> dict | None:
     for status in (pod or {}).get("status", {}).get("containerStatuses", []):
-        if status.get("name") == CONTAINER and "waiting" in status.get("state", {}):
+        if status.get("name") == container and "waiting" in status.get("state", {}):
             return status["state"]["waiting"]
     return None
 

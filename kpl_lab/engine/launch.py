@@ -8,12 +8,25 @@ from pathlib import Path
 
 @dataclass
 class Resources:
-    """Resources of one job or notebook; memory and shm in MB, devices by kind."""
+    """Resources of one job or notebook; memory and shm in MB, devices by kind.
+
+    A job of several `workers` holds these amounts for each worker.
+    """
 
     cpu: float = 1.0
     memory: int = 1024
     shm: int = 64
     devices: dict[str, int] = field(default_factory=dict)  # e.g. {"gpu": 1, "npu": 0}
+    workers: int = 1  # distributed training: processes (pods) started together as one job
+
+    def total(self) -> Resources:
+        """Return what all the workers hold together."""
+        return Resources(
+            cpu=self.cpu * self.workers,
+            memory=self.memory * self.workers,
+            shm=self.shm * self.workers,
+            devices={kind: count * self.workers for kind, count in self.devices.items()},
+        )
 
 
 @dataclass

@@ -108,24 +108,34 @@ class Ledger(LoggingConfigurable):
         }
 
     def check(self, project: str, resources: Resources) -> None:
-        """Refuse a request that could never fit: larger than the machine or the project quota."""
-        asked = {"cpu": resources.cpu, "memory": resources.memory, **resources.devices}
-        for kind, count in asked.items():
+        """Refuse a request that could never fit: larger than the machine or the project quota.
+
+        A job of several workers asks its amounts once per worker.
+        """
+        each = {"cpu": resources.cpu, "memory": resources.memory, **resources.devices}
+        for kind, count in each.items():
             if count and count < 0:
                 raise BadRequest(f"asks {_amount(kind, count)}: amounts cannot be negative", field=kind)
+        workers = max(1, resources.workers)
+        asked = {kind: count * workers for kind, count in each.items()}
+
+        def asks(kind: str) -> str:
+            if workers == 1:
+                return f"asks {_amount(kind, asked[kind])}"
+            return f"asks {_amount(kind, asked[kind])} ({workers} workers × {_amount(kind, each[kind])})"
+
         machine = {"cpu": self.cpu, "memory": self.memory}
         machine.update({kind: len(devices) for kind, devices in self.inventory.items()})
         for kind, count in asked.items():
             if count and count > machine.get(kind, 0):
                 raise BadRequest(
-                    f"asks {_amount(kind, count)}, the machine has {_amount(kind, machine.get(kind, 0))}",
-                    field=kind,
+                    f"{asks(kind)}, the machine has {_amount(kind, machine.get(kind, 0))}", field=kind
                 )
         quota = self.quotas.get(project) or {}
         for kind, count in asked.items():
             if count and kind in quota and count > quota[kind]:
                 raise BadRequest(
-                    f"asks {_amount(kind, count)}, the quota of project {project!r} is {_amount(kind, quota[kind])}",
+                    f"{asks(kind)}, the quota of project {project!r} is {_amount(kind, quota[kind])}",
                     field=kind,
                 )
 
@@ -158,7 +168,11 @@ class Ledger(LoggingConfigurable):
     def try_reserve(
         self, session: Session, project: str, owner_kind: str, owner_id: str, resources: Resources
     ) -> Reservation | None:
-        """Reserve in a locked session; None when it does not fit now (machine or quota)."""
+        """Reserve in a locked session; None when it does not fit now (machine or quota).
+
+        A job of several workers holds its amounts once per worker.
+        """
+        resources = resources.total()
         held = self.usage(session)
         if held.cpu + resources.cpu > self.cpu + 1e-9 or held.memory + resources.memory > self.memory:
             return None

@@ -3,7 +3,9 @@
 The run folder is the interface between this executor, the supervisor and the job
 (docs/job-contract.md). Besides the contract's files it holds `supervisor.json` (how to
 supervise), `handle.json` (pids and start times, written once the job started),
-`stop.request` (asks the supervisor to stop the job) and `status.json` (the end).
+`stop.request` (asks the supervisor to stop the job) and `status.json` (the end). A job
+of several workers has one process group each: rank 0 logs to output.log, the others to
+logs/worker-N.log, and handle.json lists them under `workers`.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ class LocalExecutor(Executor):
             return ExecutionState(False, status.get("exit_code"), status.get("reason") or None, full)
         if is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
             return ExecutionState(True, handle=full)
-        if is_alive(full.get("pid"), full.get("pid_start")):
+        if any(is_alive(worker.get("pid"), worker.get("pid_start")) for worker in _workers(full)):
             return ExecutionState(True, reason="its supervisor is gone", handle=full)
         # the supervisor may have written the status between the two reads
         status = read_json(launch.run_dir / "status.json")
@@ -142,14 +144,20 @@ class LocalExecutor(Executor):
             if full.get("pid") is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(full["supervisor_pid"], signal.SIGUSR1)  # wake it now
-        elif is_alive(full.get("pid"), full.get("pid_start")):
-            # nobody supervises it: signal the process group directly
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(full["pgid"], signal.SIGKILL)
+        else:  # nobody supervises it: signal the process groups directly
+            for worker in _workers(full):
+                if is_alive(worker.get("pid"), worker.get("pid_start")):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(worker["pgid"], signal.SIGKILL)
 
     async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
         """Remove the cgroups of a job whose supervisor died before cleaning up."""
-        limits = (read_json(launch.run_dir / "handle.json") or {}).get("limits") or {}
-        for path in limits.get("paths", {}).values():
-            with contextlib.suppress(OSError):
-                Path(path).rmdir()
+        for worker in _workers(read_json(launch.run_dir / "handle.json") or {}):
+            for path in (worker.get("limits") or {}).get("paths", {}).values():
+                with contextlib.suppress(OSError):
+                    Path(path).rmdir()
+
+
+def _workers(handle: dict) -> list[dict]:
+    """Return the process groups of a job's handle: one per worker (the handle itself for one)."""
+    return handle.get("workers") or [handle]

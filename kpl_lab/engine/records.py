@@ -14,10 +14,10 @@ from sqlalchemy.orm import joinedload
 
 from ..catalog.jobs import Job, Metric
 from ..catalog.models import Project
-from ..errors import NotFound
+from ..errors import BadRequest, NotFound
 from . import envelope, usage
 from .launch import JobLaunch
-from .runfolder import read_json
+from .runfolder import read_json, worker_log
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -103,10 +103,21 @@ class JobRecords:
             return job.progress, None
         return job.progress, max(0.0, job.eta_seconds - (time.time() - job.progress_time))
 
-    def follow_logs(self, project: str, job_id: str, follow: bool = False) -> Iterator[str]:
-        """Yield the job's output line by line (long lines in pieces); with `follow`, until it ends."""
+    def log_path(self, job: Job, worker: int = 0) -> Path:
+        """Return the log of one worker of a job (rank 0's is output.log)."""
+        workers = (job.limits or {}).get("workers", 1)
+        if not 0 <= worker < workers:
+            raise BadRequest(
+                f"job {job.id} has {workers} worker{'s' if workers > 1 else ''}: worker {worker} does not exist "
+                "(workers are numbered from 0)",
+                field="worker",
+            )
+        return worker_log(self.run_dir(job), worker)
+
+    def follow_logs(self, project: str, job_id: str, follow: bool = False, worker: int = 0) -> Iterator[str]:
+        """Yield a worker's output line by line (long lines in pieces); with `follow`, until the job ends."""
         job = self.get(project, job_id)
-        path = self.run_dir(job) / "output.log"
+        path = self.log_path(job, worker)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         pending = ""
         while not path.exists():

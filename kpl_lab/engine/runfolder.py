@@ -72,3 +72,36 @@ def job_environment(launch: JobLaunch, base: dict[str, str] | None = None) -> di
         env[variable] = ",".join(str(i) for i in launch.assigned_devices.get(kind, []))
     env.update(launch.env)
     return env
+
+
+def worker_log(run_dir: Path, rank: int) -> Path:
+    """Return the log of one worker: output.log for rank 0, logs/worker-N.log for the others."""
+    return run_dir / "output.log" if rank == 0 else run_dir / "logs" / f"worker-{rank}.log"
+
+
+def worker_environment(env: dict[str, str], launch: JobLaunch, rank: int, port: int) -> dict[str, str]:
+    """Return one worker's environment: torch.distributed's variables on loopback, its share of the devices."""
+    workers = launch.limits.workers
+    env = {
+        **env,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(workers),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(workers),
+    }
+    for kind, variable in VISIBLE_DEVICES_VARIABLE.items():
+        indexes = worker_devices(launch, rank).get(kind, [])
+        env[variable] = ",".join(str(i) for i in indexes)
+    return env
+
+
+def worker_devices(launch: JobLaunch, rank: int) -> dict[str, list[int]]:
+    """Return the device indexes of one worker: its equal share of the job's, in rank order."""
+    workers = launch.limits.workers
+    shares = {}
+    for kind, indexes in launch.assigned_devices.items():
+        share = len(indexes) // workers if workers > 1 else len(indexes)
+        shares[kind] = list(indexes[rank * share : (rank + 1) * share])
+    return shares

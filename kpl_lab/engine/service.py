@@ -155,9 +155,13 @@ class JobService(LoggingConfigurable):
         """Return the fraction done and the seconds left (None when unknown)."""
         return self.records.progress(project, job_id)
 
-    def follow_logs(self, project: str, job_id: str, follow: bool = False) -> Iterator[str]:
-        """Yield the job's output line by line (long lines in pieces); with `follow`, until it ends."""
-        return self.records.follow_logs(project, job_id, follow)
+    def log_path(self, job: Job, worker: int = 0) -> Path:
+        """Return the log of one worker of a job (rank 0's is output.log)."""
+        return self.records.log_path(job, worker)
+
+    def follow_logs(self, project: str, job_id: str, follow: bool = False, worker: int = 0) -> Iterator[str]:
+        """Yield a worker's output line by line (long lines in pieces); with `follow`, until the job ends."""
+        return self.records.follow_logs(project, job_id, follow, worker)
 
     def metrics(
         self, project: str, job_id: str, max_points: int = 1000

@@ -29,6 +29,7 @@ class ResourceRequest(BaseModel):
     shm: int | None = Field(default=None, ge=0)
     gpu: int | None = Field(default=None, ge=0)
     npu: int | None = Field(default=None, ge=0)
+    workers: int | None = Field(default=None, gt=0)  # each worker holds the amounts above
 
 
 class JobRequest(BaseModel):
@@ -51,6 +52,7 @@ def _resources_json(resources: Resources) -> dict:
         "memory": resources.memory,
         "shm": resources.shm,
         "devices": resources.devices,
+        "workers": resources.workers,
     }
 
 
@@ -172,6 +174,7 @@ class Submitter:
                 shm=job.limits.get("shm"),
                 gpu=job.limits.get("devices", {}).get("gpu", 0),
                 npu=job.limits.get("devices", {}).get("npu", 0),
+                workers=job.limits.get("workers", 1),
             ),
             priority=job.priority,
         )

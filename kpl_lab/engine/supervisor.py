@@ -1,6 +1,8 @@
 """The supervisor of one local job: `python -m kpl_lab.engine.supervisor RUN_DIR [--detach] [--adopt]`.
 
-It starts the job's process group under its limits, with stdout and stderr going
+It starts the job's process group under its limits (one per worker for a job of several
+workers, each with the torch.distributed variables, its own cgroup and log; a failing
+worker stops the others and fails the job), with stdout and stderr going
 straight to output.log (so the job's output never passes through memory here and
 the job survives the supervisor), waits for it, enforces stop requests and the
 memory watchdog, calls the ingestion callbacks on a timer, and records the end in
@@ -30,12 +32,22 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .launch import JobLaunch
 from .limits import JobLimits, group_rss_bytes
-from .runfolder import is_alive, job_environment, process_start_time, read_json, write_atomic
-from .usage import UsageSampler
+from .runfolder import (
+    is_alive,
+    job_environment,
+    process_start_time,
+    read_json,
+    worker_devices,
+    worker_environment,
+    worker_log,
+    write_atomic,
+)
+from .usage import UsageSampler, combine
 
 log = logging.getLogger("kpl_lab.engine.supervisor")
 
@@ -114,8 +126,60 @@ def _shell_not_found(lines: str, cmd: str) -> str:
     return cmd.split()[0]
 
 
+def free_port() -> int:
+    """Return a TCP port free on loopback now (the workers' rendezvous port)."""
+    import socket  # only jobs of several workers pay for it: one worker starts without it
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Worker:
+    """One process group of the job: rank 0 alone, or one of several distributed workers."""
+
+    rank: int
+    log: Path
+    limits: JobLimits
+    devices: dict[str, list[int]] = field(default_factory=dict)
+    process: subprocess.Popen | None = None  # None when adopted: only its pid is known
+    pid: int = 0
+    pid_start: int | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.process.returncode if self.process is not None else None
+
+    def running(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return is_alive(self.pid, self.pid_start)
+
+    def to_json(self) -> dict:
+        return {
+            "rank": self.rank,
+            "pid": self.pid,
+            "pid_start": self.pid_start,
+            "pgid": self.pid,
+            "limits": self.limits.to_json(),
+            "log": str(self.log),
+        }
+
+
+def end_reason(exit_code: int | None, lines: str, shell_cmd: str | None) -> str:
+    """Say why a process ended from its exit code and last log lines ("" for a success)."""
+    if exit_code == 0 or exit_code is None:
+        return ""
+    if exit_code == 127 and shell_cmd is not None:
+        return f"command not found: {_shell_not_found(lines, shell_cmd)}"
+    if exit_code < 0:
+        return f"killed by signal {signal.Signals(-exit_code).name}: {last_line(lines)}".rstrip(": ")
+    return f"exited with code {exit_code}: {last_line(lines)}".rstrip(": ")
+
+
 class Supervisor:
-    """Own one job's process group from start to recorded end."""
+    """Own one job's process groups (one per worker) from start to recorded end."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -127,9 +191,11 @@ class Supervisor:
         self.samples: list[dict] = []  # resource samples not yet handed to the callbacks
         self.callbacks = None
         self.wake = False
-        self.stopping_since: float | None = None
+        self.stopping_since: float | None = None  # a stop request, or a failed worker stopping the rest
+        self.stop_requested = False
         self.killed = False
-        self.memory_exceeded = False
+        self.memory_exceeded: int | None = None  # the rank the RSS watchdog killed
+        self.failed: Worker | None = None  # the first worker that failed while the others ran
 
     def _load_callbacks(self) -> None:
         spec = self.config.get("callbacks")
@@ -144,14 +210,24 @@ class Supervisor:
         signal.signal(signal.SIGUSR1, self._on_wake)
         if adopt:
             handle = read_json(self.run_dir / "handle.json") or {}
-            limits = self._limits_from(handle)
+            workers = [
+                Worker(
+                    rank=int(data.get("rank", 0)),
+                    log=worker_log(self.run_dir, int(data.get("rank", 0))),
+                    limits=self._limits_from(data),
+                    devices=worker_devices(self.launch, int(data.get("rank", 0))),
+                    pid=data["pid"],
+                    pid_start=data["pid_start"],
+                )
+                for data in handle.get("workers") or [handle]
+            ]
             handle.update(supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))
             write_atomic(self.run_dir / "handle.json", json.dumps(handle))
-            self._watch(None, handle["pid"], handle["pid_start"], limits)
-            self._finish(None, limits, shell=False)
+            self._watch(workers)
+            self._finish(workers, shell=False)
             return
         try:
-            argv, shell, env, limits = self._prepare()
+            argv, shell, env, workers = self._prepare()
         except CommandNotFound as missing:
             self._record(127, f"command not found: {missing}", stopped=False)
             return
@@ -159,37 +235,50 @@ class Supervisor:
             log.exception("could not start the job")
             self._record(None, f"could not start: {error}", stopped=False)
             return
-        with open(self.run_dir / "output.log", "ab") as output:
-            try:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=self.launch.algorithm_dir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=limits.enter,  # joins the cgroup before exec: no escape window
-                )
-            except (FileNotFoundError, PermissionError):
-                limits.remove()
-                self._record(127, f"command not found: {argv[0]}", stopped=False)
-                return
+        port = free_port() if len(workers) > 1 else 0
+        for worker in workers:
+            worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
+            worker.log.parent.mkdir(exist_ok=True)
+            with open(worker.log, "ab") as output:
+                try:
+                    worker.process = subprocess.Popen(
+                        argv,
+                        cwd=self.launch.algorithm_dir,
+                        env=worker_env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=worker.limits.enter,  # joins the cgroup before exec: no escape window
+                    )
+                except (FileNotFoundError, PermissionError):
+                    for started in workers[: worker.rank]:
+                        self._signal(started.pid, signal.SIGKILL)
+                        started.process.wait()
+                    for each in workers:
+                        each.limits.remove()
+                    self._record(127, f"command not found: {argv[0]}", stopped=False)
+                    return
+            worker.pid = worker.process.pid
+            worker.pid_start = process_start_time(worker.pid)
+        first = workers[0]
         handle = {
             "supervisor_pid": os.getpid(),
             "supervisor_start": process_start_time(os.getpid()),
-            "pid": process.pid,
-            "pid_start": process_start_time(process.pid),
-            "pgid": process.pid,
-            "limits": limits.to_json(),
-            "enforcement": limits.enforcement,
+            "pid": first.pid,
+            "pid_start": first.pid_start,
+            "pgid": first.pid,
+            "limits": first.limits.to_json(),
+            "enforcement": first.limits.enforcement,
             "started": time.time(),
         }
+        if len(workers) > 1:
+            handle.update(workers=[worker.to_json() for worker in workers], master_port=port)
         write_atomic(self.run_dir / "handle.json", json.dumps(handle))
-        self._watch(process, process.pid, handle["pid_start"], limits)
-        self._finish(process.returncode, limits, shell=shell)
+        self._watch(workers)
+        self._finish(workers, shell=shell)
 
-    def _prepare(self) -> tuple[list[str], bool, dict[str, str], JobLimits]:
+    def _prepare(self) -> tuple[list[str], bool, dict[str, str], list[Worker]]:
         env = job_environment(self.launch)
         if self.launch.runs:  # a cached virtual environment built from image.runs
             enable_site_packages()
@@ -207,13 +296,21 @@ class Supervisor:
         else:  # the platform's own Python (with kpl_helper) first on PATH, as runtime.platform_runtime does
             env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         argv, shell = command_argv(self.launch.cmd, env.get("PATH", ""), self.launch.algorithm_dir)
-        limits = JobLimits.create(
-            f"job-{self.launch.job_id}",
-            self.launch.limits.memory,
-            self.launch.limits.cpu,
-            use_cgroups=bool(self.config.get("use_cgroups", True)),
-        )
-        return argv, shell, env, limits
+        count = max(1, self.launch.limits.workers)
+        workers = []
+        for rank in range(count):
+            # each worker its own cgroup with the per-worker limits: one cannot starve another
+            name = f"job-{self.launch.job_id}" if count == 1 else f"job-{self.launch.job_id}-worker-{rank}"
+            limits = JobLimits.create(
+                name,
+                self.launch.limits.memory,
+                self.launch.limits.cpu,
+                use_cgroups=bool(self.config.get("use_cgroups", True)),
+            )
+            workers.append(
+                Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
+            )
+        return argv, shell, env, workers
 
     def _limits_from(self, handle: dict) -> JobLimits:
         data = handle.get("limits") or {}
@@ -226,41 +323,65 @@ class Supervisor:
     def _on_wake(self, signum, frame) -> None:
         self.wake = True
 
-    def _watch(
-        self, process: subprocess.Popen | None, pid: int, start: int | None, limits: JobLimits
-    ) -> None:
-        pidfd = os.pidfd_open(pid) if process is not None else None
+    def _watch(self, workers: list[Worker]) -> None:
+        pidfds = {worker.rank: os.pidfd_open(worker.pid) for worker in workers if worker.process is not None}
         # the first tick (loading the platform) waits a tick, so the job starts on a quiet CPU
         last_tick = last_sample = last_look = time.monotonic()
         memory_limit = self.launch.limits.memory * 1024 * 1024
-        sampler = UsageSampler(pid, limits.paths, self.launch.assigned_devices.get("gpu"))
-        self.samples.append(sampler.sample())
+        samplers = [
+            UsageSampler(worker.pid, worker.limits.paths, worker.devices.get("gpu")) for worker in workers
+        ]
+        self.samples.append(combine([sampler.sample() for sampler in samplers]))
         try:
-            while (process.poll() is None) if process is not None else is_alive(pid, start):
-                if pidfd is not None:
-                    select.select([pidfd], [], [], LOOP_SECONDS)
+            while running := [worker for worker in workers if worker.running()]:
+                waiting = [pidfds[worker.rank] for worker in running if worker.rank in pidfds]
+                if waiting:  # an ended worker's pidfd stays readable: wait on the running ones only
+                    select.select(waiting, [], [], LOOP_SECONDS)
                 else:
                     time.sleep(LOOP_SECONDS)
-                self._check_stop(pid)
-                if not limits.version and not self.memory_exceeded and group_rss_bytes(pid) > memory_limit:
-                    self.memory_exceeded = True
-                    self._signal(pid, signal.SIGKILL)
+                self._check_stop(workers)
+                for worker in running:
+                    if (
+                        not worker.limits.version
+                        and self.memory_exceeded is None
+                        and group_rss_bytes(worker.pid) > memory_limit
+                    ):
+                        self.memory_exceeded = worker.rank
+                        self._signal(worker.pid, signal.SIGKILL)
+                self._check_failed(workers)
                 if time.monotonic() - last_sample >= self.usage_seconds:
                     last_sample = time.monotonic()
-                    if sampler.gpu_indexes:
+                    if any(sampler.gpu_indexes for sampler in samplers):
                         enable_site_packages()  # NVML lives in site-packages
-                    self.samples.append(sampler.sample())
+                    self.samples.append(combine([sampler.sample() for sampler in samplers]))
                 elif time.monotonic() - last_look >= PEAK_SECONDS:
                     last_look = time.monotonic()
-                    sampler.observe()
+                    for sampler in samplers:
+                        sampler.observe()
                 if time.monotonic() - last_tick >= self.tick_seconds:
                     last_tick = time.monotonic()
                     self._tick()
-            self.samples.append(sampler.sample())  # the end: nothing left running, the peak kept
+            # the end: nothing left running, the peak kept
+            self.samples.append(combine([sampler.sample() for sampler in samplers]))
         finally:
-            sampler.close()
-            if pidfd is not None:
+            for sampler in samplers:
+                sampler.close()
+            for pidfd in pidfds.values():
                 os.close(pidfd)
+
+    def _check_failed(self, workers: list[Worker]) -> None:
+        """Stop the other workers when one failed: they would wait for it forever."""
+        if self.stopping_since is not None or len(workers) == 1:
+            return
+        for worker in workers:
+            if worker.exit_code not in (None, 0) or (
+                worker.process is None and self.memory_exceeded == worker.rank
+            ):
+                self.failed = worker
+                self.stopping_since = time.monotonic()
+                for other in workers:
+                    self._signal(other.pid, signal.SIGTERM)
+                return
 
     def _tick(self) -> None:
         if self.callbacks is None:
@@ -277,55 +398,58 @@ class Supervisor:
             samples, self.samples = self.samples, []
             self._call("record_usage", samples)
 
-    def _check_stop(self, pgid: int) -> None:
+    def _check_stop(self, workers: list[Worker]) -> None:
         if self.stopping_since is None:
             request = read_json(self.run_dir / "stop.request")
             if request is None:
                 return
             self.grace = float(request.get("grace_seconds", self.grace))
             self.stopping_since = time.monotonic()
-            self._signal(pgid, signal.SIGTERM)
+            self.stop_requested = True
+            for worker in workers:
+                self._signal(worker.pid, signal.SIGTERM)
         elif not self.killed and time.monotonic() - self.stopping_since >= self.grace:
             self.killed = True
-            self._signal(pgid, signal.SIGKILL)
+            for worker in workers:
+                self._signal(worker.pid, signal.SIGKILL)
 
     def _signal(self, pgid: int, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signum)
 
-    def _finish(self, exit_code: int | None, limits: JobLimits, shell: bool) -> None:
-        handle = read_json(self.run_dir / "handle.json") or {}
-        if handle.get("pgid"):
-            self._signal(handle["pgid"], signal.SIGKILL)  # what the job left running in the background
-        limits.kill_all()
-        oom = self.memory_exceeded or limits.oom_killed()
+    def _finish(self, workers: list[Worker], shell: bool) -> None:
+        for worker in workers:
+            self._signal(worker.pid, signal.SIGKILL)  # what the job left running in the background
+            worker.limits.kill_all()
+        oom = [w for w in workers if self.memory_exceeded == w.rank or w.limits.oom_killed()]
         for _ in range(50):  # the killed processes take a moment to leave the cgroup
-            limits.remove()
-            if not any(path.exists() for path in limits.paths.values()):
+            for worker in workers:
+                worker.limits.remove()
+            if not any(path.exists() for w in workers for path in w.limits.paths.values()):
                 break
             time.sleep(0.02)
-        lines = tail_lines(self.run_dir / "output.log")
-        stopped = self.stopping_since is not None
-        if stopped:
+        # the worker whose end says why the job ended: the first to fail, else the first that failed
+        failing = self.failed or (oom[0] if oom else None)
+        if failing is None:
+            failing = next((w for w in workers if w.exit_code not in (None, 0)), workers[0])
+        exit_code = workers[0].exit_code if self.stop_requested else failing.exit_code
+        lines = tail_lines(failing.log)
+        if self.stop_requested:
             reason = "stopped on request" + (f" (SIGKILL after {self.grace:g} s)" if self.killed else "")
-        elif oom:
-            how = "" if limits.version else " (RSS watchdog)"
+        elif failing in oom:
+            how = "" if failing.limits.version else " (RSS watchdog)"
             reason = f"exceeded its memory limit of {self.launch.limits.memory} MB{how}"
-        elif exit_code == 0 or exit_code is None:
-            reason = ""
-        elif exit_code == 127 and shell:
-            reason = f"command not found: {_shell_not_found(lines, self.launch.cmd)}"
-        elif exit_code < 0:
-            reason = f"killed by signal {signal.Signals(-exit_code).name}: {last_line(lines)}".rstrip(": ")
         else:
-            reason = f"exited with code {exit_code}: {last_line(lines)}".rstrip(": ")
+            reason = end_reason(exit_code, lines, self.launch.cmd if shell else None)
+        if reason and len(workers) > 1 and not self.stop_requested:
+            reason = f"worker {failing.rank} {reason}"
         self._record(
             exit_code,
             reason,
-            stopped=stopped,
-            memory_exceeded=oom,
+            stopped=self.stop_requested,
+            memory_exceeded=bool(oom),
             last_log_lines=lines,
-            killed_after_seconds=self.grace if self.killed else None,
+            killed_after_seconds=self.grace if self.killed and self.stop_requested else None,
         )
 
     def _record(self, exit_code: int | None, reason: str, stopped: bool, **extra) -> None:

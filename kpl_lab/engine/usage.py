@@ -168,6 +168,27 @@ def _high_water_bytes(pid: int) -> int:
     return 0
 
 
+def combine(samples: list[dict]) -> dict:
+    """Return the samples of a job's workers, taken at the same moment, as one sample of the job.
+
+    The peak is the sum of the workers' peaks: an upper bound, as they need not peak together.
+    """
+    if len(samples) == 1:
+        return samples[0]
+    cpu = [s["cpu_percent"] for s in samples if s.get("cpu_percent") is not None]
+    result = {
+        "time": max(s["time"] for s in samples),
+        "cpu_percent": round(sum(cpu), 1) if cpu else None,
+        "memory_mb": round(sum(s["memory_mb"] for s in samples), 1),
+        "peak_memory_mb": round(sum(s["peak_memory_mb"] for s in samples), 1),
+        "processes": sum(s["processes"] for s in samples),
+    }
+    gpus = [gpu for s in samples for gpu in s.get("gpus", [])]
+    if gpus:
+        result["gpus"] = gpus
+    return result
+
+
 def merge(usage: dict, samples: list[dict], history: int = HISTORY) -> dict:
     """Return a job's usage with new samples added: latest, overall peak, the last `history` samples."""
     if not samples:

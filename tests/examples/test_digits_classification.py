@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -12,6 +13,8 @@ from PIL import Image
 
 from kpl_dataset import ReadOnlyDataset, list_parts
 from kpl_lab.algorithms import read_algorithm
+from kpl_lab.engine.launch import JobLaunch, Resources
+from kpl_lab.engine.local import LocalExecutor
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ALGORITHM = EXAMPLES / "algorithms" / "image-classification"
@@ -108,3 +111,44 @@ def test_train_inside_the_job_contract_and_resume(digits, tmp_path, train_in_job
     accuracy = [event for event in events if event["type"] == "metric" and event["title"] == "accuracy"]
     assert [event["x"] for event in accuracy] == [2]  # only the remaining epoch ran
     assert torch.load(resumed / "model.pt", weights_only=False)["epoch"] == 2
+
+
+@pytest.mark.slow
+async def test_two_workers_reach_the_accuracy_of_one(digits, tmp_path):
+    """Train as a job of one worker and of two (DDP over gloo on loopback): same accuracy."""
+    parameters = read_algorithm(ALGORITHM).parameters.apply(["epochs=2", "threads=1"])
+
+    async def train(workers: int) -> tuple[float, Path]:
+        launch = JobLaunch(
+            job_id=f"digits-{workers}",
+            project="p",
+            function="train",
+            cmd="python3 train.py",
+            algorithm_dir=ALGORITHM,
+            run_dir=tmp_path / f"workers-{workers}",
+            inputs={"data": digits},
+            outputs=["model"],
+            parameters=parameters,
+            limits=Resources(cpu=1, memory=2048, workers=workers),
+            env={"PYTHONDONTWRITEBYTECODE": "1"},  # keep the example folder clean
+        )
+        executor = LocalExecutor()
+        await executor.before_start(launch)
+        handle = await executor.execute(launch)
+        while (state := await executor.poll(launch, handle)).running:
+            await asyncio.sleep(0.2)
+        assert state.exit_code == 0, (launch.run_dir / "output.log").read_text()
+        events = [json.loads(line) for line in (launch.run_dir / "events.jsonl").read_text().splitlines()]
+        accuracy = [
+            e["values"]["eval_accuracy"] for e in events if e["type"] == "metric" and e["title"] == "accuracy"
+        ]
+        assert len(accuracy) == 2  # one point an epoch, from rank 0 only
+        return accuracy[-1], launch.run_dir
+
+    one, _ = await train(1)
+    two, run_dir = await train(2)
+    print(f"eval accuracy after 2 epochs: 1 worker {one:.4f}, 2 workers {two:.4f}")
+    assert one > 0.8 and abs(two - one) <= 0.03
+    assert "epoch 2/2" in (run_dir / "output.log").read_text()
+    assert "train: 1433 images" in (run_dir / "logs" / "worker-1.log").read_text()
+    assert torch.load(run_dir / "outputs" / "model" / "model.pt", weights_only=False)["epoch"] == 2

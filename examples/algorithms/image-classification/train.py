@@ -1,10 +1,17 @@
-"""Train the small CNN on a classification kpl-dataset; resume from an optional checkpoint."""
+"""Train the small CNN on a classification kpl-dataset; resume from an optional checkpoint.
+
+Run by a job of several workers (environment.yml `train.resource.workers`, or the job's
+`workers`), it trains with DistributedDataParallel over gloo: each worker takes its share
+of every batch, so a step sees the same images as one worker's step; rank 0 evaluates,
+saves the checkpoint and sends the metrics.
+"""
 
 import math
 import os
 import sys
 
 import torch
+import torch.distributed as dist
 from classifier import (
     SmallCNN,
     choose_part,
@@ -16,8 +23,10 @@ from classifier import (
     to_tensors,
 )
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 import kpl_helper as helper
+from kpl_dataset.torch import KPLDistributedSampler
 from kpl_helper import metric
 from kpl_helper.progress import send_progress
 
@@ -53,6 +62,11 @@ def main():
     )
     print(f"train: {len(images)} images, {len(class_names)} classes; eval: {len(eval_records)} images")
 
+    world, rank = helper.get_world_size(), helper.get_rank()
+    if world > 1:
+        dist.init_process_group("gloo")  # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from the platform
+        if parameter.batch_size % world:
+            sys.exit(f"batch_size {parameter.batch_size} does not split evenly over {world} workers")
     model = SmallCNN(len(class_names), parameter.image_size)
     optimizer = torch.optim.Adam(model.parameters(), lr=parameter.lr, weight_decay=parameter.weight_decay)
     start_epoch = 0
@@ -66,55 +80,65 @@ def main():
         optimizer.load_state_dict(state["optimizer"])
         start_epoch = state["epoch"]
         print(f"resumed from {checkpoint_path} after epoch {start_epoch}")
+    # DDP averages the workers' gradients: with batch_size / world images each, a step is one worker's
+    trained = DistributedDataParallel(model) if world > 1 else model
+    batch = parameter.batch_size // world
 
     loss_figure = metric.MetricFigure("loss", y1_name="train_loss")
     accuracy_figure = metric.MetricFigure("accuracy", y1_name="train_accuracy", y2_name="eval_accuracy")
     loss_function = nn.CrossEntropyLoss()
-    generator = torch.Generator().manual_seed(parameter.seed)
-    steps_per_epoch = (len(images) + parameter.batch_size - 1) // parameter.batch_size
+    # one shuffled order per epoch for all workers; worker r takes every world-th image of it
+    sampler = KPLDistributedSampler(len(images), num_replicas=world, rank=rank, seed=parameter.seed)
+    steps_per_epoch = (len(sampler) + batch - 1) // batch
     total_steps = max(1, (parameter.epochs - start_epoch) * steps_per_epoch)
     step = 0
     for epoch in range(start_epoch, parameter.epochs):
         for group in optimizer.param_groups:  # cosine decay, computed from the epoch so a resume continues it
             group["lr"] = parameter.lr * 0.5 * (1 + math.cos(math.pi * epoch / parameter.epochs))
-        model.train()
-        order = torch.randperm(len(images), generator=generator)
-        correct = 0
-        for start in range(0, len(images), parameter.batch_size):
-            index = order[start : start + parameter.batch_size]
-            logits = model(images[index])
+        trained.train()
+        sampler.set_epoch(epoch)
+        order = torch.tensor(list(sampler))
+        counts = torch.zeros(2)  # images right, images seen
+        for start in range(0, len(order), batch):
+            index = order[start : start + batch]
+            logits = trained(images[index])
             loss = loss_function(logits, labels[index])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            correct += (logits.argmax(dim=1) == labels[index]).sum().item()
+            counts += torch.tensor([(logits.argmax(dim=1) == labels[index]).sum().item(), len(index)])
             step += 1
-            loss_figure.push_metric(
-                x=epoch * steps_per_epoch + start // parameter.batch_size + 1, y1=loss.item()
-            )
+            loss_figure.push_metric(x=epoch * steps_per_epoch + start // batch + 1, y1=loss.item())
             send_progress(step / total_steps)
-        train_accuracy = correct / len(images)
-        if eval_images is not None:
-            predicted, _ = predict(model, eval_images, 256)
-            eval_accuracy = (predicted == eval_labels).float().mean().item()
-            accuracy_figure.push_metric(x=epoch + 1, y1=train_accuracy, y2=eval_accuracy)
-        else:
-            eval_accuracy = float("nan")
-            accuracy_figure.push_metric(x=epoch + 1, y1=train_accuracy)
-        save_checkpoint(
-            save_path,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "epoch": epoch + 1,
-                "class_names": class_names,
-                "image_size": parameter.image_size,
-            },
-        )
-        print(
-            f"epoch {epoch + 1}/{parameter.epochs}: loss {loss.item():.4f} "
-            f"train accuracy {train_accuracy:.4f} eval accuracy {eval_accuracy:.4f}"
-        )
+        if world > 1:
+            dist.all_reduce(counts)
+        train_accuracy = (counts[0] / counts[1]).item()
+        if rank == 0:
+            if eval_images is not None:
+                predicted, _ = predict(model, eval_images, 256)
+                eval_accuracy = (predicted == eval_labels).float().mean().item()
+                accuracy_figure.push_metric(x=epoch + 1, y1=train_accuracy, y2=eval_accuracy)
+            else:
+                eval_accuracy = float("nan")
+                accuracy_figure.push_metric(x=epoch + 1, y1=train_accuracy)
+            save_checkpoint(
+                save_path,
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch + 1,
+                    "class_names": class_names,
+                    "image_size": parameter.image_size,
+                },
+            )
+            print(
+                f"epoch {epoch + 1}/{parameter.epochs}: loss {loss.item():.4f} "
+                f"train accuracy {train_accuracy:.4f} eval accuracy {eval_accuracy:.4f}"
+            )
+    if world > 1:
+        dist.destroy_process_group()
+    if rank:
+        return
     print(f"model saved to {save_path}")
 
 

@@ -162,7 +162,10 @@ class JobResumeHandler(JobBase):
 
 
 class JobLogsHandler(KPLHandler):
-    """GET: a chunk of output.log (JSON; `wait` long-polls), or `follow=1` to stream it live as text."""
+    """GET: a chunk of output.log (JSON; `wait` long-polls), or `follow=1` to stream it live as text.
+
+    `worker=N` reads worker N's log in a job of several workers.
+    """
 
     _closed = False
 
@@ -173,9 +176,10 @@ class JobLogsHandler(KPLHandler):
         follow = self.query_int("follow", 0, 0, 1)
         limit = self.query_int("limit", LOG_CHUNK, 1, LOG_CHUNK_MAX)
         wait = self.query_int("wait", 0, 0, WAIT_MAX_SECONDS)
+        worker = self.query_int("worker", 0, 0, 2**31)
         jobs = self.platform.jobs
         job = await self.blocking(jobs.get, self.project, job_id)
-        path = jobs.run_dir(job) / "output.log"
+        path = jobs.log_path(job, worker)
         if follow:
             await self.follow(job_id, path, offset)
             return

@@ -108,6 +108,21 @@ def test_requests_above_limits():
     ]
 
 
+def test_workers_must_be_a_positive_integer():
+    for value in ('"x"', "0", "1.5", "true"):
+        text = f"train:\n  resource:\n    workers: {value}\n  cmd: run\n"
+        assert problems_of(text) == [
+            f"train.resource.workers: expected a positive integer, got {value} (environment.yml:3)"
+        ]
+    spec = parse_environment(
+        "train:\n  resource:\n    limits: {cpu: 2, gpu: 1}\n    workers: 2\n  cmd: run\n"
+    )
+    assert spec.function("train").resource.workers == 2
+    resources = spec.function("train").launch_resources(Resources(cpu=1, memory=2048, shm=128))
+    assert resources == Resources(cpu=2.0, memory=2048, shm=128, devices={"gpu": 1}, workers=2)
+    assert resources.total() == Resources(cpu=4.0, memory=4096, shm=256, devices={"gpu": 2}, workers=1)
+
+
 def test_unknown_keys_get_suggestions():
     assert problems_of(
         """\

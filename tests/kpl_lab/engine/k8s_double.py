@@ -57,11 +57,18 @@ def _matches(labels: dict, selector: str) -> bool:
 
 
 class K8sDouble:
-    """Serve jobs, secrets, pods, pod logs and events for namespaces, recording every request."""
+    """Serve jobs, secrets, services, pods, pod logs and events for namespaces, recording every request.
 
-    def __init__(self) -> None:
+    With `training_operator`, it also serves the Kubeflow Training Operator's PyTorchJobs
+    (kubeflow.org/v1), as a cluster with the operator's CRDs installed does.
+    """
+
+    def __init__(self, training_operator: bool = False) -> None:
+        self.training_operator = training_operator
         self.requests: list[Request] = []
         self.jobs: dict[tuple[str, str], dict] = {}
+        self.pytorchjobs: dict[tuple[str, str], dict] = {}
+        self.services: dict[tuple[str, str], dict] = {}
         self.secrets: dict[tuple[str, str], dict] = {}
         self.pods: dict[tuple[str, str], dict] = {}
         self.events: dict[str, list[dict]] = {}
@@ -82,11 +89,19 @@ class K8sDouble:
         self.jobs[(namespace, name)]["status"] = copy.deepcopy(status)
         self.jobs[(namespace, name)]["metadata"]["resourceVersion"] = self._next_version()
 
+    def set_pytorchjob_status(self, namespace: str, name: str, status: dict) -> None:
+        """Give a stored PyTorchJob the status the Training Operator would have written."""
+        self.pytorchjobs[(namespace, name)]["status"] = copy.deepcopy(status)
+        self.pytorchjobs[(namespace, name)]["metadata"]["resourceVersion"] = self._next_version()
+
     def add_pod(self, pod: dict) -> None:
-        """Store a pod, owned by the Job its `job-name` label names (as the job controller does)."""
+        """Store a pod, owned by the Job (or PyTorchJob) its `job-name` label names, as their controllers do."""
         pod = copy.deepcopy(pod)
         meta = pod["metadata"]
-        job = self.jobs[(meta["namespace"], meta["labels"]["job-name"])]
+        if "training.kubeflow.org/job-name" in meta["labels"]:
+            job = self.pytorchjobs[(meta["namespace"], meta["labels"]["training.kubeflow.org/job-name"])]
+        else:
+            job = self.jobs[(meta["namespace"], meta["labels"]["job-name"])]
         uid = job["metadata"]["uid"]
         meta["labels"]["batch.kubernetes.io/controller-uid"] = uid
         meta["labels"]["controller-uid"] = uid
@@ -117,6 +132,13 @@ class K8sDouble:
         app.router.add_get(batch, self.list_jobs)
         app.router.add_get(batch + "/{name}", self.read_job)
         app.router.add_delete(batch + "/{name}", self.delete_job)
+        kubeflow = "/apis/kubeflow.org/v1"
+        app.router.add_get(kubeflow, self.kubeflow_resources)
+        app.router.add_post(kubeflow + "/namespaces/{ns}/pytorchjobs", self.create_pytorchjob)
+        app.router.add_get(kubeflow + "/namespaces/{ns}/pytorchjobs", self.list_pytorchjobs)
+        app.router.add_get(kubeflow + "/namespaces/{ns}/pytorchjobs/{name}", self.read_pytorchjob)
+        app.router.add_delete(kubeflow + "/namespaces/{ns}/pytorchjobs/{name}", self.delete_pytorchjob)
+        app.router.add_post(core + "/services", self.create_service)
         app.router.add_post(core + "/secrets", self.create_secret)
         app.router.add_get(core + "/secrets/{name}", self.read_secret)
         app.router.add_patch(core + "/secrets/{name}", self.patch_secret)
@@ -193,7 +215,10 @@ class K8sDouble:
         uid = job["metadata"]["uid"]
         job["metadata"]["generation"] = 1
         spec = job["spec"]
-        spec.update(parallelism=1, completions=1, completionMode="NonIndexed", suspend=False)
+        spec.setdefault("parallelism", 1)
+        spec.setdefault("completions", 1)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec["suspend"] = False
         spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
         spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
         spec["template"]["metadata"]["labels"].update(
@@ -245,20 +270,99 @@ class K8sDouble:
                 f'jobs.batch "{name}" not found',
                 {"name": name, "group": "batch", "kind": "jobs"},
             )
-        # The garbage collector takes what the Job owns; the double does it at once.
-        uid = job["metadata"]["uid"]
-        for store in (self.pods, self.secrets):
+        return web.json_response(self._deleted(job, request))
+
+    def _deleted(self, owner: dict, request: web.Request) -> dict:
+        # The garbage collector takes what the object owns; the double does it at once.
+        uid = owner["metadata"]["uid"]
+        for store in (self.pods, self.secrets, self.services):
             for key in [
                 k
                 for k, o in store.items()
                 if any(r["uid"] == uid for r in o["metadata"].get("ownerReferences", []))
             ]:
                 del store[key]
-        job["metadata"]["deletionTimestamp"] = "2025-05-14T09:20:00Z"
-        job["metadata"]["deletionGracePeriodSeconds"] = 0
+        owner["metadata"]["deletionTimestamp"] = "2025-05-14T09:20:00Z"
+        owner["metadata"]["deletionGracePeriodSeconds"] = 0
         if request.query.get("propagationPolicy") == "Foreground":
-            job["metadata"]["finalizers"] = ["foregroundDeletion"]
-        return web.json_response(job)
+            owner["metadata"]["finalizers"] = ["foregroundDeletion"]
+        return owner
+
+    async def kubeflow_resources(self, request: web.Request) -> web.Response:
+        if not self.training_operator:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        return web.json_response(fixture("kubeflow_v1_resources.json"))
+
+    async def create_pytorchjob(self, request: web.Request) -> web.Response:
+        if not self.training_operator:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        ns, body = request.match_info["ns"], await request.json()
+        name = body["metadata"]["name"]
+        if (ns, name) in self.pytorchjobs:
+            return _status(
+                409,
+                "AlreadyExists",
+                f'pytorchjobs.kubeflow.org "{name}" already exists',
+                {"name": name, "group": "kubeflow.org", "kind": "pytorchjobs"},
+            )
+        job = self._server_fields(body, ns)
+        job["metadata"]["generation"] = 1
+        self.pytorchjobs[(ns, name)] = job
+        return web.json_response(job, status=201)
+
+    async def list_pytorchjobs(self, request: web.Request) -> web.Response:
+        if not self.training_operator:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        ns, selector = request.match_info["ns"], request.query.get("labelSelector", "")
+        items = [
+            j
+            for (n, _), j in self.pytorchjobs.items()
+            if n == ns and _matches(j["metadata"].get("labels", {}), selector)
+        ]
+        return web.json_response(
+            {
+                "kind": "PyTorchJobList",
+                "apiVersion": "kubeflow.org/v1",
+                "metadata": {"resourceVersion": "184999"},
+                "items": items,
+            }
+        )
+
+    async def read_pytorchjob(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if (ns, name) not in self.pytorchjobs:
+            return _status(
+                404,
+                "NotFound",
+                f'pytorchjobs.kubeflow.org "{name}" not found',
+                {"name": name, "group": "kubeflow.org", "kind": "pytorchjobs"},
+            )
+        return web.json_response(self.pytorchjobs[(ns, name)])
+
+    async def delete_pytorchjob(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        job = self.pytorchjobs.pop((ns, name), None)
+        if job is None:
+            return _status(
+                404,
+                "NotFound",
+                f'pytorchjobs.kubeflow.org "{name}" not found',
+                {"name": name, "group": "kubeflow.org", "kind": "pytorchjobs"},
+            )
+        return web.json_response(self._deleted(job, request))
+
+    async def create_service(self, request: web.Request) -> web.Response:
+        ns, body = request.match_info["ns"], await request.json()
+        name = body["metadata"]["name"]
+        if (ns, name) in self.services:
+            return _status(
+                409, "AlreadyExists", f'services "{name}" already exists', {"name": name, "kind": "services"}
+            )
+        service = self._server_fields(body, ns)
+        service["spec"].setdefault("clusterIPs", ["None"])
+        service["spec"].setdefault("type", "ClusterIP")
+        self.services[(ns, name)] = service
+        return web.json_response(service, status=201)
 
     async def create_secret(self, request: web.Request) -> web.Response:
         ns, body = request.match_info["ns"], await request.json()

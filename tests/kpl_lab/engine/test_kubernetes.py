@@ -589,3 +589,208 @@ async def test_unreachable_api_is_a_clear_error(tmp_path, storage):
         KubernetesAPIError, match=r"cannot reach the Kubernetes API at http://127\.0\.0\.1:\d+"
     ):
         await executor.poll(make_launch(storage), {"namespace": NS, "name": NAME})
+
+
+# -- jobs of several workers -------------------------------------------------------------
+
+PYTORCHJOBS = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
+
+
+def worker_pod(base: str, rank: int, pytorchjob: bool = False) -> dict:
+    """Return a recorded pod as the pod of one worker: of an indexed Job, or of a PyTorchJob."""
+    pod = fixture(base)
+    meta = pod["metadata"]
+    if not pytorchjob:
+        meta["name"] = f"{NAME}-{rank}-x7k2p"
+        meta["annotations"]["batch.kubernetes.io/job-completion-index"] = str(rank)
+        meta["labels"]["batch.kubernetes.io/job-completion-index"] = str(rank)
+        return pod
+    role = "master" if rank == 0 else "worker"
+    meta["name"] = f"{NAME}-{role}-{max(0, rank - 1)}"
+    meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.endswith("job-name")}
+    meta["labels"].update(
+        {
+            "training.kubeflow.org/job-name": NAME,
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/replica-type": role,
+            "training.kubeflow.org/replica-index": str(max(0, rank - 1)),
+        }
+    )
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": NAME,
+            "uid": "JOB_UID",
+            "controller": True,
+        }
+    ]
+    for item in (*pod["spec"]["containers"], *pod["status"].get("containerStatuses", [])):
+        item["name"] = "pytorch"
+    return pod
+
+
+def test_several_workers_make_an_indexed_job_and_a_headless_service():
+    launch = make_launch(limits=Resources(cpu=2, memory=4096, shm=0, devices={"gpu": 1}, workers=3))
+    executor = make_executor()
+    manifest = executor.build_job_manifest(launch)
+    spec = manifest["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
+    assert spec["backoffLimit"] == 0  # one failed worker fails the Job, which ends the others
+    assert spec["template"]["spec"]["subdomain"] == NAME
+    variables = env(manifest)
+    assert variables["MASTER_ADDR"] == f"{NAME}-0.{NAME}" and variables["MASTER_PORT"] == "29500"
+    assert (variables["WORLD_SIZE"], variables["LOCAL_RANK"], variables["LOCAL_WORLD_SIZE"]) == (
+        "3",
+        "0",
+        "1",
+    )
+    assert variables["RANK"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+    }
+    assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == "1"  # each pod its share
+    service = executor.build_service_manifest(launch)
+    assert service["metadata"]["name"] == NAME and service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == {"kpl-lab.io/job-id": "42"}
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["ports"] == [{"name": "rendezvous", "port": 29500, "targetPort": 29500}]
+    one = executor.build_job_manifest(make_launch())
+    assert "completionMode" not in one["spec"] and "MASTER_ADDR" not in env(one)
+
+
+def test_several_workers_make_a_pytorchjob_of_a_master_and_workers():
+    launch = make_launch(limits=Resources(cpu=2, memory=4096, shm=0, workers=3))
+    manifest = make_executor(master_port=23456).build_pytorchjob_manifest(launch)
+    assert (manifest["apiVersion"], manifest["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    assert manifest["metadata"]["name"] == NAME and manifest["metadata"]["namespace"] == NS
+    assert manifest["spec"]["runPolicy"] == {
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": 3600,
+        "cleanPodPolicy": "Running",
+    }
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert [(k, v["replicas"], v["restartPolicy"]) for k, v in replicas.items()] == [
+        ("Master", 1, "Never"),
+        ("Worker", 2, "Never"),
+    ]
+    pod = replicas["Worker"]["template"]
+    assert pod["metadata"]["labels"]["kpl-lab.io/job-id"] == "42"
+    [job_container] = pod["spec"]["containers"]
+    assert job_container["name"] == "pytorch"  # the operator finds the container by this name
+    assert job_container["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
+    variables = {e["name"]: e.get("value") for e in job_container["env"]}
+    assert variables["LOCAL_RANK"] == "0" and "MASTER_ADDR" not in variables  # the operator sets those
+    assert replicas["Master"]["template"] == pod
+
+
+async def test_indexed_job_without_the_training_operator(double, tmp_path, storage):
+    executor = lifecycle_executor(double, tmp_path, storage, events_url="http://kpl/api/jobs/{job_id}/events")
+    launch = make_launch(storage, limits=Resources(cpu=2, memory=4096, shm=0, workers=2))
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+
+    assert double.sent("GET", "/apis/kubeflow.org/v1")  # asked whether the cluster has the operator
+    assert (handle["kind"], handle["workers"], handle["service"]) == ("Job", 2, NAME)
+    [job_post] = double.sent("POST", "/jobs")
+    assert job_post.body == executor.build_job_manifest(launch)
+    assert double.jobs[(NS, NAME)]["spec"]["completionMode"] == "Indexed"
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": NAME, "uid": handle["uid"]}
+    assert double.services[(NS, NAME)]["metadata"]["ownerReferences"] == [owner]
+    assert double.secrets[(NS, "kpl-job-42-token")]["metadata"]["ownerReferences"] == [owner]
+
+    double.set_job_status(NS, NAME, {**fixture("job_status_running.json"), "succeeded": 1})
+    double.add_pod(worker_pod("pod_succeeded.json", 1))
+    double.add_pod(worker_pod("pod_running.json", 0))
+    state = await executor.poll(launch, handle)
+    assert state.running  # worker 1 is done, worker 0 is not: the Job is not complete
+    assert state.handle["pod"] == f"{NAME}-0-x7k2p"
+
+    double.set_job_status(NS, NAME, fixture("job_status_failed.json"))
+    double.pods[(NS, f"{NAME}-1-x7k2p")] = worker_pod("pod_failed_exit.json", 1) | {
+        "metadata": double.pods[(NS, f"{NAME}-1-x7k2p")]["metadata"]
+    }
+    double.logs[(NS, f"{NAME}-0-x7k2p")] = "rank 0 step 1\n"
+    double.logs[(NS, f"{NAME}-1-x7k2p")] = "rank 1 step 1\nRuntimeError: NCCL timeout\n"
+    state = await executor.poll(launch, handle)
+    assert (state.running, state.exit_code) == (False, 2)
+    assert state.reason == "worker 1 exited with code 2: RuntimeError: NCCL timeout"
+
+    await executor.on_failure(launch, state)
+    assert (launch.run_dir / "output.log").read_text() == "rank 0 step 1\n"
+    assert (launch.run_dir / "logs" / "worker-1.log").read_text().endswith("NCCL timeout\n")
+    await executor.stop(launch, handle, grace_seconds=0)
+    assert double.jobs == {} and double.services == {} and double.secrets == {}
+
+
+async def test_pytorchjob_with_the_training_operator(double, tmp_path, storage):
+    double.training_operator = True
+    executor = lifecycle_executor(double, tmp_path, storage, events_url="http://kpl/api/jobs/{job_id}/events")
+    launch = make_launch(storage, limits=Resources(cpu=2, memory=4096, shm=0, workers=2))
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+
+    assert (handle["kind"], handle["workers"]) == ("PyTorchJob", 2) and "service" not in handle
+    [post] = double.sent("POST", "/pytorchjobs")
+    assert post.body == executor.build_pytorchjob_manifest(launch)
+    assert not double.sent("POST", "/jobs") and not double.services
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": NAME, "uid": handle["uid"]}
+    assert double.secrets[(NS, "kpl-job-42-token")]["metadata"]["ownerReferences"] == [owner]
+    again = await executor.execute(launch)  # a second start attaches to it
+    assert again["uid"] == handle["uid"] and len(double.pytorchjobs) == 1
+
+    state = await executor.poll(launch, handle)
+    assert state.running and state.handle["pod"] is None
+    double.set_pytorchjob_status(NS, NAME, fixture("pytorchjob_status_running.json"))
+    double.add_pod(worker_pod("pod_running.json", 0, pytorchjob=True))
+    double.add_pod(worker_pod("pod_running.json", 1, pytorchjob=True))
+    state = await executor.poll(launch, handle)
+    assert state.running and state.handle["pod"] == f"{NAME}-master-0"
+
+    # a restarted server finds it by its label
+    restarted = lifecycle_executor(
+        double, tmp_path, storage, events_url="http://kpl/api/jobs/{job_id}/events"
+    )
+    attached = await restarted.attach(launch, {})
+    assert attached.running and attached.handle["kind"] == "PyTorchJob"
+    assert attached.handle["uid"] == handle["uid"]
+    assert double.sent("GET", PYTORCHJOBS)[-1].query["labelSelector"] == "kpl-lab.io/job-id=42"
+
+    double.set_pytorchjob_status(NS, NAME, fixture("pytorchjob_status_succeeded.json"))
+    double.logs[(NS, f"{NAME}-master-0")] = "epoch 3 loss 0.3\n"
+    double.logs[(NS, f"{NAME}-worker-0")] = "worker epoch 3\n"
+    state = await executor.poll(launch, handle)
+    assert (state.running, state.exit_code, state.reason) == (False, 0, None)
+    await executor.on_complete(launch, state)
+    assert (launch.run_dir / "output.log").read_text() == "epoch 3 loss 0.3\n"
+    assert (launch.run_dir / "logs" / "worker-1.log").read_text() == "worker epoch 3\n"
+    assert double.sent("GET", f"/pods/{NAME}-master-0/log")[-1].query["container"] == "pytorch"
+
+    await executor.stop(launch, handle, grace_seconds=3)
+    [delete] = double.sent("DELETE", f"/pytorchjobs/{NAME}")
+    assert delete.query == {"propagationPolicy": "Foreground", "gracePeriodSeconds": "3"}
+    assert double.pytorchjobs == {} and double.pods == {} and double.secrets == {}
+    state = await executor.poll(launch, handle)
+    assert state.reason == f"lost: the Kubernetes PyTorchJob {NS}/{NAME} no longer exists"
+
+
+async def test_a_failed_pytorchjob_names_the_worker(double, tmp_path, storage):
+    double.training_operator = True
+    executor = lifecycle_executor(double, tmp_path, storage)
+    launch = make_launch(storage, limits=Resources(cpu=2, memory=4096, shm=0, workers=2))
+    handle = await executor.execute(launch)
+    double.set_pytorchjob_status(NS, NAME, fixture("pytorchjob_status_failed.json"))
+    double.add_pod(worker_pod("pod_running.json", 0, pytorchjob=True))
+    double.add_pod(worker_pod("pod_oomkilled.json", 1, pytorchjob=True))
+    state = await executor.poll(launch, handle)
+    assert (state.running, state.exit_code) == (False, 137)
+    assert state.reason == "worker 1 exceeded its memory limit of 4096 MB"
+
+
+async def test_the_kind_can_be_chosen_without_asking_the_cluster(double, tmp_path, storage):
+    double.training_operator = True
+    executor = lifecycle_executor(double, tmp_path, storage, distributed="indexed-job")
+    handle = await executor.execute(make_launch(storage, limits=Resources(cpu=1, memory=512, workers=2)))
+    assert handle["kind"] == "Job" and not double.sent("GET", "/apis/kubeflow.org/v1")
+    single = await executor.execute(make_launch(storage, job_id="43"))
+    assert "kind" not in single  # one worker: a plain Job
+    assert double.jobs[(NS, "kpl-job-43")]["spec"]["completionMode"] == "NonIndexed"

@@ -55,6 +55,16 @@ def test_refuses_over_quota(ledger):
         ledger.check("small", Resources(devices={"gpu": 2}))
 
 
+def test_workers_hold_their_amounts_each(ledger):
+    with pytest.raises(BadRequest, match=r"asks 6 CPUs \(3 workers × 2 CPUs\), the machine has 5 CPUs"):
+        ledger.check("p", Resources(cpu=2, workers=3))
+    with pytest.raises(BadRequest, match=r"asks 2 GPUs \(2 workers × 1 GPU\), the quota of project 'small'"):
+        ledger.check("small", Resources(devices={"gpu": 1}, workers=2))
+    held = ledger.reserve("p", "job", "a", Resources(cpu=2, memory=1000, devices={"gpu": 1}, workers=2))
+    assert (held.cpu, held.memory, held.devices) == (4, 2000, {"gpu": [0, 1]})
+    assert ledger.reserve("p", "job", "b", Resources(cpu=1, memory=100, workers=2)) is None
+
+
 def test_devices_are_picked_by_index_and_released(ledger):
     first = ledger.reserve("p", "job", "a", Resources(cpu=1, memory=100, devices={"gpu": 2}))
     second = ledger.reserve("p", "notebook", "b", Resources(cpu=1, memory=100, devices={"gpu": 1}))

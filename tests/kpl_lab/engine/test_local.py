@@ -141,3 +141,100 @@ async def test_killed_job_and_supervisor_are_lost(tmp_path):
     assert state.reason.startswith("lost:")
     await executor.on_failure(launch, state)
     assert not any(Path(path).exists() for path in full["limits"]["paths"].values())
+
+
+WORKER = """\
+import json, os, sys, time
+keys = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES")
+print(json.dumps({k: os.environ.get(k) for k in keys}), flush=True)
+if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
+    print("worker gave up", flush=True)
+    sys.exit(3)
+time.sleep(float(os.environ.get("SLEEP", "0")))
+"""
+
+
+async def test_workers_get_the_distributed_environment_and_their_own_logs(tmp_path):
+    launch = make_launch(
+        tmp_path,
+        "python worker.py",
+        {"worker.py": WORKER},
+        limits=Resources(cpu=0.5, memory=256, devices={"gpu": 1}, workers=3),
+        assigned_devices={"gpu": [2, 5, 7]},
+    )
+    state = await run_to_end(LocalExecutor(), launch)
+    assert (state.exit_code, state.reason) == (0, None)
+    logs = [launch.run_dir / "output.log", *(launch.run_dir / "logs" / f"worker-{r}.log" for r in (1, 2))]
+    seen = [json.loads(log.read_text().splitlines()[0]) for log in logs]
+    assert [s["RANK"] for s in seen] == ["0", "1", "2"] == [s["LOCAL_RANK"] for s in seen]
+    assert {s["WORLD_SIZE"] for s in seen} == {"3"} and {s["MASTER_ADDR"] for s in seen} == {"127.0.0.1"}
+    port = state.handle["master_port"]
+    assert {s["MASTER_PORT"] for s in seen} == {str(port)} and port > 0
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in seen] == ["2", "5", "7"]  # each its share
+    workers = state.handle["workers"]
+    assert [w["rank"] for w in workers] == [0, 1, 2] and len({w["pgid"] for w in workers}) == 3
+    assert state.handle["pid"] == workers[0]["pid"]
+
+
+async def test_a_failing_worker_stops_the_others_and_fails_the_job(tmp_path):
+    launch = make_launch(
+        tmp_path,
+        "python worker.py",
+        {"worker.py": WORKER},
+        limits=Resources(cpu=0.5, memory=256, workers=2),
+        env={"FAIL_RANK": "1", "SLEEP": "60"},
+    )
+    state = await run_to_end(LocalExecutor(grace_seconds=1), launch)
+    assert (state.exit_code, state.reason) == (3, "worker 1 exited with code 3: worker gave up")
+    status = read_json(launch.run_dir / "status.json")
+    assert not status["stopped"] and status["last_log_lines"].endswith("worker gave up")
+    assert not any(is_alive(w["pid"], w["pid_start"]) for w in state.handle["workers"])
+
+
+async def test_stop_reaches_every_worker(tmp_path):
+    launch = make_launch(
+        tmp_path,
+        "python worker.py",
+        {"worker.py": WORKER},
+        limits=Resources(cpu=0.5, memory=256, workers=2),
+        env={"SLEEP": "60"},
+    )
+    executor = LocalExecutor(grace_seconds=1)
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    while (full := read_json(launch.run_dir / "handle.json")) is None:
+        await asyncio.sleep(0.05)
+    await executor.stop(launch, handle)
+    while (state := await executor.poll(launch, handle)).running:
+        await asyncio.sleep(0.05)
+    assert state.reason == "stopped on request"
+    assert read_json(launch.run_dir / "status.json")["stopped"]
+    assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])
+
+
+async def test_a_new_supervisor_adopts_every_worker(tmp_path):
+    launch = make_launch(
+        tmp_path,
+        "python worker.py",
+        {"worker.py": WORKER},
+        limits=Resources(cpu=0.5, memory=256, workers=2),
+        env={"SLEEP": "60"},
+    )
+    executor = LocalExecutor(grace_seconds=1)
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    while (full := read_json(launch.run_dir / "handle.json")) is None:
+        await asyncio.sleep(0.05)
+    os.kill(full["supervisor_pid"], signal.SIGKILL)
+    while is_alive(full["supervisor_pid"], full["supervisor_start"]):
+        await asyncio.sleep(0.05)
+    state = await executor.attach(launch, handle)
+    adopter = state.handle["supervisor_pid"]
+    assert state.running and adopter != full["supervisor_pid"]
+    while read_json(launch.run_dir / "handle.json")["supervisor_pid"] != adopter:
+        await asyncio.sleep(0.05)  # it took over
+    await executor.stop(launch, state.handle)
+    while (state := await executor.poll(launch, state.handle)).running:
+        await asyncio.sleep(0.05)
+    assert state.reason == "stopped on request"
+    assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])

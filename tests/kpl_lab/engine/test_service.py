@@ -328,3 +328,57 @@ def test_unknown_input_key_is_refused(lab):
         BadRequest, match="input 'images': the train function of train:[0-9a-f]+ has no such input"
     ):
         lab.jobs.submit(JobRequest(project="p", algorithm="train", inputs={"images": "mnist"}))
+
+
+DISTRIBUTED = """\
+import os, sys, time
+import kpl_helper as kh
+from kpl_helper import metric, progress
+
+rank = kh.get_rank()
+print("worker", rank, "of", kh.get_world_size(), "devices", os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
+metric.MetricFigure("loss", y1_name="train").push_metric(x=0, y1=float(rank))
+progress.send_progress(0.5 + rank / 4)
+if rank == int(kh.get_parameter(default={"fail": -1}).fail):
+    sys.exit("worker %d: out of patience" % rank)
+while not os.path.exists("RELEASE_FILE"):
+    time.sleep(0.05)
+"""
+
+
+def test_a_job_of_two_workers_is_one_job(lab):
+    lab = lab(devices={"gpu": [{"index": 0}, {"index": 1}, {"index": 2}]})
+    lab.algorithm("ddp", "python ddp.py", {"ddp.py": DISTRIBUTED}, "fail: -1\n", gpu=1)
+    job = lab.jobs.submit(
+        JobRequest(project="p", algorithm="ddp", resources={"workers": 2, "cpu": 1, "memory": 256})
+    )
+    assert (job.state, job.limits["workers"], job.assigned_devices) == ("running", 2, {"gpu": [0, 1]})
+    with lab.platform.session() as session:
+        held = session.scalars(select(Reservation)).one()
+        assert (held.cpu, held.memory) == (2, 512)
+    with pytest.raises(BadRequest, match="asks 6 CPUs \\(2 workers × 3 CPUs\\), the machine has 4 CPUs"):
+        lab.jobs.submit(JobRequest(project="p", algorithm="ddp", resources={"workers": 2, "cpu": 3}))
+    lab.wait_for(lambda: len(lab.jobs.get("p", job.id).handle.get("workers", [])) == 2, "both workers")
+    lab.release_file.touch()
+    job = lab.wait(job.id)
+    assert job.state == "succeeded"
+    assert list(lab.jobs.follow_logs("p", job.id)) == ["worker 0 of 2 devices 0"]
+    assert list(lab.jobs.follow_logs("p", job.id, worker=1)) == ["worker 1 of 2 devices 1"]
+    with pytest.raises(BadRequest, match="job .* has 2 workers: worker 2 does not exist"):
+        lab.jobs.follow_logs("p", job.id, worker=2).__next__()
+    assert lab.jobs.metrics("p", job.id) == {"train": [(0.0, 0.0)]}  # rank 0's only
+    assert job.progress == 0.5
+    assert lab.jobs.rerun("p", job.id).limits["workers"] == 2
+
+
+def test_a_failing_worker_fails_the_job(lab):
+    lab = lab()
+    lab.algorithm("ddp", "python ddp.py", {"ddp.py": DISTRIBUTED}, "fail: 1\n")
+    job = lab.jobs.submit(
+        JobRequest(project="p", algorithm="ddp", resources={"workers": 2, "cpu": 1, "memory": 256})
+    )
+    job = lab.wait(job.id)
+    assert (job.state, job.exit_code) == ("failed", 1)
+    assert job.reason == "worker 1 exited with code 1: worker 1: out of patience"
+    with lab.platform.session() as session:
+        assert session.scalar(select(func.count()).select_from(Reservation)) == 0

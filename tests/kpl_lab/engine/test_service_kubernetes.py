@@ -185,3 +185,34 @@ async def test_stop_and_restart_reattach(platform, double):
         again.close()
     assert stopped.state == "stopped" and stopped.reason == "stopped on request"
     assert (NS, job_name(job.id)) not in double.jobs
+
+
+async def test_a_job_of_two_workers_is_one_indexed_job(platform, double):
+    jobs = platform.jobs
+    request = JobRequest(
+        project="p", algorithm="gpu-train", resources={"workers": 2, "cpu": 1, "memory": 512}
+    )
+    job = await asyncio.to_thread(jobs.submit, request)
+    assert job.state == "running" and job.assigned_devices == {"gpu": [0, 1]}  # 2 workers × 1 GPU
+    assert job.handle["kind"] == "Job" and job.handle["workers"] == 2
+    manifest = double.jobs[(NS, job_name(job.id))]
+    assert (manifest["spec"]["completionMode"], manifest["spec"]["completions"]) == ("Indexed", 2)
+    assert (NS, job_name(job.id)) in double.services
+
+    def worker_pod(rank: int, name: str) -> dict:
+        data = pod(job.id, name)
+        data["metadata"]["name"] = f"{job_name(job.id)}-{rank}-x7k2p"
+        data["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] = str(rank)
+        return data
+
+    double.set_job_status(NS, job_name(job.id), fixture("job_status_failed.json"))
+    double.add_pod(worker_pod(0, "pod_running.json"))
+    double.add_pod(worker_pod(1, "pod_failed_exit.json"))
+    double.logs[(NS, f"{job_name(job.id)}-0-x7k2p")] = "rank 0 waiting\n"
+    double.logs[(NS, f"{job_name(job.id)}-1-x7k2p")] = "loading\nValueError: bad shard\n"
+    assert await asyncio.to_thread(jobs.tick) == [job.id]
+    job = jobs.get("p", job.id)
+    assert (job.state, job.exit_code) == ("failed", 2)
+    assert job.reason == "worker 1 exited with code 2: ValueError: bad shard"
+    assert list(jobs.follow_logs("p", job.id)) == ["rank 0 waiting"]
+    assert list(jobs.follow_logs("p", job.id, worker=1)) == ["loading", "ValueError: bad shard"]

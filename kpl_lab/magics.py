@@ -8,6 +8,7 @@ metric curves in a notebook (widgets) and status lines in a terminal.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
 from .client import Client
@@ -183,7 +184,8 @@ class KPLMagics(Magics):
         """Parse a magic's line with its `@argument`s, run `action`, and show server errors as one line."""
         parser = magic.parser
         try:
-            args = parse_argstring(magic, line)
+            # shell quoting: IPython's parse_argstring keeps the quotes in `-q "two words"`
+            args = parser.parse_args(shlex.split(line))
         except SystemExit:  # -h printed the help
             return
         except (UsageError, ValueError) as error:  # bad arguments, unbalanced quotes

@@ -195,6 +195,11 @@ def test_server_errors_are_one_line_with_the_field(shell):
     assert "nosuchalgorithm" in err and "Traceback" not in err
 
 
+def test_arguments_are_quoted_as_in_a_shell(shell):
+    _, _, err, _ = run(shell, "%kpl_logs 'no such job'")
+    assert err.startswith("%kpl_logs: job 'no such job' not found")
+
+
 def test_help_is_shown_without_error(shell):
     result, out, err, _ = run(shell, "%kpl_train -h")
     assert result.success and "usage: %kpl_train" in out and "--wait" in out

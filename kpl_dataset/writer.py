@@ -300,6 +300,8 @@ class WriteOnlyDataset:
         if self._closed:
             raise KPLDatasetError("write() on a closed WriteOnlyDataset")
         values, nbytes = self._checker.check(value, self._count)
+        if nbytes >= self._limits[1]:
+            self._flush()  # a record larger than a batch gets a batch of its own: its bytes are not copied
         for column, v in zip(self._columns, values, strict=True):
             column.append(v)
         self._count += 1

@@ -161,6 +161,7 @@ class VersionBase(KPLHandler):
 
     def open_view(self, name: str, version: str) -> tuple[object, DatasetView]:
         """Return the version row and its view (blocking: call through `blocking`)."""
+        check_name(name)
         check_name(version, "version")
         row = self.platform.catalog.get_dataset(self.project, f"{name}:{version}")
         view = DatasetView(
@@ -240,11 +241,14 @@ class FieldHandler(VersionBase):
         size = self.get_query_argument("thumbnail", None)
         size_px = self.query_int("thumbnail", 128, 1, 1 << 20) if size is not None else None
 
+        # more digits than any record count: not found (int() of thousands of digits raises)
+        record = int(index) if len(index) <= 18 else -1
+
         def work():
             _, view = self.open_view(name, version)
             if size_px is not None:
-                return view.thumbnail(part, int(index), field, size_px), "image/png"
-            return view.field(part, int(index), field)
+                return view.thumbnail(part, record, field, size_px), "image/png"
+            return view.field(part, record, field)
 
         value, kind = await self.blocking(work)
         self.set_header("Cache-Control", "private, max-age=86400, immutable")  # versions never change

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
+from ..imports import DatasetImport
 from ..upload import UploadHandler
 
 FORMATS = {
@@ -80,6 +82,8 @@ def import_upload(
 class DatasetsHandler(UploadHandler):
     """GET: the project's datasets (`?q=` searches); POST: upload an archive as a new version."""
 
+    _import: DatasetImport | None = None
+
     @web.authenticated
     async def get(self) -> None:
         """List datasets."""
@@ -110,25 +114,52 @@ class DatasetsHandler(UploadHandler):
         if part:
             check_name(part, "part")
         self.project  # noqa: B018 - refuse a forbidden project before the body arrives
+        self.app.imports.check_room()
 
     @web.authenticated
     async def post(self) -> None:
-        """Import the uploaded archive and answer the new version."""
+        """Import the uploaded archive on the import workers and answer the new version."""
         shown_as = self.get_query_argument("filename", None) or "the upload"
         archive = self.finish_upload()
-        row = await self.blocking(
-            import_upload,
-            self.platform,
-            self.project,
-            self.get_query_argument("name"),
-            self.get_query_argument("description", ""),
-            self.get_query_argument("format", "import"),
-            self.get_query_argument("part", None) or None,
-            self.get_query_argument("split", None) or None,
-            archive,
-            shown_as,
-        )
+        name = self.get_query_argument("name")
+        form = self.get_query_argument("format", "import")
+        self._import = DatasetImport(self.project, name, form, shown_as)
+        self.upload_in_use = True
+        try:
+            row = await self.app.imports.submit(
+                self._import,
+                import_upload,
+                self.platform,
+                self.project,
+                name,
+                self.get_query_argument("description", ""),
+                form,
+                self.get_query_argument("part", None) or None,
+                self.get_query_argument("split", None) or None,
+                archive,
+                shown_as,
+            )
+        except asyncio.CancelledError:
+            return  # dropped while queued: its client went away (or the server stops)
+        finally:
+            self.upload_in_use = False
+            self._discard()
         self.reply(version_json("dataset", row), status=201)
+
+    def on_connection_close(self) -> None:
+        """Drop the import of a client that went away while it was still queued."""
+        if self._import is not None:
+            self.app.imports.cancel(self._import)
+        super().on_connection_close()
+
+
+class ImportsHandler(KPLHandler):
+    """GET: the project's dataset imports in flight (queued or importing)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List imports in flight."""
+        self.reply({"imports": self.app.imports.list(self.project)})
 
 
 class DatasetHandler(KPLHandler):

@@ -118,6 +118,7 @@ class Server:
                 f"--ServerApp.root_dir={home}",
             ],
             env=env,
+            cwd=home,  # not the caller's folder: `python -m` would import kpl_lab from there first
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

@@ -8,6 +8,8 @@ are that process's. Two measurements:
   `GET /kpl/api/datasets` back to back; the p50/p99/max of those requests, the wall time
   until every bomb was answered and the server's CPU seconds are reported, beside the
   same GET with no upload running.
+- the same GET while four legitimate imports run at once (zips of one --legit-mib MiB
+  entry each): imports must not take the threads that answer catalog queries.
 - memory: one zip holding a single --entry-mib MiB entry (compressible about 100:1, under
   the ratio limit, so it is imported) is uploaded; the server's RSS is sampled every
   20 ms, and its peak total and anonymous (heap) RSS above the idle server are reported.
@@ -196,19 +198,22 @@ def latency_stats(times: list[float]) -> dict:
     }
 
 
-def measure_latency(server: Server, bomb: Path, uploads: int, idle_seconds: float) -> dict:
+def measure_idle(server: Server, seconds: float) -> dict:
     stop, idle = threading.Event(), []
     thread = threading.Thread(target=probe, args=(server, stop, idle))
     thread.start()
-    time.sleep(idle_seconds)
+    time.sleep(seconds)
     stop.set()
     thread.join()
+    return latency_stats(idle)
 
+
+def measure_latency(server: Server, archive: Path, uploads: int, label: str) -> dict:
     stop, busy, answers = threading.Event(), [], []
     cpu_before = server.cpu_seconds()
     prober = threading.Thread(target=probe, args=(server, stop, busy))
     workers = [
-        threading.Thread(target=lambda i=i: answers.append(server.upload(bomb, f"bomb{i}")))
+        threading.Thread(target=lambda i=i: answers.append(server.upload(archive, f"{label}{i}")))
         for i in range(uploads)
     ]
     start = time.perf_counter()
@@ -221,9 +226,8 @@ def measure_latency(server: Server, bomb: Path, uploads: int, idle_seconds: floa
     stop.set()
     prober.join()
     return {
-        "idle": latency_stats(idle),
-        "during_bombs": latency_stats(busy),
-        "bombs_answered_s": wall,
+        "get": latency_stats(busy),
+        "answered_s": wall,
         "server_cpu_s": server.cpu_seconds() - cpu_before,
         "answers": sorted({(code, message[:160]) for code, message, _ in answers}),
     }
@@ -263,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bomb-gib", type=int, default=16, help="GiB each bomb inflates to (default 16)")
     parser.add_argument("--uploads", type=int, default=4, help="bombs uploaded at once (default 4)")
     parser.add_argument("--entry-mib", type=int, default=512, help="size of the big zip entry (default 512)")
+    parser.add_argument(
+        "--legit-mib",
+        type=int,
+        default=128,
+        help="entry size of the legitimate imports run at once (default 128)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="GET probing with nothing running")
     parser.add_argument("--code", type=Path, help="source tree to run the server from (default: this one)")
     parser.add_argument("--workdir", type=Path, help="where archives are built and kept (default: temp)")
@@ -277,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     big = work / f"entry-{args.entry_mib}mib.zip"
     if not big.exists():
         make_big_entry_zip(big, args.entry_mib)
+    legit = work / f"entry-{args.legit_mib}mib.zip"
+    if not legit.exists():
+        make_big_entry_zip(legit, args.legit_mib)
     print(
         f"bomb: {bomb.stat().st_size / MiB:.1f} MB inflating to {args.bomb_gib} GiB; "
         f"big entry zip: {big.stat().st_size / MiB:.1f} MB holding {args.entry_mib} MiB"
@@ -287,22 +300,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kpl-bench-", dir=work) as home:
         server = Server(Path(home), code)
         try:
-            results["latency"] = measure_latency(server, bomb, args.uploads, args.idle_seconds)
+            results["idle"] = measure_idle(server, args.idle_seconds)
+            results["bombs"] = measure_latency(server, bomb, args.uploads, "bomb")
             results["memory"] = measure_memory(server, big)
+            results["imports"] = measure_latency(server, legit, args.uploads, "legit")
         finally:
             server.stop()
 
-    lat, mem = results["latency"], results["memory"]
-    print(f"\nGET /kpl/api/datasets, {args.uploads} bombs uploaded at once")
-    print(f"{'':>14} {'requests':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
-    for label, key in (("idle", "idle"), ("during bombs", "during_bombs")):
-        row = lat[key]
+    mem = results["memory"]
+    print(f"\nGET /kpl/api/datasets back to back, while {args.uploads} uploads run at once")
+    print(
+        f"{'':>20} {'requests':>9} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'answered s':>11} {'CPU s':>7}"
+    )
+    idle = results["idle"]
+    print(
+        f"{'nothing else':>20} {idle['requests']:>9} {idle['p50_ms']:>9.1f} {idle['p99_ms']:>9.1f} {idle['max_ms']:>9.1f}"
+    )
+    for label, key in (("bombs", "bombs"), (f"{args.legit_mib} MiB imports", "imports")):
+        row, get = results[key], results[key]["get"]
         print(
-            f"{label:>14} {row['requests']:>9} {row['p50_ms']:>9.1f} {row['p99_ms']:>9.1f} {row['max_ms']:>9.1f}"
+            f"{label:>20} {get['requests']:>9} {get['p50_ms']:>9.1f} {get['p99_ms']:>9.1f} {get['max_ms']:>9.1f} "
+            f"{row['answered_s']:>11.1f} {row['server_cpu_s']:>7.1f}"
         )
-    print(f"bombs answered after {lat['bombs_answered_s']:.1f} s; server CPU {lat['server_cpu_s']:.1f} s")
-    for code, message in lat["answers"]:
-        print(f"  {code}: {message}")
+        for code, message in row["answers"]:
+            print(f"{'':>20}   {code} {message}")
     print(f"\n{args.entry_mib} MiB zip entry: {mem['status']} in {mem['import_s']:.1f} s {mem['message']}")
     print(
         f"server RSS idle {mem['idle_rss_mb']:.0f} MB, peak {mem['peak_rss_mb']:.0f} MB; "

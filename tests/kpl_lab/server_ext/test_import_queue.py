@@ -6,6 +6,7 @@ import asyncio
 import threading
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from kpl_lab.server_ext.handlers import datasets
 
@@ -79,3 +80,27 @@ async def test_failed_import_leaves_the_list_and_answers_the_error(api, gate):
     code, body = await api.upload("datasets", b"PK\x03\x04 cut short", name="broken", filename="broken.zip")
     assert code == 400 and "broken.zip: damaged zip archive" in body["message"]
     assert (await api.get("imports")) == (200, {"imports": []})
+
+
+async def test_import_whose_client_leaves_while_queued_is_dropped(api, gate):
+    upload = imagefolder_zip()
+    first = asyncio.ensure_future(api.upload("datasets", upload, name="first", format="imagefolder"))
+    await imports_when(api, [("first", "importing")])
+    leaving = asyncio.ensure_future(
+        api.fetch(
+            "kpl",
+            "api",
+            "datasets",
+            method="POST",
+            body=upload,
+            params={"name": "leaving", "format": "imagefolder"},
+            request_timeout=2,
+        )
+    )
+    await imports_when(api, [("first", "importing"), ("leaving", "queued")])
+    with pytest.raises(HTTPClientError, match="Timeout"):  # the client gives up
+        await leaving
+    await imports_when(api, [("first", "importing")])
+    gate.set()
+    assert (await first)[0] == 201
+    assert [d["name"] for d in (await api.get("datasets"))[1]["datasets"]] == ["first"]

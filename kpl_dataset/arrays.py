@@ -47,7 +47,7 @@ def build(values: list, t: pa.DataType, what: str = "column") -> pa.Array:
     if code is not None:
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(array(code, values))])
     if t == pa.binary():
-        data = b"".join(values)
+        data = values[0] if n == 1 else b"".join(values)  # one value (a large one) is not copied
         return pa.Array.from_buffers(t, n, [None, _offsets(map(len, values), n, what), pa.py_buffer(data)])
     if t == pa.string():
         data, lengths = _encode_strings(values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import numbers
 import os
 from collections.abc import Callable
@@ -154,8 +155,12 @@ def _v_bool(value: Any, acc: list) -> bool:
     raise FieldError(f"expected Bool, got {_show(value)}")
 
 
-def _v_bytes(value: Any, acc: list) -> bytes:
+def _v_bytes(value: Any, acc: list) -> bytes | mmap.mmap:
     if type(value) is bytes:
+        acc[0] += len(value)
+        return value
+    if isinstance(value, mmap.mmap):
+        # a large value an importer spooled to disk: written from the map, never copied in memory
         acc[0] += len(value)
         return value
     if not isinstance(value, str):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import mmap
 import os
 import uuid
 import weakref
@@ -57,6 +59,13 @@ class _Resources:
             self.lock_fd = None
 
 
+_MAP_SLICE = 8 << 20  # bytes of a file-mapped value written (and then let go) at a time
+
+
+def _nothing() -> None:
+    """Do nothing."""
+
+
 class _ShardWriter:
     """One Arrow IPC file being written; records each batch's byte range and checksums."""
 
@@ -81,19 +90,42 @@ class _ShardWriter:
 
     # File protocol used by pa.PythonFile.
     closed = False
+    # read-only file maps the batch being written takes its values from (see _mapped_slices)
+    file_maps: list[mmap.mmap] = []
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        f = self._res.file
-        if self._loc.local:
-            rest = view
-            while rest:  # a raw file may take less than asked
-                rest = rest[f.write(rest) :]
-        else:
-            f.write(view)
-        self.pos += len(view)
-        self._digest.update(view)
+        for piece, done in self._mapped_slices(data, view):
+            f = self._res.file
+            if self._loc.local:
+                rest = piece
+                while rest:  # a raw file may take less than asked
+                    rest = rest[f.write(rest) :]
+            else:
+                f.write(piece)
+            self.pos += len(piece)
+            self._digest.update(piece)
+            done()
         return len(view)
+
+    def _mapped_slices(self, data: Any, view: memoryview) -> Any:
+        """Yield (piece, done) of VIEW; pieces of a read-only file map are dropped from memory once written.
+
+        A value an importer spooled to a file reaches Arrow as a map of that file; writing it
+        whole would make every page of it resident at once. Its pages are clean copies of
+        the file, so they are let go (MADV_DONTNEED) a slice at a time.
+        """
+        address = getattr(data, "address", None)
+        for mapped in self.file_maps if address is not None and hasattr(mmap.mmap, "madvise") else ():
+            offset = address - pa.py_buffer(mapped).address
+            inside = offset >= 0 and offset + len(view) <= len(mapped)
+            if inside and offset % mmap.PAGESIZE == 0:
+                for at in range(0, len(view), _MAP_SLICE):
+                    length = min(_MAP_SLICE, len(view) - at)
+                    drop = functools.partial(mapped.madvise, mmap.MADV_DONTNEED, offset + at, length)
+                    yield view[at : at + length], drop
+                return
+        yield view, _nothing
 
     def flush(self) -> None:
         """Do nothing: finish() flushes once (a flush on S3 would start a multipart upload)."""
@@ -209,6 +241,7 @@ class WriteOnlyDataset:
             self._remove_empty_folders()
             raise
         self._columns: list[list] = [[] for _ in self._schema]
+        self._maps: list[mmap.mmap] = []  # memory-mapped values of the pending batch
         self._pending_rows = 0
         self._pending_bytes = 0
         self._count = 0
@@ -300,6 +333,9 @@ class WriteOnlyDataset:
         if self._closed:
             raise KPLDatasetError("write() on a closed WriteOnlyDataset")
         values, nbytes = self._checker.check(value, self._count)
+        if nbytes >= self._limits[1]:
+            self._flush()  # a record larger than a batch gets a batch of its own: its bytes are not copied
+            self._maps = [v for v in values if isinstance(v, mmap.mmap)]
         for column, v in zip(self._columns, values, strict=True):
             column.append(v)
         self._count += 1
@@ -325,7 +361,11 @@ class WriteOnlyDataset:
                 self._ensure_folder()
             name = f"{self._folder}/{self._token}-{len(self._shards):05d}.arrow"
             self._shard = _ShardWriter(self._loc, name, self._schema, self._res, self._durable)
-        self._shard.write_batch(batch)
+        self._shard.file_maps, self._maps = self._maps, []
+        try:
+            self._shard.write_batch(batch)
+        finally:
+            self._shard.file_maps = []
         if self._shard.rows >= self._limits[2] or self._shard.pos >= self._limits[3]:
             self._finish_shard()
 

@@ -43,3 +43,9 @@ class Conflict(KPLError):
     """The object is in a state that forbids the change (e.g. used by a running job)."""
 
     status = 409
+
+
+class Unavailable(KPLError):
+    """The server cannot take this now (e.g. too many imports waiting); trying later may work."""
+
+    status = 503

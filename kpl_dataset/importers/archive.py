@@ -1,21 +1,37 @@
-"""Read files out of a folder, zip or tar without extracting them to disk."""
+"""Read files out of a folder, zip or tar without extracting them to disk.
+
+Every byte is counted against the limits while it is inflated, so a bomb stops at the
+first limit it crosses. Large entries go through an unlinked temporary file and reach
+the writer as a read-only memory map, never as one more copy in memory.
+"""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import lzma
+import mmap
 import os
 import stat
 import struct
 import tarfile
+import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from kpl_dataset.importers.safety import ImportFailed, Limits, UnsafeEntry, decode_name, is_junk, safe_name
 
 _CHUNK = 1 << 16
+_INFLATE_CHUNK = 1 << 20
+# Entries larger than this reach the writer through a temporary file and a memory map.
+SPOOL_ABOVE = 16 << 20
+# first bytes -> the decompressor of a compressed tar
+_TAR_COMPRESSED = ((b"\x1f\x8b", gzip.GzipFile), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ\x00", lzma.LZMAFile))
+_JUNK_SHOWN = "__MACOSX, .DS_Store, Thumbs.db"
 _ZIP_UTF8_FLAG = 0x800
 _ZIP_ENCRYPTED_FLAG = 0x1
 _ZIP_UNICODE_PATH_EXTRA = 0x7075
@@ -32,6 +48,12 @@ _ZIP_ERRORS = (
     zlib.error,
 )
 _TAR_ERRORS = (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+
+
+def _scratch_file(near: Path) -> IO[bytes]:
+    """Return an unlinked temporary file beside NEAR (same disk as the upload), else in the temp folder."""
+    folder = near.parent if os.access(near.parent, os.W_OK) else None
+    return tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 - the caller closes it
 
 
 @dataclass(frozen=True)
@@ -53,6 +75,7 @@ class Source:
         self._declared_total = 0
         self._entries: list[Entry] = []
         self._by_path: dict[str, Entry] = {}
+        self.skipped_junk = 0
 
     @property
     def entries(self) -> list[Entry]:
@@ -66,6 +89,7 @@ class Source:
     def _add(self, raw_name: str, size: int, ref: object) -> None:
         path = safe_name(raw_name)
         if is_junk(path):
+            self.skipped_junk += 1
             return
         if path in self._by_path:
             raise UnsafeEntry(f"{raw_name!r}: duplicate entry for {path!r}")
@@ -86,9 +110,23 @@ class Source:
         self._read_total += produced
         self.limits.check_total(entry.path, self._read_total)
 
-    def read(self, entry: Entry) -> bytes:
-        """Return the content of ENTRY, counting the real bytes."""
+    def chunks(self, entry: Entry) -> Iterator[bytes]:
+        """Yield the content of ENTRY piece by piece, counting the real bytes."""
         raise NotImplementedError
+
+    def read(self, entry: Entry) -> bytes:
+        """Return the whole content of ENTRY (for annotations the importer parses)."""
+        return b"".join(self.chunks(entry))
+
+    def content(self, entry: Entry) -> bytes | mmap.mmap:
+        """Return the content of ENTRY for a record: bytes, or a read-only memory map when large."""
+        if entry.size <= SPOOL_ABOVE:
+            return self.read(entry)
+        with _scratch_file(self.location) as spool:
+            for piece in self.chunks(entry):
+                spool.write(piece)
+            spool.flush()
+            return mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
 
     def close(self) -> None:
         """Release the underlying file."""
@@ -100,9 +138,8 @@ class Source:
         self.close()
 
 
-def _read_counted(source: Source, entry: Entry, fp: BinaryIO, declared: int) -> bytes:
-    """Read FP to its end, refusing more than DECLARED bytes."""
-    chunks = []
+def _read_counted(source: Source, entry: Entry, fp: BinaryIO, declared: int) -> Iterator[bytes]:
+    """Yield FP to its end, refusing more than DECLARED bytes."""
     produced = 0
     while True:
         piece = fp.read(_CHUNK)
@@ -112,10 +149,12 @@ def _read_counted(source: Source, entry: Entry, fp: BinaryIO, declared: int) -> 
         if produced > declared:
             raise UnsafeEntry(f"{entry.path!r}: holds more bytes than its declared {declared}")
         source._count(entry, len(piece))
-        chunks.append(piece)
+        yield piece
     if produced != declared:
-        raise ImportFailed(f"{entry.path!r}: truncated: {produced} of {declared} bytes")
-    return b"".join(chunks)
+        raise ImportFailed(
+            f"{source.location}: damaged archive: {entry.path!r} ends after {produced} of its "
+            f"{declared} bytes (truncated upload?)"
+        )
 
 
 class FolderSource(Source):
@@ -139,7 +178,7 @@ class FolderSource(Source):
                     raise UnsafeEntry(f"{shown!r}: special file (device, fifo or socket) refused")
                 self._add(shown, st.st_size, full)
 
-    def read(self, entry: Entry) -> bytes:
+    def chunks(self, entry: Entry) -> Iterator[bytes]:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
         try:
             fd = os.open(str(entry.ref), flags)
@@ -148,7 +187,7 @@ class FolderSource(Source):
         with os.fdopen(fd, "rb") as fp:
             if not stat.S_ISREG(os.fstat(fp.fileno()).st_mode):
                 raise UnsafeEntry(f"{entry.path!r}: no longer a regular file")
-            return _read_counted(self, entry, fp, entry.size)
+            yield from _read_counted(self, entry, fp, entry.size)
 
 
 def _zip_name(info: zipfile.ZipInfo) -> str:
@@ -212,18 +251,19 @@ class ZipSource(Source):
             self._add(name, info.file_size, info)
         self._check_declared(compressed)
 
-    def read(self, entry: Entry) -> bytes:
+    def chunks(self, entry: Entry) -> Iterator[bytes]:
         info = entry.ref
         assert isinstance(info, zipfile.ZipInfo)
         if info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            return self._read_raw(entry, info)
+            yield from self._read_raw(entry, info)
+            return
         try:
             with self._zip.open(info) as fp:
-                return _read_counted(self, entry, fp, info.file_size)
+                yield from _read_counted(self, entry, fp, info.file_size)
         except _ZIP_ERRORS as exc:
             raise ImportFailed(f"{entry.path!r}: damaged entry: {exc}") from None
 
-    def _read_raw(self, entry: Entry, info: zipfile.ZipInfo) -> bytes:
+    def _read_raw(self, entry: Entry, info: zipfile.ZipInfo) -> Iterator[bytes]:
         """Inflate ENTRY ourselves so real bytes are counted, not trusted."""
         self._fp.seek(info.header_offset)
         header = self._fp.read(_LOCAL_HEADER.size)
@@ -234,7 +274,6 @@ class ZipSource(Source):
         declared = info.file_size
         raw_left = info.compress_size
         inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-        chunks: list[bytes] = []
         produced = 0
         crc = 0
         while True:
@@ -243,7 +282,9 @@ class ZipSource(Source):
             elif raw_left > 0:
                 raw = self._fp.read(min(_CHUNK, raw_left))
                 if not raw:
-                    raise ImportFailed(f"{entry.path!r}: truncated archive")
+                    raise ImportFailed(
+                        f"{self.location}: damaged archive: it ends inside {entry.path!r} (truncated upload?)"
+                    )
                 raw_left -= len(raw)
                 piece = raw if inflater is None else inflater.decompress(raw, _CHUNK)
             elif inflater is not None and not inflater.eof:
@@ -261,29 +302,57 @@ class ZipSource(Source):
             self.limits.check_ratio(entry.path, produced, info.compress_size)
             self._count(entry, len(piece))
             crc = zlib.crc32(piece, crc)
-            chunks.append(piece)
+            # the local file offset is shared: keep it where this entry's data goes on
+            position = self._fp.tell()
+            yield piece
+            self._fp.seek(position)
             if inflater is not None and inflater.eof:
                 break
         if produced != declared:
             raise ImportFailed(f"{entry.path!r}: {produced} bytes where {declared} were declared")
         if crc != info.CRC:
             raise ImportFailed(f"{entry.path!r}: CRC-32 mismatch (damaged archive)")
-        return b"".join(chunks)
 
     def close(self) -> None:
         self._zip.close()
         self._fp.close()
 
 
-class TarSource(Source):
-    """Members of a tar, tar.gz, tar.bz2 or tar.xz file."""
+class _Counted:
+    """A raw file that counts the compressed bytes read from it."""
 
-    def __init__(self, location: Path, limits: Limits) -> None:
+    def __init__(self, fp: BinaryIO) -> None:
+        self._fp = fp
+        self.consumed = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fp.read(size)
+        self.consumed += len(data)
+        return data
+
+
+class TarSource(Source):
+    """Members of a tar, tar.gz, tar.bz2 or tar.xz file.
+
+    A compressed tar is inflated once, into an unlinked temporary file, with its size and
+    ratio checked after every megabyte; the members are then read from the plain tar.
+    """
+
+    def __init__(self, location: Path, limits: Limits, decompressor: type | None = None) -> None:
         super().__init__(location, limits)
+        self._plain: IO[bytes] | None = None
         try:
-            self._tar = tarfile.open(location, "r:*")  # noqa: SIM115 - closed in close()
+            if decompressor is None:
+                self._tar = tarfile.open(location, "r:")  # noqa: SIM115 - closed in close()
+            else:
+                self._plain = self._inflate(decompressor)
+                self._tar = tarfile.open(fileobj=self._plain, mode="r:")  # noqa: SIM115 - closed in close()
         except _TAR_ERRORS as exc:
+            self.close()
             raise ImportFailed(f"{location}: not a readable tar file: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
         try:
             self._scan()
         except _TAR_ERRORS as exc:
@@ -292,7 +361,37 @@ class TarSource(Source):
         except BaseException:
             self.close()
             raise
-        self._archive_size = location.stat().st_size
+
+    def _inflate(self, decompressor: type) -> IO[bytes]:
+        """Inflate the archive into a temporary file, stopping at the first limit crossed."""
+        name = str(self.location)
+        plain = _scratch_file(self.location)
+        try:
+            with open(self.location, "rb") as raw_file:
+                raw = _Counted(raw_file)
+                stream = (
+                    decompressor(fileobj=raw)
+                    if issubclass(decompressor, gzip.GzipFile)
+                    else decompressor(raw)
+                )
+                produced = 0
+                try:
+                    while piece := stream.read(_INFLATE_CHUNK):
+                        produced += len(piece)
+                        self.limits.check_total(name, produced)
+                        self.limits.check_ratio(name, produced, raw.consumed)
+                        plain.write(piece)
+                except EOFError:
+                    raise ImportFailed(
+                        f"{name}: damaged archive: the compressed data ends early (truncated upload?)"
+                    ) from None
+                except (OSError, ValueError, zlib.error, lzma.LZMAError) as exc:
+                    raise ImportFailed(f"{name}: damaged archive: {exc}") from None
+            plain.seek(0)
+            return plain
+        except BaseException:
+            plain.close()
+            raise
 
     def _scan(self) -> None:
         for member in self._tar:
@@ -311,33 +410,58 @@ class TarSource(Source):
             self._add(name, member.size, member)
         self._check_declared(self.location.stat().st_size)
 
-    def read(self, entry: Entry) -> bytes:
+    def chunks(self, entry: Entry) -> Iterator[bytes]:
         member = entry.ref
         assert isinstance(member, tarfile.TarInfo)
         try:
             fp = self._tar.extractfile(member)
             assert fp is not None
             with fp:
-                data = _read_counted(self, entry, fp, member.size)
+                yield from _read_counted(self, entry, fp, member.size)
         except _TAR_ERRORS as exc:
             raise ImportFailed(f"{entry.path!r}: damaged tar member: {exc}") from None
-        self.limits.check_ratio(entry.path, self._read_total, self._archive_size)
-        return data
 
     def close(self) -> None:
-        self._tar.close()
+        tar = getattr(self, "_tar", None)
+        if tar is not None:
+            tar.close()
+        if self._plain is not None:
+            self._plain.close()
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as file:
+        return file.read(8)
 
 
 def open_source(location: str | os.PathLike[str], limits: Limits | None = None) -> Source:
-    """Open a folder, zip or tar as a checked Source."""
+    """Open a folder, zip or tar as a checked Source that holds at least one file."""
     path = Path(location)
     limits = limits or Limits()
     if not path.exists():
         raise ImportFailed(f"{path}: no such file or folder")
     if path.is_dir():
-        return FolderSource(path, limits)
-    if zipfile.is_zipfile(path):
-        return ZipSource(path, limits)
-    if tarfile.is_tarfile(path):
-        return TarSource(path, limits)
-    raise ImportFailed(f"{path}: not a folder, zip or tar archive")
+        source: Source = FolderSource(path, limits)
+    else:
+        head = _head(path)
+        compressed = next((cls for magic, cls in _TAR_COMPRESSED if head.startswith(magic)), None)
+        if zipfile.is_zipfile(path):
+            source = ZipSource(path, limits)
+        elif head.startswith(b"PK\x03\x04"):
+            raise ImportFailed(
+                f"{path}: damaged zip archive: its central directory is missing (truncated upload?)"
+            )
+        elif compressed is not None:
+            source = TarSource(path, limits, compressed)
+        elif tarfile.is_tarfile(path):
+            source = TarSource(path, limits)
+        else:
+            raise ImportFailed(f"{path}: not a folder, zip or tar archive")
+    if not source.entries:
+        source.close()
+        if source.skipped_junk:
+            raise ImportFailed(
+                f"{path}: nothing to import: only OS metadata ({_JUNK_SHOWN}), which is skipped"
+            )
+        raise ImportFailed(f"{path}: nothing to import: it holds no files")
+    return source

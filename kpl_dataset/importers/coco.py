@@ -154,7 +154,7 @@ def import_coco(
                         {
                             "path": found.path,
                             "contentType": content_type(found.path),
-                            "content": source.read(found),
+                            "content": source.content(found),
                             "width": int(image.get("width") or 0),
                             "height": int(image.get("height") or 0),
                             "object": objects.get(image.get("id"), []),

@@ -113,7 +113,7 @@ def import_imagefolder(
                         {
                             "path": entry.path,
                             "contentType": content_type(entry.path),
-                            "content": source.read(entry),
+                            "content": source.content(entry),
                             "class_name": class_name,
                             "file_name": posixpath.splitext(posixpath.basename(entry.path))[0],
                             "class_id": ids[class_name],

@@ -108,7 +108,7 @@ def import_labelme(
                 path = _image_path(entry.path, image_path)
                 image = source.find(path)
                 if image is not None:
-                    content = source.read(image)
+                    content = source.content(image)
                 elif isinstance(doc.get("imageData"), str):
                     try:
                         content = base64.b64decode(doc["imageData"], validate=True)

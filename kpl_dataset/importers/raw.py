@@ -48,7 +48,7 @@ def import_raw(
                     {
                         "path": entry.path,
                         "contentType": content_type(entry.path),
-                        "content": source.read(entry),
+                        "content": source.content(entry),
                     },
                 )
                 progress.update()

@@ -120,7 +120,7 @@ def import_voc(
                     {
                         "path": image.path,
                         "contentType": content_type(image.path),
-                        "content": source.read(image),
+                        "content": source.content(image),
                         "width": width,
                         "height": height,
                         "object": objects,

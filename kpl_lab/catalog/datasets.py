@@ -87,6 +87,7 @@ def open_view(catalog: Catalog, project: str, name: str, version: str) -> tuple[
     """Return a dataset version and the view that reads its pages, fields, thumbnails and stats."""
     from .datasets_view import DatasetView
 
+    check_name(name)
     check_name(version, "version")
     row = catalog.get_dataset(project, f"{name}:{version}")
     view = DatasetView(catalog.path(row), cache_dir(catalog.storage, project, name, row.version), row.ref)

@@ -7,6 +7,7 @@ and replaces each bytes or File value by its size, content type and the URL that
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import mimetypes
@@ -104,9 +105,18 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def thumbnail_key(part: str, index: int, path_text: str, size: int) -> str:
+    """Return the cache file name of a thumbnail: a hash, so no request text ever names a path."""
+    key = json.dumps([part, index, path_text, size])  # ensure_ascii: NULs and lone surrogates too
+    return hashlib.sha256(key.encode("ascii")).hexdigest()
+
+
 def parse_field_path(text: str) -> list[str | int]:
     """Split `object.0.mask` into ["object", 0, "mask"]."""
-    parts: list[str | int] = [int(p) if p.isdigit() else p for p in text.split(".")]
+    # ASCII digits only (int("²") raises), and no more than any list holds (int() of 5000 digits raises)
+    parts: list[str | int] = [
+        int(p) if p.isascii() and p.isdigit() and len(p) <= 18 else p for p in text.split(".")
+    ]
     if not text or "" in parts or not isinstance(parts[0], str):
         raise BadRequest(
             f"field {text!r}: expected a field name, or a path such as object.0.mask", field="field"
@@ -229,7 +239,8 @@ class DatasetView:
                 field="thumbnail",
             )
         part = self.part(part)
-        cached = self.cache_dir / "thumbnails" / part / f"{index}.{path_text}.{size}.png"
+        parse_field_path(path_text)
+        cached = self.cache_dir / "thumbnails" / f"{thumbnail_key(part, index, path_text, size)}.png"
         if cached.is_file():
             return cached.read_bytes()
         data, kind = self.field(part, index, path_text)

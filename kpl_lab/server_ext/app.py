@@ -12,6 +12,7 @@ from tornado.ioloop import PeriodicCallback
 from traitlets import Float, Integer, List, Unicode
 
 from ..platform import Platform, with_moved_settings
+from .imports import ImportQueue
 from .routes import API_PREFIX, handlers
 
 GiB = 1 << 30
@@ -39,9 +40,16 @@ class KPLLab(ExtensionApp):
     worker_threads = Integer(4, help="Threads that run database and file work off the event loop.").tag(
         config=True
     )
+    import_workers = Integer(
+        2, help="Dataset imports that run at once, on threads of their own; more wait queued."
+    ).tag(config=True)
+    import_queue = Integer(
+        32, help="Dataset imports that may wait for a worker; further uploads are refused (503)."
+    ).tag(config=True)
 
     platform: Platform
     pool: ThreadPoolExecutor
+    imports: ImportQueue
 
     def may_use_project(self, user: object, project: str) -> bool:
         """Say whether the user may use a project (the hub will decide per user later)."""
@@ -51,6 +59,7 @@ class KPLLab(ExtensionApp):
         """Open the platform, publish the API URL and token to kernels, start background work."""
         self.platform = Platform(config=with_moved_settings(self.config, "KPLLab", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-api")
+        self.imports = ImportQueue(self.import_workers, self.import_queue)
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()
         # before the first request: a job submitted meanwhile would look "never started" to it
@@ -96,6 +105,7 @@ class KPLLab(ExtensionApp):
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""
         self._ticker.stop()
+        self.imports.shutdown()
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.platform.close()
         for key, value in self._saved_environ.items():

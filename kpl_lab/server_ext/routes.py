@@ -18,6 +18,7 @@ ROUTES: list[tuple[str, type]] = [
     ("/datasets/{name}/versions/{version}/records", datasets.RecordsHandler),
     ("/datasets/{name}/versions/{version}/records/{index}/fields/{field}", datasets.FieldHandler),
     ("/datasets/{name}/versions/{version}/stats", datasets.StatsHandler),
+    ("/imports", datasets.ImportsHandler),
     ("/algorithms", algorithms.AlgorithmsHandler),
     ("/algorithms/{name}", algorithms.AlgorithmHandler),
     ("/algorithms/{name}/versions/{version}", algorithms.AlgorithmVersionHandler),

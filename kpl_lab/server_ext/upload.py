@@ -41,6 +41,8 @@ class UploadHandler(KPLHandler):
     """
 
     upload: Path | None = None
+    # set while a worker reads the upload: a client that goes away must not pull it from under it
+    upload_in_use = False
     _upload_file: IO[bytes] | None = None
     _upload_dir: Path | None = None
     _received = 0
@@ -110,6 +112,7 @@ class UploadHandler(KPLHandler):
         self._discard()
 
     def on_connection_close(self) -> None:
-        """Remove the temporary file of an upload the client abandoned."""
+        """Remove the temporary file of an upload the client abandoned (once no worker reads it)."""
         super().on_connection_close()
-        self._discard()
+        if not self.upload_in_use:
+            self._discard()

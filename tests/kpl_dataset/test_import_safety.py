@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import mmap
 import os
+import re
 import stat
 import tarfile
+import tracemalloc
 import zipfile
 import zlib
 
@@ -13,7 +17,8 @@ import pytest
 
 from kpl_dataset import ReadOnlyDataset, list_parts
 from kpl_dataset.cli import main
-from kpl_dataset.importers import ImportFailed, Limits, UnsafeEntry, open_source
+from kpl_dataset.importers import ImportFailed, Limits, UnsafeEntry, import_raw, open_source
+from kpl_dataset.importers.archive import SPOOL_ABOVE, TarSource
 from kpl_dataset.importers.safety import decode_name, safe_name
 
 MiB = 1 << 20
@@ -406,3 +411,123 @@ def test_import_folder_zip_and_tar_give_the_same_records(tmp_path, capsys):
 def test_import_failure_is_an_import_failed_error(tmp_path):
     with pytest.raises(ImportFailed, match="no such file or folder"):
         open_source(tmp_path / "missing.zip")
+
+
+# --- bombs stop while inflating, large entries never sit whole in memory ----------------
+
+
+class CountingGzip(gzip.GzipFile):
+    """A gzip reader that counts the bytes it inflates."""
+
+    inflated = 0
+
+    def read(self, size=-1):
+        data = super().read(size)
+        CountingGzip.inflated += len(data)
+        return data
+
+
+def test_tar_gz_bomb_stops_at_the_first_limit_crossed(tmp_path):
+    src = tmp_path / "bomb.tar.gz"
+    with gzip.open(src, "wb") as out:  # 256 MiB of zeros in a tar: about 250 KiB on disk
+        info = tarfile.TarInfo("zeros.bin")
+        info.size = 256 * MiB
+        out.write(info.tobuf(tarfile.GNU_FORMAT))
+        for _ in range(256):
+            out.write(bytes(MiB))
+    CountingGzip.inflated = 0
+    with pytest.raises(UnsafeEntry, match=r"compression ratio .*possible zip bomb"):
+        TarSource(src, Limits(), CountingGzip)
+    assert CountingGzip.inflated <= 2 * MiB  # stopped just past the 1 MiB ratio floor, not at 256 MiB
+
+
+def test_tar_gz_size_is_checked_while_inflating(tmp_path):
+    payload = os.urandom(MiB)  # incompressible: only the size limit can stop it
+    src = make_tar(tmp_path / "up.tgz", [tar_file(f"f{i}.bin", payload) for i in range(4)])
+    CountingGzip.inflated = 0
+    with pytest.raises(UnsafeEntry, match="total uncompressed size"):
+        TarSource(src, Limits(max_total_size=2 * MiB), CountingGzip)
+    assert CountingGzip.inflated <= 3 * MiB
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_large_zip_entry_is_spooled_not_held_in_memory(tmp_path, compression):
+    block = os.urandom(MiB)
+    size = 2 * SPOOL_ABOVE + 12345
+    src = tmp_path / "big.zip"
+    with zipfile.ZipFile(src, "w", compression) as zf, zf.open("big.bin", "w", force_zip64=True) as out:
+        for offset in range(0, size, MiB):
+            out.write(block[: min(MiB, size - offset)])
+    dest = tmp_path / "ds"
+    tracemalloc.start()
+    try:
+        import_raw(src, dest)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 2  # Python never held the entry whole (it would take `size` bytes once)
+    (record,) = _records(dest)
+    content = record["content"]
+    assert len(content) == size
+    assert content[:MiB] == block and content[-12345:] == block[:12345]
+
+
+def test_large_entry_content_is_a_read_only_map(tmp_path):
+    src = tmp_path / "big.zip"
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("big.bin", bytes(range(256)) * ((SPOOL_ABOVE // 256) + 1))
+    with open_source(src) as source:
+        (entry,) = source.entries
+        content = source.content(entry)
+        assert isinstance(content, mmap.mmap)
+        assert content[:256] == bytes(range(256)) and len(content) == entry.size
+        with pytest.raises(TypeError):
+            content[0] = 1
+
+
+# --- archives with nothing to import, truncated archives ------------------------------
+
+
+def test_archive_of_os_metadata_only_is_refused(tmp_path, capsys):
+    src = make_zip(
+        tmp_path / "mac.zip",
+        [("__MACOSX/._a.jpg", b"x"), ("photos/.DS_Store", b"x"), ("photos/Thumbs.db", b"x")],
+    )
+    code, _, err = run(["import", src, tmp_path / "ds"], capsys)
+    assert code == 2
+    assert f"{src}: nothing to import: only OS metadata (__MACOSX, .DS_Store, Thumbs.db)" in err
+    assert_nothing_left(tmp_path / "ds")
+
+
+def test_empty_archive_is_refused(tmp_path):
+    src = make_tar(tmp_path / "empty.tar.gz", [])
+    with pytest.raises(ImportFailed, match="nothing to import: it holds no files"):
+        open_source(src)
+
+
+@pytest.mark.parametrize("suffix", ["tar.gz", "tar.bz2", "tar.xz"])
+def test_truncated_compressed_tar_is_damaged(tmp_path, suffix):
+    src = make_tar(
+        tmp_path / f"up.{suffix}",
+        [tar_file(f"f{i}.bin", os.urandom(200_000)) for i in range(3)],
+        mode=f"w:{suffix.rsplit('.', 1)[1]}",
+    )
+    src.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    with pytest.raises(ImportFailed, match=rf"{re.escape(str(src))}: damaged archive"):
+        open_source(src)
+
+
+def test_truncated_plain_tar_is_damaged(tmp_path):
+    src = make_tar(tmp_path / "up.tar", [tar_file("a.bin", os.urandom(300_000))], mode="w")
+    src.write_bytes(src.read_bytes()[:100_000])
+    with pytest.raises(ImportFailed, match=rf"{re.escape(str(src))}: damaged"), open_source(src) as source:
+        for entry in source.entries:
+            source.read(entry)
+
+
+def test_truncated_zip_is_damaged(tmp_path, capsys):
+    src = make_zip(tmp_path / "up.zip", [("a.bin", os.urandom(100_000))])
+    src.write_bytes(src.read_bytes()[:50_000])
+    code, _, err = run(["import", src, tmp_path / "ds"], capsys)
+    assert code == 2
+    assert f"{src}: damaged zip archive" in err and "truncated" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from urllib.parse import quote, urlencode
 
@@ -14,6 +16,7 @@ from ...catalog.serialize import matches, named_json, version_json
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
+from ..imports import DatasetImport
 from ..upload import UploadHandler
 
 PAGE_MAX = 1000
@@ -30,6 +33,8 @@ ACTIVE_TYPES = (
 @web.stream_request_body
 class DatasetsHandler(UploadHandler):
     """GET: the project's datasets (`?q=` searches); POST: upload an archive as a new version."""
+
+    _import: DatasetImport | None = None
 
     @web.authenticated
     async def get(self) -> None:
@@ -50,24 +55,53 @@ class DatasetsHandler(UploadHandler):
             self.get_query_argument("split", None),
         )
         self.project  # noqa: B018 - refuse a forbidden project before the body arrives
+        self.app.imports.check_room()
 
     @web.authenticated
     async def post(self) -> None:
-        """Import the uploaded archive and answer the new version."""
+        """Import the uploaded archive on the import workers and answer the new version."""
         shown_as = self.get_query_argument("filename", None) or "the upload"
         archive = self.finish_upload()
-        row = await self.blocking(
-            self.platform.catalog.import_dataset,
-            self.project,
-            self.get_query_argument("name"),
-            archive,
-            form=self.get_query_argument("format", "import"),
-            part=self.get_query_argument("part", None) or None,
-            split=self.get_query_argument("split", None) or None,
-            description=self.get_query_argument("description", ""),
-            shown_as=shown_as,
-        )
+        name = self.get_query_argument("name")
+        form = self.get_query_argument("format", "import")
+        self._import = DatasetImport(self.project, name, form, shown_as)
+        self.upload_in_use = True
+        try:
+            row = await self.app.imports.submit(
+                self._import,
+                functools.partial(
+                    self.platform.catalog.import_dataset,
+                    self.project,
+                    name,
+                    archive,
+                    form=form,
+                    part=self.get_query_argument("part", None) or None,
+                    split=self.get_query_argument("split", None) or None,
+                    description=self.get_query_argument("description", ""),
+                    shown_as=shown_as,
+                ),
+            )
+        except asyncio.CancelledError:
+            return  # dropped while queued: its client went away (or the server stops)
+        finally:
+            self.upload_in_use = False
+            self._discard()
         self.reply(version_json("dataset", row), status=201)
+
+    def on_connection_close(self) -> None:
+        """Drop the import of a client that went away while it was still queued."""
+        if self._import is not None:
+            self.app.imports.cancel(self._import)
+        super().on_connection_close()
+
+
+class ImportsHandler(KPLHandler):
+    """GET: the project's dataset imports in flight (queued or importing)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List imports in flight."""
+        self.reply({"imports": self.app.imports.list(self.project)})
 
 
 class DatasetHandler(KPLHandler):
@@ -166,11 +200,14 @@ class FieldHandler(VersionBase):
         size = self.get_query_argument("thumbnail", None)
         size_px = self.query_int("thumbnail", 128, 1, 1 << 20) if size is not None else None
 
+        # more digits than any record count: not found (int() of thousands of digits raises)
+        record = int(index) if len(index) <= 18 else -1
+
         def work():
             _, view = self.open_view(name, version)
             if size_px is not None:
-                return view.thumbnail(part, int(index), field, size_px), "image/png"
-            return view.field(part, int(index), field)
+                return view.thumbnail(part, record, field, size_px), "image/png"
+            return view.field(part, record, field)
 
         value, kind = await self.blocking(work)
         self.set_header("Cache-Control", "private, max-age=86400, immutable")  # versions never change

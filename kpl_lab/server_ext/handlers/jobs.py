@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,10 @@ from pydantic import BaseModel, ConfigDict
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ...catalog.jobs import JOB_STATES
+from ...catalog.jobs import JOB_STATES, Job
 from ...catalog.serialize import job_json
 from ...engine.service import JobRequest, ResourceRequest
-from ...errors import BadRequest, Forbidden
+from ...errors import BadRequest, Forbidden, NotFound
 from ..base import KPLHandler
 
 LOG_CHUNK = 64 * 1024
@@ -294,12 +296,33 @@ class JobEventsHandler(KPLHandler):
 
     @allow_unauthenticated
     async def post(self, job_id: str) -> None:
-        """Ingest a JSON array of events."""
+        """Check the job's token, then ingest a JSON array of events."""
         scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "token" or not token.strip():
-            raise Forbidden("posting events needs the job's token: Authorization: token <KPL_JOB_TOKEN>")
+        token = token.strip()
+        # one answer for a missing token, a wrong token and no such job: job ids are no oracle
+        if (
+            scheme.lower() != "token"
+            or not token
+            or not await self.blocking(_is_job_token, self, job_id, token)
+        ):
+            raise Forbidden(EVENTS_REFUSED)
         events = self.json_body()
         if not isinstance(events, list):
             raise BadRequest("the body must be a JSON array of events", field="body")
-        accepted = await self.blocking(self.platform.jobs.ingest_events, job_id, token.strip(), events)
+        try:
+            accepted = await self.blocking(self.platform.jobs.ingest_events, job_id, token, events)
+        except NotFound:  # deleted since the check
+            raise Forbidden(EVENTS_REFUSED) from None
         self.reply({"accepted": accepted if isinstance(accepted, int) else len(events)})
+
+
+EVENTS_REFUSED = "posting events needs the job's own token: Authorization: token <KPL_JOB_TOKEN>"
+
+
+def _is_job_token(handler: KPLHandler, job_id: str, token: str) -> bool:
+    """Say whether TOKEN is the events token of job JOB_ID (False when there is no such job)."""
+    with handler.platform.session() as session:
+        job = session.get(Job, job_id)
+        expected = (job.handle or {}).get("token_sha256") if job is not None else None
+    given = hashlib.sha256(token.encode()).hexdigest()
+    return bool(expected) and hmac.compare_digest(given, expected)

@@ -64,7 +64,7 @@ async def test_records_page_projects_fields_and_references_bytes(api, kpl_home):
     thumb = await api.raw("GET", f"datasets/pets/versions/{version}/records/3/fields/content", thumbnail=16)
     assert thumb.code == 200 and thumb.headers["Content-Type"] == "image/png"
     assert Image.open(io.BytesIO(thumb.body)).size == (16, 12)
-    cached = list((kpl_home / "storage" / "cache").rglob("3.content.16.png"))
+    cached = list((kpl_home / "storage" / "cache").rglob("thumbnails/*.png"))
     assert len(cached) == 1 and cached[0].read_bytes() == thumb.body
     again = await api.raw("GET", f"datasets/pets/versions/{version}/records/3/fields/content", thumbnail=16)
     assert again.body == thumb.body

@@ -8,7 +8,7 @@ import threading
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from kpl_lab.server_ext.handlers import datasets
+from kpl_lab.catalog.service import Catalog
 
 from .conftest import imagefolder_zip
 
@@ -24,13 +24,13 @@ def jp_server_config(jp_server_config):
 def gate(monkeypatch):
     """Hold every import until the test opens the gate."""
     opened = threading.Event()
-    real = datasets.import_upload
+    real = Catalog.import_dataset
 
-    def held(*args):
+    def held(*args, **kwargs):
         opened.wait(60)
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(datasets, "import_upload", held)
+    monkeypatch.setattr(Catalog, "import_dataset", held)
     yield opened
     opened.set()
 

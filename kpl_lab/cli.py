@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .api.jobs import JOB_STATES
 from .catalog import serialize
-from .catalog.jobs import JOB_STATES
-from .catalog.serialize import iso
-from .errors import BadRequest, KPLError
+from .errors import BadRequest, KPLError, parameter_error
 
 # ----------------------------------------------------------------- formatting
 
@@ -311,35 +310,13 @@ def usage_text(usage: dict) -> str:
 
 
 def job_json(platform, job) -> dict:
-    """Return a job as plain data, with its progress, time left and latest metric values."""
+    """Return the job as the REST API answers it, with its latest metric values and use."""
     fraction, eta = platform.jobs.progress(job.project.name, job.id)
-    return {
-        "id": job.id,
-        "project": job.project.name,
-        "algorithm": job.algorithm_ref,
-        "function": job.function,
-        "state": job.state,
-        "progress": fraction,
-        "eta_seconds": eta,
-        "inputs": job.inputs,
-        "parameters": job.parameters,
-        "outputs": job.outputs,
-        "limits": job.limits,
-        "requests": job.requests,
-        "assigned_devices": job.assigned_devices,
-        "executor": job.executor,
-        "enforcement": job.enforcement,
-        "exit_code": job.exit_code,
-        "reason": job.reason,
-        "last_log_lines": job.last_log_lines,
-        "created": iso(job.created),
-        "started": iso(job.started),
-        "finished": iso(job.finished),
-        "copied_from": job.copied_from,
-        "resumed_from": job.resumed_from,
+    return serialize.job_json(job, fraction, eta) | {
         "metrics": {name: value for name, (_, value) in latest_metrics(platform, job.id).items()},
-        "figures": [
-            {k: v for k, v in summary.items() if k != "curve"} for summary in figure_summaries(platform, job)
+        "metric_summaries": [
+            {k: v for k, v in summary.items() if k not in ("curve", "key")}
+            for summary in figure_summaries(platform, job)
         ],
         "usage": {k: v for k, v in (job.usage or {}).items() if k != "history"},
     }
@@ -381,7 +358,7 @@ def _parameters(base: dict, texts: Sequence[str]) -> dict:
     try:
         return apply_overrides(base, list(texts))
     except ParameterError as exc:
-        raise BadRequest(str(exc), field="parameters") from exc
+        raise parameter_error(exc) from exc
 
 
 def _inputs(texts: Sequence[str]) -> dict[str, str]:
@@ -582,21 +559,24 @@ def cmd_job_show(args, platform) -> int:
     return 0
 
 
-def _metrics_table(series: dict, latest: dict) -> str:
+def _metrics_table(figures: dict, summaries: list[dict]) -> str:
+    last = {(s["figure"], s["series"]): s["last"] for s in summaries}
     rows = []
-    for name, points in series.items():
-        values = [y for _, y in points]
-        last = latest.get(name, points[-1] if points else (None, None))[1]
-        rows.append(
-            [
-                name,
-                sparkline(values),
-                format_number(last) if last is not None else "-",
-                format_number(min(values)) if values else "-",
-                format_number(max(values)) if values else "-",
-            ]
-        )
-    return render_table(["SERIES", "CURVE", "LAST", "MIN", "MAX"], rows)
+    for figure, curves in figures.items():
+        for name, points in curves.items():
+            values = [y for _, y in points]
+            value = last.get((figure, name), points[-1][1] if points else None)
+            rows.append(
+                [
+                    name,
+                    figure,
+                    sparkline(values),
+                    format_number(value) if value is not None else "-",
+                    format_number(min(values)) if values else "-",
+                    format_number(max(values)) if values else "-",
+                ]
+            )
+    return render_table(["SERIES", "FIGURE", "CURVE", "LAST", "MIN", "MAX"], rows)
 
 
 def cmd_job_logs(args, platform) -> int:
@@ -618,23 +598,20 @@ def cmd_job_stop(args, platform) -> int:
 
 def cmd_job_metrics(args, platform) -> int:
     job = platform.jobs.get(args.project, args.job_id)
-    series = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
+    figures = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
     if args.plot:
-        if not series:
+        if not figures:
             raise BadRequest(f"job {job.id} has no metrics to plot yet", field="plot")
-        figures: dict[str, dict] = {}
-        for summary in figure_summaries(platform, job):
-            figures.setdefault(summary["figure"], {})[summary["series"]] = series[summary["key"]]
         plot_metrics(figures, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
         print(f"wrote {args.plot}")
         return 0
     if args.json:
-        emit_json({name: [list(point) for point in points] for name, points in series.items()})
+        emit_json(serialize.metrics_json(job, figures, args.max_points))
         return 0
-    if not series:
+    if not figures:
         print(f"job {job.id} has no metrics yet")
         return 0
-    print(_metrics_table(series, latest_metrics(platform, job.id)))
+    print(_metrics_table(figures, figure_summaries(platform, job)))
     return 0
 
 

@@ -25,16 +25,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import joinedload
 from traitlets import Float, Integer, Type
 from traitlets.config import Config, LoggingConfigurable
 
+from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import FINAL_STATES, Job, Metric
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..errors import BadRequest, Conflict, Forbidden, KPLError, NotFound
+from ..errors import BadRequest, Conflict, Forbidden, KPLError, NotFound, parameter_error
 from . import envelope, usage
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch, Resources
@@ -51,32 +51,6 @@ LOG_CHUNK = 64 * 1024
 FOLLOW_POLL_SECONDS = 0.2
 CONFIG_SECTIONS = ("Platform", "JobService", "Ledger", "LocalExecutor")
 ALGORITHM_CACHE = 32
-
-
-class ResourceRequest(BaseModel):
-    """Resource overrides of a job; None keeps the algorithm's environment.yml value."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cpu: float | None = Field(default=None, gt=0)
-    memory: int | None = Field(default=None, gt=0)
-    shm: int | None = Field(default=None, ge=0)
-    gpu: int | None = Field(default=None, ge=0)
-    npu: int | None = Field(default=None, ge=0)
-
-
-class JobRequest(BaseModel):
-    """What to run: one function of an algorithm with inputs, parameters and resources."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    project: str = "default"
-    algorithm: str  # NAME or NAME:VERSION
-    function: str = "train"
-    inputs: dict[str, str] = Field(default_factory=dict)  # key -> dataset/model ref
-    parameters: dict[str, Any] = Field(default_factory=dict)  # name (dotted or nested) -> value
-    resources: ResourceRequest | None = None
-    priority: int = 0
 
 
 def _now() -> datetime:
@@ -191,7 +165,7 @@ class JobService(LoggingConfigurable):
         try:
             parameters = apply_overrides(version.parameters or {}, request.parameters)
         except ParameterError as error:
-            raise BadRequest(str(error), field="parameters") from error
+            raise parameter_error(error) from error
         limits = function.launch_resources(Resources(cpu=self.default_cpu, memory=self.default_memory))
         overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
         for kind in ("gpu", "npu"):
@@ -200,7 +174,10 @@ class JobService(LoggingConfigurable):
         for name, value in overrides.items():
             setattr(limits, name, value)
         limits.devices = {kind: count for kind, count in limits.devices.items() if count}
-        self.ledger.check(project, limits)
+        try:
+            self.ledger.check(project, limits)
+        except BadRequest as error:  # the ledger names the resource; the request has it under resources
+            raise BadRequest(error.message, field=f"resources.{error.field}") from error
         requests = None
         if function.resource.requests is not None:
             asked = function.resource.requests
@@ -470,32 +447,26 @@ class JobService(LoggingConfigurable):
 
     def metrics(
         self, project: str, job_id: str, max_points: int = 1000
-    ) -> dict[str, list[tuple[float, float]]]:
-        """Return each series' points, at most `max_points` (the lowest and highest of each bucket).
+    ) -> dict[str, dict[str, list[tuple[float, float]]]]:
+        """Return figure -> series -> points, at most `max_points` (the lowest and highest of each bucket).
 
-        A series is named by its series name, or `figure/series` when two figures share a name.
         Long series are read from their envelope (kept by ingestion), never point by point.
         """
         job = self.get(project, job_id)
-        curves = [
-            (figure, series, curve)
-            for figure, fields in sorted(job.figures.items())
-            for series, curve in fields.get("envelopes", {}).items()
-        ]
-        names = [series for _, series, _ in curves]
-        result = {}
+        result: dict[str, dict[str, list[tuple[float, float]]]] = {}
         with self.platform.session() as session:
-            for figure, series, curve in curves:
-                key = series if names.count(series) == 1 else f"{figure}/{series}"
-                if curve["count"] > max_points:
-                    result[key] = envelope.points(curve, max_points)
-                    continue
-                rows = session.execute(
-                    select(Metric.x, Metric.value)
-                    .where(Metric.job_id == job.id, Metric.series == series, Metric.figure == figure)
-                    .order_by(Metric.step)
-                )
-                result[key] = [(float(x), float(y)) for x, y in rows]
+            for figure, fields in sorted(job.figures.items()):
+                for series, curve in sorted(fields.get("envelopes", {}).items()):
+                    if curve["count"] > max_points:
+                        points = envelope.points(curve, max_points)
+                    else:
+                        rows = session.execute(
+                            select(Metric.x, Metric.value)
+                            .where(Metric.job_id == job.id, Metric.series == series, Metric.figure == figure)
+                            .order_by(Metric.step)
+                        )
+                        points = [(float(x), float(y)) for x, y in rows]
+                    result.setdefault(figure, {})[series] = points
         return result
 
     # ingesting events

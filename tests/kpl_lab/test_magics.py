@@ -152,14 +152,14 @@ def test_widgets_show_live_progress_and_curves(shell, kpl_server):
     monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
     assert monitor.progress.state == "succeeded" and monitor.progress.bar.value == 1.0
     assert monitor.progress.bar.bar_style == "success"
-    assert [x for x, _ in monitor.plot.series["loss"]] == [0, 1, 2, 3, 4]
+    assert [x for x, _ in monitor.plot.figures["training"]["loss"]] == [0, 1, 2, 3, 4]
     assert "<polyline" in monitor.plot.chart.value
 
     _, _, _, outputs = run(shell, "%kpl_train toy --input data=shapes --param steps=5")
     monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
     monitor.progress.poller.join()  # the background refresh ends when the job does
     monitor.plot.poller.join()
-    assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 5
+    assert monitor.progress.state == "succeeded" and len(monitor.plot.figures["training"]["loss"]) == 5
 
 
 @pytest.mark.parametrize(

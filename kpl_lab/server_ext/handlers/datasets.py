@@ -21,9 +21,11 @@ from kpl_dataset.importers import (
     parse_split,
 )
 
+from ...api.catalog import Deleted
+from ...api.datasets import DatasetList, DatasetVersionDetail, RecordsPage, Stats
 from ...catalog import datasets_view
 from ...catalog.datasets_view import DatasetView
-from ...catalog.serialize import matches, named_json, version_json
+from ...catalog.serialize import matches, named_model, version_json, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -85,7 +87,7 @@ class DatasetsHandler(UploadHandler):
         """List datasets."""
         query = self.get_query_argument("q", None)
         rows = await self.blocking(self.platform.catalog.list_datasets, self.project)
-        self.reply({"datasets": [named_json("dataset", d) for d in rows if matches(d, query)]})
+        self.reply(DatasetList(datasets=[named_model("dataset", d) for d in rows if matches(d, query)]))
 
     def check_upload_query(self) -> None:
         """Check name, format and part before the body is stored."""
@@ -128,7 +130,7 @@ class DatasetsHandler(UploadHandler):
             archive,
             shown_as,
         )
-        self.reply(version_json("dataset", row), status=201)
+        self.reply(version_model("dataset", row), status=201)
 
 
 class DatasetHandler(KPLHandler):
@@ -138,12 +140,12 @@ class DatasetHandler(KPLHandler):
     async def get(self, name: str) -> None:
         """Show a dataset."""
         version = await self.blocking(self.platform.catalog.get_dataset, self.project, name)
-        self.reply(named_json("dataset", version.dataset))
+        self.reply(named_model("dataset", version.dataset))
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         """Delete a dataset."""
-        self.reply({"deleted": await self.blocking(_delete, self.platform, self.project, name)})
+        self.reply(Deleted(deleted=await self.blocking(_delete, self.platform, self.project, name)))
 
 
 def _delete(platform, project: str, ref: str) -> list[str]:
@@ -196,9 +198,11 @@ class DatasetVersionHandler(VersionBase):
     async def get(self, name: str, version: str) -> None:
         """Show a dataset version."""
 
-        def work() -> dict:
+        def work() -> DatasetVersionDetail:
             row, view = self.open_view(name, version)
-            return version_json("dataset", row) | {"schemas": view.schemas()}
+            return DatasetVersionDetail.model_validate(
+                version_json("dataset", row) | {"schemas": view.schemas()}
+            )
 
         self.reply(await self.blocking(work))
 
@@ -207,7 +211,7 @@ class DatasetVersionHandler(VersionBase):
         """Delete a dataset version."""
         check_name(version, "version")
         self.reply(
-            {"deleted": await self.blocking(_delete, self.platform, self.project, f"{name}:{version}")}
+            Deleted(deleted=await self.blocking(_delete, self.platform, self.project, f"{name}:{version}"))
         )
 
 
@@ -223,9 +227,11 @@ class RecordsHandler(VersionBase):
         columns = [c.strip() for c in columns_text.split(",") if c.strip()] or None
         part = self.get_query_argument("part", None)
 
-        def work() -> dict:
+        def work() -> RecordsPage:
             row, view = self.open_view(name, version)
-            return view.page(part, offset, limit, columns, self.field_url(name, row.version))
+            return RecordsPage.model_validate(
+                view.page(part, offset, limit, columns, self.field_url(name, row.version))
+            )
 
         self.reply(await self.blocking(work))
 
@@ -265,8 +271,8 @@ class StatsHandler(VersionBase):
         """Answer the stats of a part."""
         part = self.get_query_argument("part", None)
 
-        def work() -> dict:
+        def work() -> Stats:
             _, view = self.open_view(name, version)
-            return view.stats(part)
+            return Stats.model_validate(view.stats(part))
 
         self.reply(await self.blocking(work))

@@ -24,7 +24,9 @@ class UsageSample(Body):
     memory_mb: float = Field(description="resident memory of the job's processes")
     peak_memory_mb: float
     processes: int
-    gpus: list[GpuSample] | None = Field(description="the job's GPUs; null without a GPU driver")
+    gpus: list[GpuSample] | None = Field(
+        default=None, description="the job's GPUs; null without a GPU driver"
+    )
 
 
 class JobUsage(Body):

@@ -2,9 +2,9 @@
 
 Answers go through ONE helper, `KPLHandler.reply`, which writes a response model of
 `kpl_lab.api`. Errors are mapped to responses in ONE place, `KPLHandler.write_error`: a
-KPLError answers its status with the `Error` model (`error`, `message`, `field`, `errors`), a
-pydantic ValidationError answers 400 listing every field at fault by dotted path, and anything
-else answers 500 without leaking a traceback.
+KPLError answers its status with the `Error` model (`error`, `message`, `field`, `errors`; a
+request body a model refuses is a BadRequest listing every field at fault by dotted path), and
+anything else answers 500 without leaking a traceback.
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         for key in fixed:
             if key in data:
                 raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
-        return model.model_validate({**data, **fixed})
+        try:
+            return model.model_validate({**data, **fixed})
+        except ValidationError as error:  # the request's fault; elsewhere a ValidationError is a bug
+            raise validation_error(error) from None
 
     def reply(self, body: BaseModel | dict, status: int = 200) -> None:
         """Answer a response model of `kpl_lab.api` as JSON (a dict only for the hub's admin page)."""
@@ -107,8 +110,6 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Answer the `Error` model with the status of the error raised."""
         error = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(error, ValidationError):
-            error = validation_error(error)
         if isinstance(error, KPLError):
             self.set_status(error.status)
             body = Error.model_validate(error.to_json())
@@ -126,7 +127,7 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
 
     def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001 - tornado's signature
         """Log a person's mistake in one line; keep tracebacks for real failures."""
-        if isinstance(value, (KPLError, ValidationError)):
+        if isinstance(value, KPLError):
             self.log.info("%s %s: %s", self.request.method, self.request.path, value)
             return
         super().log_exception(typ, value, tb)

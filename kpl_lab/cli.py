@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import time
-import traceback
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from .api.jobs import JOB_STATES
 from .catalog import serialize
-from .errors import BadRequest, KPLError, parameter_error
+from .errors import BadRequest, KPLError, parameter_error, validation_error
 
 # ----------------------------------------------------------------- formatting
 
@@ -380,18 +379,23 @@ def _resources(args) -> dict:
 
 
 def cmd_job_submit(args, platform) -> int:
-    from .engine.service import JobRequest, ResourceRequest
+    from pydantic import ValidationError
+
+    from .api.jobs import JobRequest
 
     version = platform.catalog.get_algorithm(args.project, args.algorithm)
     resources = _resources(args)
-    request = JobRequest(
-        project=args.project,
-        algorithm=version.ref,
-        function=args.function,
-        inputs=_inputs(args.input),
-        parameters=_parameters(version.parameters or {}, args.param),
-        resources=ResourceRequest(**resources) if resources else None,
-    )
+    try:
+        request = JobRequest(
+            project=args.project,
+            algorithm=version.ref,
+            function=args.function,
+            inputs=_inputs(args.input),
+            parameters=_parameters(version.parameters or {}, args.param),
+            resources=resources or None,
+        )
+    except ValidationError as exc:
+        raise validation_error(exc) from None
     job = platform.jobs.submit(request)
     return _started(args, platform, job, f"submitted job {job.id} ({job.algorithm_ref} {job.function})")
 
@@ -757,7 +761,7 @@ def _named_add_args(parser: argparse.ArgumentParser, kind: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `kpl-lab`; errors are one message and exit status 2, never a traceback."""
+    """Run `kpl-lab`; a person's mistake is one message and exit status 2, a bug a traceback."""
     from .platform import Platform
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -774,23 +778,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KPLError as exc:
         print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # invalid algorithm, parameters, dataset records
-        print(f"kpl-lab: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("kpl-lab: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:
-        if os.environ.get("KPL_LAB_DEBUG"):
-            traceback.print_exc()
-        else:
-            print(
-                f"kpl-lab: internal error: {type(exc).__name__}: {exc} (set KPL_LAB_DEBUG=1 for details)",
-                file=sys.stderr,
-            )
-        return 2
     finally:
         platform.close()
 

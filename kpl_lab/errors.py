@@ -71,7 +71,7 @@ def invalid(problems: list[tuple[str, str]], what: str = "the request") -> BadRe
     lines = [f"{field}: {message}" if field else message for field, message in problems]
     if len(lines) == 1:
         return BadRequest(lines[0], errors=problems)
-    return BadRequest(f"{what} has {len(lines)} problems: " + "; ".join(lines), errors=problems)
+    return BadRequest(f"{len(lines)} problems in {what}: " + "; ".join(lines), errors=problems)
 
 
 def validation_error(error: Any) -> BadRequest:

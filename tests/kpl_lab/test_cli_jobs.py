@@ -188,6 +188,11 @@ def test_stop_copy_rerun_resume(setup):
         (("--input", "data=nothing"), "input 'data': no dataset or model 'nothing'"),
         (("--input", "data"), "expected KEY=REF"),
         (("--param", "steps=abc"), 'steps: expected an integer, got "abc"'),
+        (
+            ("--param", "steps=abc", "--param", "pause=x"),
+            "2 problems in the parameters: parameters.steps: expected an integer",
+        ),
+        (("--memory", "0"), "resources.memory: Input should be greater than 0"),
         (("--function", "deploy"), "no deploy function"),
         (("--cpu", "100000"), "asks 100000 CPUs"),
     ],

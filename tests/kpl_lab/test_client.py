@@ -130,7 +130,8 @@ def test_errors_carry_the_server_message_and_field(kpl_server, kpl_data, tmp_pat
     assert failure.value.field == "inputs.nope" and "no such input" in failure.value.message
     with pytest.raises(BadRequest) as failure:
         client.submit("toy", inputs={"data": "shapes"}, parameters={"no_such_parameter": 1})
-    assert failure.value.field == "parameters"
+    assert failure.value.field == "parameters.no_such_parameter"
+    assert [field for field, _ in failure.value.errors] == ["parameters.no_such_parameter"]
 
     hostile = tmp_path / "hostile.zip"
     with zipfile.ZipFile(hostile, "w") as archive:

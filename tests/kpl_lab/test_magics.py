@@ -76,7 +76,7 @@ def test_train_wait_logs_metrics_jobs(shell):
     assert re.search(r"^output model: model:toy-net:\S+$", out, re.M)
     summary = outputs[-1].data
     assert "<svg" in summary["text/html"] and "<polyline" in summary["text/html"]
-    assert re.search(r"^loss\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)
+    assert re.search(r"^loss\s+training\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)
 
     _, out, _, _ = run(shell, f"%kpl_logs {job_id}")
     assert "lr 0.01" in out and "step 2" in out

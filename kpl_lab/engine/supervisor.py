@@ -258,7 +258,6 @@ class Supervisor:
                     self._tick()
             self.samples.append(sampler.sample())  # the end: nothing left running, the peak kept
         finally:
-            sampler.close()
             if pidfd is not None:
                 os.close(pidfd)
 

@@ -5,12 +5,13 @@ Handlers answer these models; the CLI's `--json` prints the same bodies (`*_json
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
-from ..api.algorithms import Algorithm, AlgorithmVersion
+from ..api.algorithms import Algorithm, AlgorithmVersion, AlgorithmVersionDetail
 from ..api.catalog import CatalogVersion
-from ..api.datasets import Dataset, DatasetVersion
+from ..api.datasets import Dataset, DatasetVersion, DatasetVersionDetail
 from ..api.jobs import FigureLabels, Job, Metrics
 from ..api.models import Model, ModelVersion
 from ..api.usage import JobUsage
@@ -45,6 +46,34 @@ def version_model(kind: str, row: Any) -> CatalogVersion:
     else:
         data |= {"functions": row.functions, "parameters": row.parameters}
     return VERSION_MODELS[kind].model_validate(data)
+
+
+def dataset_detail_model(row: Any, schemas: dict) -> DatasetVersionDetail:
+    """Return a dataset version with the record type of each part."""
+    return DatasetVersionDetail.model_validate(version_json("dataset", row) | {"schemas": schemas})
+
+
+def algorithm_detail_model(row: Any, algorithm: Any) -> AlgorithmVersionDetail:
+    """Return an algorithm version with its functions, resources, ports and parameter schema."""
+    spec = algorithm.spec
+    functions = {
+        name: {
+            "cmd": function.cmd,
+            "resource": dataclasses.asdict(function.resource),
+            "inputs": [dataclasses.asdict(port) for port in function.inputs],
+            "outputs": [dataclasses.asdict(port) for port in function.outputs],
+        }
+        for name, function in spec.functions.items()
+    }
+    return AlgorithmVersionDetail.model_validate(
+        version_json("algorithm", row)
+        | {
+            "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
+            "function_specs": functions,
+            "parameter_descriptions": algorithm.parameters.descriptions,
+            "parameter_schema": algorithm.parameters.schema(),
+        }
+    )
 
 
 def named_model(kind: str, named: Any) -> Dataset | Model | Algorithm:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from tornado import web
 
 from ...api.algorithms import AlgorithmList, AlgorithmVersionDetail
 from ...api.catalog import Deleted
-from ...catalog.serialize import matches, named_model, version_json, version_model
+from ...catalog.serialize import algorithm_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -72,28 +70,8 @@ class AlgorithmHandler(KPLHandler):
 
 def algorithm_detail(platform, project: str, ref: str) -> AlgorithmVersionDetail:
     """Return a version with its functions, resources, inputs, outputs and parameter schema."""
-    catalog = platform.catalog
-    row = catalog.get_algorithm(project, ref)
-    algorithm = catalog.read_algorithm(row)
-    spec = algorithm.spec
-    functions = {
-        name: {
-            "cmd": function.cmd,
-            "resource": dataclasses.asdict(function.resource),
-            "inputs": [dataclasses.asdict(port) for port in function.inputs],
-            "outputs": [dataclasses.asdict(port) for port in function.outputs],
-        }
-        for name, function in spec.functions.items()
-    }
-    return AlgorithmVersionDetail.model_validate(
-        version_json("algorithm", row)
-        | {
-            "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
-            "function_specs": functions,
-            "parameter_descriptions": algorithm.parameters.descriptions,
-            "parameter_schema": algorithm.parameters.schema(),
-        }
-    )
+    row = platform.catalog.get_algorithm(project, ref)
+    return algorithm_detail_model(row, platform.catalog.read_algorithm(row))
 
 
 class AlgorithmVersionHandler(KPLHandler):

@@ -25,7 +25,7 @@ from ...api.catalog import Deleted
 from ...api.datasets import DatasetList, DatasetVersionDetail, RecordsPage, Stats
 from ...catalog import datasets_view
 from ...catalog.datasets_view import DatasetView
-from ...catalog.serialize import matches, named_model, version_json, version_model
+from ...catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -200,9 +200,7 @@ class DatasetVersionHandler(VersionBase):
 
         def work() -> DatasetVersionDetail:
             row, view = self.open_view(name, version)
-            return DatasetVersionDetail.model_validate(
-                version_json("dataset", row) | {"schemas": view.schemas()}
-            )
+            return dataset_detail_model(row, view.schemas())
 
         self.reply(await self.blocking(work))
 

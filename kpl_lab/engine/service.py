@@ -34,7 +34,7 @@ from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import FINAL_STATES, Job, Metric
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..errors import BadRequest, Conflict, Forbidden, KPLError, NotFound, parameter_error
+from ..errors import BadRequest, Conflict, Forbidden, KPLError, NotFound, invalid, parameter_error
 from . import envelope, usage
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch, Resources
@@ -148,24 +148,29 @@ class JobService(LoggingConfigurable):
         except AlgorithmError as error:
             raise BadRequest(str(error), field="function") from error
         declared = {port.key for port in function.inputs}
-        inputs = {}
-        for key, ref in request.inputs.items():
+        problems = []  # every field at fault, answered together
+        for key in request.inputs:
             if key not in declared:
                 known = ", ".join(sorted(declared)) or "none"
-                raise BadRequest(
-                    f"input {key!r}: the {request.function} function of {version.ref} has no such input "
-                    f"(inputs: {known})",
-                    field=f"inputs.{key}",
+                problems.append(
+                    (
+                        f"inputs.{key}",
+                        f"the {request.function} function of {version.ref} has no such input (inputs: {known})",
+                    )
                 )
+        try:
+            parameters = apply_overrides(version.parameters or {}, request.parameters)
+        except ParameterError as error:
+            problems += parameter_error(error).errors
+        if problems:
+            raise invalid(problems, "the job")
+        inputs = {}
+        for key, ref in request.inputs.items():
             try:
                 kind, row, _ = catalog.resolve_input(project, ref)
             except KPLError as error:
                 raise type(error)(f"input {key!r}: {error.message}", field=f"inputs.{key}") from error
             inputs[key] = {"ref": ref, "kind": kind, "version_id": row.id, "version": row.ref}
-        try:
-            parameters = apply_overrides(version.parameters or {}, request.parameters)
-        except ParameterError as error:
-            raise parameter_error(error) from error
         limits = function.launch_resources(Resources(cpu=self.default_cpu, memory=self.default_memory))
         overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
         for kind in ("gpu", "npu"):

@@ -179,6 +179,10 @@ async def test_a_refused_job_lists_every_field_at_fault(api):
     assert code == 400 and error["field"] == "parameters.epochs", error
     assert [e["field"] for e in error["errors"]] == ["parameters.epochs", "parameters.lr"]
     assert all(e["message"] for e in error["errors"])
+    code, error = await api.post(
+        "jobs", {"algorithm": "trainer", "inputs": {"data": "pets"}, "parameters": {"epochs": "many"}}
+    )
+    assert code == 400 and [e["field"] for e in error["errors"]] == ["inputs.data", "parameters.epochs"]
     assert (await api.get("jobs/0000000000"))[0] == 404
     assert (await api.post("jobs/0000000000/stop"))[0] == 404
 

@@ -326,6 +326,6 @@ def test_unknown_input_key_is_refused(lab):
     lab = lab()
     lab.algorithm("train", "python x.py", inputs=["data"])
     with pytest.raises(
-        BadRequest, match="input 'images': the train function of train:[0-9a-f]+ has no such input"
+        BadRequest, match="inputs.images: the train function of train:[0-9a-f]+ has no such input"
     ):
         lab.jobs.submit(JobRequest(project="p", algorithm="train", inputs={"images": "mnist"}))

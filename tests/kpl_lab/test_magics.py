@@ -188,7 +188,7 @@ def test_server_errors_are_one_line_with_the_field(shell):
     _, _, err, _ = run(shell, "%kpl_logs nosuchjob")
     assert err.startswith("%kpl_logs: job 'nosuchjob' not found") and len(err.strip().splitlines()) == 1
     _, _, err, _ = run(shell, "%kpl_train toy --input weights=shapes")
-    assert err.startswith("%kpl_train: input 'weights'") and err.strip().endswith("(field inputs.weights)")
+    assert err.startswith("%kpl_train: inputs.weights: ") and err.strip().endswith("(field inputs.weights)")
     _, _, err, _ = run(shell, "%kpl_train nosuchalgorithm")
     assert "nosuchalgorithm" in err and "Traceback" not in err
 

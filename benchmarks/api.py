@@ -141,8 +141,8 @@ def bench_metrics(root: Path, points: int, repeat: int) -> dict[str, float]:
     print(f"ingested {points} points in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
     def downsampled() -> None:
-        series = platform.jobs.metrics("bench", job.id, max_points=1000)
-        assert len(series["train"]) <= 1000
+        figures = platform.jobs.metrics("bench", job.id, max_points=1000)
+        assert len(figures["loss"]["train"]) <= 1000
 
     def naive() -> None:
         with platform.session() as session:

@@ -75,7 +75,7 @@ def first_line(path: Path) -> str:
 
 
 def bench_start(platform, src: Path, repeat: int) -> tuple[float, float]:
-    from kpl_lab.engine.service import JobRequest
+    from kpl_lab.api.jobs import JobRequest
 
     add_algorithm(platform, src, "first", {"first.py": FIRST_LINE}, "python first.py")
     script = src / "first" / "first.py"
@@ -101,7 +101,7 @@ def bench_push(n: int, folder: Path) -> float:
 
 
 def bench_ingest(platform, src: Path, events: int) -> tuple[float, str]:
-    from kpl_lab.engine.service import JobRequest
+    from kpl_lab.api.jobs import JobRequest
 
     add_algorithm(platform, src, "empty", {"empty.py": "pass\n"}, "python empty.py")
     job = wait_final(platform, platform.jobs.submit(JobRequest(project="bench", algorithm="empty")).id)
@@ -126,14 +126,14 @@ def bench_metrics_query(platform, job_id: str) -> float:
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        series = platform.jobs.metrics("bench", job_id, max_points=1000)
+        figures = platform.jobs.metrics("bench", job_id, max_points=1000)
         times.append(time.perf_counter() - start)
-        assert all(len(points) <= 1000 for points in series.values())
+        assert all(len(points) <= 1000 for series in figures.values() for points in series.values())
     return statistics.median(times)
 
 
 def bench_output_memory(platform, src: Path, mb: int) -> tuple[float, float, float, float]:
-    from kpl_lab.engine.service import JobRequest
+    from kpl_lab.api.jobs import JobRequest
 
     add_algorithm(platform, src, "talk", {"talk.py": PRINT_MB.format(mb=mb)}, "python talk.py")
     me = psutil.Process()

@@ -86,17 +86,18 @@ def _raise_for(error: urllib.error.HTTPError, method: str, path: str) -> None:
     body = error.read()
     kind = error.headers.get("Content-Type", "")
     error.close()
-    message, field = "", None
+    message, field, errors = "", None, []
     if kind.startswith("application/json"):
         try:
             data = json.loads(body)
             message, field = data.get("message") or data.get("reason") or "", data.get("field")
-        except (ValueError, AttributeError):
+            errors = [(e["field"], e["message"]) for e in data.get("errors") or []]
+        except (ValueError, AttributeError, KeyError, TypeError):
             pass
     elif kind.startswith("text/plain"):
         message = body.decode("utf-8", "replace").strip()[:500]
     message = message or f"{method} /{API_PATH}{path}: {error.code} {error.reason}"
-    failure = ERRORS.get(error.code, KPLError)(message, field=field)
+    failure = ERRORS.get(error.code, KPLError)(message, field=field, errors=errors)
     failure.status = error.code
     raise failure from None
 
@@ -387,11 +388,11 @@ class Client:
             offset = chunk["next_offset"]
 
     def metrics(self, job_id: str, max_points: int = 1000) -> dict:
-        """Return a job's metric `series` ([x, y] points, at most `max_points` each) and `figures`."""
+        """Return a job's metrics: `figures` (figure -> series -> [x, y] points, at most `max_points`)."""
         return self.request("GET", f"jobs/{_quote(job_id)}/metrics", {"max_points": max_points})
 
     def progress(self, job_id: str) -> dict:
-        """Return a job's `state`, `fraction` done and `eta_seconds` left (None when unknown)."""
+        """Return a job's `state`, `progress` (fraction done) and `eta_seconds` left (None when unknown)."""
         return self.request("GET", f"jobs/{_quote(job_id)}/progress")
 
     def usage(self, job_id: str) -> dict:

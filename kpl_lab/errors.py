@@ -2,23 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 
 class KPLError(Exception):
-    """A problem a person can act on; `status` is the HTTP status it maps to."""
+    """A problem a person can act on; `status` is the HTTP status it maps to.
+
+    `field` is the dotted path of the first field at fault; `errors` lists every
+    (field, message) at fault when there are several (a refused form, parameters).
+    """
 
     status = 500
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, errors: Iterable[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
+        self.errors = list(errors)
+        if field is None and self.errors:
+            field = self.errors[0][0]
         self.field = field
+        if not self.errors and field is not None:
+            self.errors = [(field, message)]
 
     def to_json(self) -> dict:
-        """Return the error as the body of an API response."""
-        body = {"error": type(self).__name__, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
+        """Return the error as the body of an API response (the `Error` model of kpl_lab.api.errors)."""
+        return {
+            "error": type(self).__name__,
+            "message": self.message,
+            "field": self.field,
+            "errors": [{"field": field, "message": message} for field, message in self.errors],
+        }
 
 
 class BadRequest(KPLError):
@@ -49,3 +65,32 @@ class Unavailable(KPLError):
     """The server cannot take this now (e.g. too many imports waiting); trying later may work."""
 
     status = 503
+
+
+def field_path(location: Iterable[Any]) -> str:
+    """Return a dotted field path (`parameters.steps`, `resources.cpu`) of a location."""
+    return ".".join(str(part) for part in location)
+
+
+def invalid(problems: list[tuple[str, str]], what: str = "the request") -> BadRequest:
+    """Return the BadRequest that lists every (field, message) at fault."""
+    lines = [f"{field}: {message}" if field else message for field, message in problems]
+    if len(lines) == 1:
+        return BadRequest(lines[0], errors=problems)
+    return BadRequest(f"{len(lines)} problems in {what}: " + "; ".join(lines), errors=problems)
+
+
+def validation_error(error: Any) -> BadRequest:
+    """Return the BadRequest that lists every field a pydantic model refused, by dotted path."""
+    return invalid([(field_path(e.get("loc", ())), e.get("msg", "invalid value")) for e in error.errors()])
+
+
+def parameter_error(error: Any) -> BadRequest:
+    """Return the BadRequest that lists every problem of an algorithm's ParameterError under `parameters`."""
+    return invalid(
+        [
+            (field_path(["parameters", p.path] if p.path else ["parameters"]), p.message)
+            for p in error.problems
+        ],
+        "the parameters",
+    )

@@ -20,12 +20,12 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
+from .api.jobs import FINAL_STATES, JOB_STATES
 from .client import Client
 from .errors import KPLError
 from .text import format_number, human_duration, human_size, progress_bar, render_table, sparkline
 
 WAIT_INTERVAL = 1.0
-FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 
 
 class Table:
@@ -53,27 +53,29 @@ class Table:
 class MetricsView:
     """A job's metric series: SVG curves and a summary table in notebooks, sparklines in terminals."""
 
-    def __init__(self, job_id: str, series: dict[str, list], figures: dict[str, dict]) -> None:
-        self.job_id, self.series, self.figures = job_id, series, figures
+    def __init__(self, job_id: str, figures: dict[str, dict[str, list]], labels: dict[str, dict]) -> None:
+        self.job_id, self.figures, self.labels = job_id, figures, labels
 
     def _table(self) -> Table:
         rows = []
-        for name, points in self.series.items():
-            values = [y for _, y in points]
-            last_x, last_y = points[-1] if points else (None, None)
-            rows.append(
-                [
-                    name,
-                    len(points),
-                    "-" if last_x is None else format_number(last_x),
-                    "-" if last_y is None else format_number(last_y),
-                    format_number(min(values)) if values else "-",
-                    format_number(max(values)) if values else "-",
-                    sparkline(values),
-                ]
-            )
+        for figure, series in self.figures.items():
+            for name, points in series.items():
+                values = [y for _, y in points]
+                last_x, last_y = points[-1] if points else (None, None)
+                rows.append(
+                    [
+                        name,
+                        figure,
+                        len(points),
+                        "-" if last_x is None else format_number(last_x),
+                        "-" if last_y is None else format_number(last_y),
+                        format_number(min(values)) if values else "-",
+                        format_number(max(values)) if values else "-",
+                        sparkline(values),
+                    ]
+                )
         return Table(
-            ["series", "points", "last x", "last", "min", "max", "curve"],
+            ["series", "figure", "points", "last x", "last", "min", "max", "curve"],
             rows,
             f"job {self.job_id}: no metrics",
         )
@@ -82,13 +84,11 @@ class MetricsView:
         return repr(self._table())
 
     def _repr_html_(self) -> str:
-        from .widgets.metrics import group_by_figure
         from .widgets.svgplot import render_svg
 
-        charts = group_by_figure(self.series, self.figures)
         svg = "".join(
-            render_svg(curves, title, x_label=self.figures.get(title, {}).get("x_name") or "step")
-            for title, curves in charts.items()
+            render_svg(curves, title, x_label=self.labels.get(title, {}).get("x_name") or "step")
+            for title, curves in self.figures.items()
         )
         return svg + self._table()._repr_html_()
 
@@ -306,7 +306,7 @@ class KPLMagics(Magics):
 
         def tick() -> bool:
             data = self.client.progress(job_id)
-            state, fraction, eta = data["state"], float(data.get("fraction") or 0.0), data.get("eta_seconds")
+            state, fraction, eta = data["state"], float(data.get("progress") or 0.0), data.get("eta_seconds")
             line = f"{job_id} {state:<9} {progress_bar(fraction)}"
             if state == "running" and eta is not None:
                 line += f"  {human_duration(eta)} left"
@@ -333,12 +333,12 @@ class KPLMagics(Magics):
         if job["state"] != "succeeded" and job.get("last_log_lines"):
             print("last log lines:\n" + job["last_log_lines"].rstrip("\n"))
         data = self.client.metrics(job_id)
-        if data["series"]:
-            display(MetricsView(job_id, data["series"], data.get("figures") or {}))
+        if data["figures"]:
+            display(MetricsView(job_id, data["figures"], data.get("labels") or {}))
 
     @magic_arguments("%kpl_jobs")
     @_with_help
-    @argument("--state", choices=FINAL_STATES + ("queued", "running"))
+    @argument("--state", choices=JOB_STATES)
     @argument("-n", "--limit", type=int, default=20, help="at most this many (0: all)")
     @line_magic
     def kpl_jobs(self, line: str) -> None:
@@ -405,7 +405,7 @@ class KPLMagics(Magics):
 
     def _metrics(self, args: argparse.Namespace) -> None:
         data = self.client.metrics(args.job, max_points=args.max_points)
-        display(MetricsView(args.job, data["series"], data.get("figures") or {}))
+        display(MetricsView(args.job, data["figures"], data.get("labels") or {}))
 
     @magic_arguments("%kpl_stop")
     @_with_help

@@ -22,11 +22,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from ..api.jobs import FINAL_STATES, JobState
 from .db import Base
 from .models import AlgorithmVersion, Project, utcnow
-
-JOB_STATES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
-FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY
 _BigId = BigInteger().with_variant(Integer, "sqlite")
@@ -45,7 +43,7 @@ class Job(Base):
     )
     algorithm_ref: Mapped[str] = mapped_column(String(200), default="")  # NAME:VERSION, kept if deleted
     function: Mapped[str] = mapped_column(String(20))
-    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.queued.value, index=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     # key -> {"ref": what was asked, "kind": "dataset"|"model", "version_id": int, "version": "NAME:VER"}
     inputs: Mapped[dict] = mapped_column(JSON, default=dict)

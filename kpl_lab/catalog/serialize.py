@@ -1,32 +1,43 @@
-"""Catalog rows and jobs as the JSON bodies of docs/openapi.yaml."""
+"""The one place that turns catalog rows and jobs into the response models of `kpl_lab.api`.
+
+Handlers answer these models; the CLI's `--json` prints the same bodies (`*_json`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
+from ..api.algorithms import Algorithm, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.catalog import CatalogVersion
+from ..api.datasets import Dataset, DatasetVersion, DatasetVersionDetail
+from ..api.jobs import FigureLabels, Job, Metrics
+from ..api.models import Model, ModelVersion
+from ..api.usage import JobUsage
+
 KIND_PARENT = {"dataset": "dataset", "model": "model", "algorithm": "algorithm"}
+VERSION_MODELS = {"dataset": DatasetVersion, "model": ModelVersion, "algorithm": AlgorithmVersion}
+NAMED_MODELS = {"dataset": Dataset, "model": Model, "algorithm": Algorithm}
 
 
-def iso(moment: datetime | None) -> str | None:
-    """Return an ISO 8601 time in UTC (SQLite gives naive datetimes back)."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
+def utc(moment: datetime | None) -> datetime | None:
+    """Return a time in UTC (SQLite gives naive datetimes back)."""
+    if moment is not None and moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.isoformat()
+    return moment
 
 
-def version_json(kind: str, row: Any) -> dict:
+def version_model(kind: str, row: Any) -> CatalogVersion:
     """Return a dataset, model or algorithm version."""
     data = {
         "name": getattr(row, KIND_PARENT[kind]).name,
         "version": row.version,
         "ref": row.ref,
-        "description": row.description,
+        "description": row.description or "",
         "size_bytes": row.size_bytes,
         "lineage": row.lineage,
-        "created": iso(row.created),
+        "created": utc(row.created),
     }
     if kind == "dataset":
         data |= {"record_count": row.record_count, "parts": row.parts}
@@ -34,17 +45,45 @@ def version_json(kind: str, row: Any) -> dict:
         data |= {"files": row.files}
     else:
         data |= {"functions": row.functions, "parameters": row.parameters}
-    return data
+    return VERSION_MODELS[kind].model_validate(data)
 
 
-def named_json(kind: str, named: Any) -> dict:
-    """Return a dataset, model or algorithm with its versions (oldest first)."""
-    return {
-        "name": named.name,
-        "description": named.description,
-        "created": iso(named.created),
-        "versions": [version_json(kind, v) for v in named.versions],
+def dataset_detail_model(row: Any, schemas: dict) -> DatasetVersionDetail:
+    """Return a dataset version with the record type of each part."""
+    return DatasetVersionDetail.model_validate(version_json("dataset", row) | {"schemas": schemas})
+
+
+def algorithm_detail_model(row: Any, algorithm: Any) -> AlgorithmVersionDetail:
+    """Return an algorithm version with its functions, resources, ports and parameter schema."""
+    spec = algorithm.spec
+    functions = {
+        name: {
+            "cmd": function.cmd,
+            "resource": dataclasses.asdict(function.resource),
+            "inputs": [dataclasses.asdict(port) for port in function.inputs],
+            "outputs": [dataclasses.asdict(port) for port in function.outputs],
+        }
+        for name, function in spec.functions.items()
     }
+    return AlgorithmVersionDetail.model_validate(
+        version_json("algorithm", row)
+        | {
+            "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
+            "function_specs": functions,
+            "parameter_descriptions": algorithm.parameters.descriptions,
+            "parameter_schema": algorithm.parameters.schema(),
+        }
+    )
+
+
+def named_model(kind: str, named: Any) -> Dataset | Model | Algorithm:
+    """Return a dataset, model or algorithm with its versions (oldest first)."""
+    return NAMED_MODELS[kind](
+        name=named.name,
+        description=named.description or "",
+        created=utc(named.created),
+        versions=[version_model(kind, v) for v in named.versions],
+    )
 
 
 def matches(named: Any, query: str | None) -> bool:
@@ -56,33 +95,75 @@ def matches(named: Any, query: str | None) -> bool:
     return any(query in text.casefold() for text in texts)
 
 
-def job_json(job: Any, fraction: float, eta_seconds: float | None) -> dict:
+def job_model(job: Any, progress: float, eta_seconds: float | None) -> Job:
     """Return a job with its progress and time left."""
-    return {
-        "id": job.id,
-        "project": job.project.name,
-        "algorithm": job.algorithm_ref,
-        "function": job.function,
-        "state": job.state,
-        "progress": fraction,
-        "eta_seconds": eta_seconds,
-        "inputs": job.inputs,
-        "parameters": job.parameters,
-        "outputs": job.outputs,
-        "saves": job.saves,
-        "results": job.results,
-        "figures": sorted(job.figures),
-        "limits": job.limits,
-        "requests": job.requests,
-        "assigned_devices": job.assigned_devices,
-        "executor": job.executor,
-        "enforcement": job.enforcement,
-        "exit_code": job.exit_code,
-        "reason": job.reason,
-        "last_log_lines": job.last_log_lines,
-        "created": iso(job.created),
-        "started": iso(job.started),
-        "finished": iso(job.finished),
-        "copied_from": job.copied_from,
-        "resumed_from": job.resumed_from,
+    return Job.model_validate(
+        {
+            "id": job.id,
+            "project": job.project.name,
+            "algorithm": job.algorithm_ref,
+            "function": job.function,
+            "state": job.state,
+            "progress": progress,
+            "eta_seconds": eta_seconds,
+            "inputs": job.inputs,
+            "parameters": job.parameters,
+            "outputs": job.outputs,
+            "saves": job.saves,
+            "results": job.results,
+            "figures": sorted(job.figures),
+            "limits": job.limits,
+            "requests": job.requests,
+            "assigned_devices": job.assigned_devices,
+            "executor": job.executor,
+            "enforcement": job.enforcement,
+            "exit_code": job.exit_code,
+            "reason": job.reason,
+            "last_log_lines": job.last_log_lines,
+            "created": utc(job.created),
+            "started": utc(job.started),
+            "finished": utc(job.finished),
+            "copied_from": job.copied_from,
+            "resumed_from": job.resumed_from,
+        }
+    )
+
+
+def metrics_model(job: Any, figures: dict[str, dict[str, list]], max_points: int) -> Metrics:
+    """Return a job's metric points (figure -> series -> points, from JobService.metrics) and axis names."""
+    labels = {
+        title: FigureLabels(
+            x_name=fields.get("x_name"), y1_name=fields.get("y1_name"), y2_name=fields.get("y2_name")
+        )
+        for title, fields in job.figures.items()
     }
+    return Metrics(max_points=max_points, figures=figures, labels=labels)
+
+
+def usage_model(usage: dict) -> JobUsage:
+    """Return a job's resource use as kept on the job ({} before the first sample)."""
+    return JobUsage(
+        latest=usage.get("latest"),
+        peak_memory_mb=usage.get("peak_memory_mb"),
+        history=usage.get("history") or [],
+    )
+
+
+def version_json(kind: str, row: Any) -> dict:
+    """Return a version as the JSON data the REST API answers."""
+    return version_model(kind, row).model_dump(mode="json", by_alias=True)
+
+
+def named_json(kind: str, named: Any) -> dict:
+    """Return a dataset, model or algorithm as the JSON data the REST API answers."""
+    return named_model(kind, named).model_dump(mode="json", by_alias=True)
+
+
+def job_json(job: Any, progress: float, eta_seconds: float | None) -> dict:
+    """Return a job as the JSON data the REST API answers."""
+    return job_model(job, progress, eta_seconds).model_dump(mode="json", by_alias=True)
+
+
+def metrics_json(job: Any, figures: dict[str, dict[str, list]], max_points: int) -> dict:
+    """Return a job's metrics as the JSON data the REST API answers."""
+    return metrics_model(job, figures, max_points).model_dump(mode="json")

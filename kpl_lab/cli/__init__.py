@@ -7,9 +7,7 @@ One module per noun (`algorithm`, `dataset`, `model`, `job`); text formatting li
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from ..errors import KPLError
@@ -28,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `kpl-lab`; errors are one message and exit status 2, never a traceback."""
+    """Run `kpl-lab`; a person's mistake is one message and exit status 2, a bug a traceback."""
     from ..platform import Platform
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -45,23 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KPLError as exc:
         print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # invalid algorithm, parameters, dataset records
-        print(f"kpl-lab: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("kpl-lab: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:
-        if os.environ.get("KPL_LAB_DEBUG"):
-            traceback.print_exc()
-        else:
-            print(
-                f"kpl-lab: internal error: {type(exc).__name__}: {exc} (set KPL_LAB_DEBUG=1 for details)",
-                file=sys.stderr,
-            )
-        return 2
     finally:
         platform.close()
 

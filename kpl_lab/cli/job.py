@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..catalog.jobs import JOB_STATES
-from ..catalog.serialize import iso
-from ..errors import BadRequest
+from ..api.jobs import JOB_STATES
+from ..catalog import serialize
+from ..errors import BadRequest, parameter_error, validation_error
 from ..text import (
     display_width,
     emit_json,
@@ -42,17 +42,14 @@ def figure_summaries(platform, job, width: int = 30) -> list[dict]:
         for title, fields in sorted((job.figures or {}).items())
         for series, curve in sorted((fields.get("envelopes") or {}).items())
     ]
-    names = [series for _, series, _ in curves]
     summaries = []
     for title, series, curve in curves:
-        key = series if names.count(series) == 1 else f"{title}/{series}"
         buckets = curve.get("buckets") or []
-        last = latest.get(key)
+        last = latest.get(title, {}).get(series)
         summaries.append(
             {
                 "figure": title,
                 "series": series,
-                "key": key,
                 "points": curve.get("count", 0),
                 "last": last[1] if last else None,
                 "min": min((b[1] for b in buckets), default=None),
@@ -81,36 +78,14 @@ def usage_text(usage: dict) -> str:
 
 
 def job_json(platform, job) -> dict:
-    """Return a job as plain data, with its progress, time left and latest metric values."""
+    """Return the job as the REST API answers it, with its latest metric values and use."""
     fraction, eta = platform.jobs.progress(job.project.name, job.id)
-    return {
-        "id": job.id,
-        "project": job.project.name,
-        "algorithm": job.algorithm_ref,
-        "function": job.function,
-        "state": job.state,
-        "progress": fraction,
-        "eta_seconds": eta,
-        "inputs": job.inputs,
-        "parameters": job.parameters,
-        "outputs": job.outputs,
-        "limits": job.limits,
-        "requests": job.requests,
-        "assigned_devices": job.assigned_devices,
-        "executor": job.executor,
-        "enforcement": job.enforcement,
-        "exit_code": job.exit_code,
-        "reason": job.reason,
-        "last_log_lines": job.last_log_lines,
-        "created": iso(job.created),
-        "started": iso(job.started),
-        "finished": iso(job.finished),
-        "copied_from": job.copied_from,
-        "resumed_from": job.resumed_from,
+    latest = platform.jobs.latest_metrics(job.project.name, job.id)
+    return serialize.job_json(job, fraction, eta) | {
         "metrics": {
-            name: value for name, (_, value) in platform.jobs.latest_metrics(job.project.name, job.id).items()
+            figure: {name: value for name, (_, value) in series.items()} for figure, series in latest.items()
         },
-        "figures": [
+        "metric_summaries": [
             {k: v for k, v in summary.items() if k != "curve"} for summary in figure_summaries(platform, job)
         ],
         "usage": {k: v for k, v in (job.usage or {}).items() if k != "history"},
@@ -135,12 +110,16 @@ def _resources_text(limits: dict) -> str:
     return ", ".join(parts) + (f" (each of {workers} workers)" if workers > 1 else "")
 
 
-def status_line(job, fraction: float, eta: float | None, metrics: dict[str, tuple[float, float]]) -> str:
+def status_line(
+    job, fraction: float, eta: float | None, metrics: dict[str, dict[str, tuple[float, float]]]
+) -> str:
     """Return the one-line live status of a followed job."""
     line = f"{job.id} {job.state:<9} {progress_bar(fraction)}"
     if job.state == "running" and eta is not None:
         line += f"  {human_duration(eta)} left"
-    values = "  ".join(f"{name}={format_number(value)}" for name, (_, value) in metrics.items())
+    values = "  ".join(
+        f"{name}={format_number(value)}" for series in metrics.values() for name, (_, value) in series.items()
+    )
     return f"{line}  {values}" if values else line
 
 
@@ -154,7 +133,7 @@ def _parameters(base: dict, texts: Sequence[str]) -> dict:
     try:
         return apply_overrides(base, list(texts))
     except ParameterError as exc:
-        raise BadRequest(str(exc), field="parameters") from exc
+        raise parameter_error(exc) from exc
 
 
 def _inputs(texts: Sequence[str]) -> dict[str, str]:
@@ -176,18 +155,23 @@ def _resources(args) -> dict:
 
 
 def cmd_job_submit(args, platform) -> int:
-    from ..engine.service import JobRequest, ResourceRequest
+    from pydantic import ValidationError
+
+    from ..api.jobs import JobRequest
 
     version = platform.catalog.get_algorithm(args.project, args.algorithm)
     resources = _resources(args)
-    request = JobRequest(
-        project=args.project,
-        algorithm=version.ref,
-        function=args.function,
-        inputs=_inputs(args.input),
-        parameters=_parameters(version.parameters or {}, args.param),
-        resources=ResourceRequest(**resources) if resources else None,
-    )
+    try:
+        request = JobRequest(
+            project=args.project,
+            algorithm=version.ref,
+            function=args.function,
+            inputs=_inputs(args.input),
+            parameters=_parameters(version.parameters or {}, args.param),
+            resources=resources or None,
+        )
+    except ValidationError as exc:
+        raise validation_error(exc) from None
     job = platform.jobs.submit(request)
     return _started(args, platform, job, f"submitted job {job.id} ({job.algorithm_ref} {job.function})")
 
@@ -355,21 +339,24 @@ def cmd_job_show(args, platform) -> int:
     return 0
 
 
-def _metrics_table(series: dict, latest: dict) -> str:
+def _metrics_table(figures: dict, summaries: list[dict]) -> str:
+    last = {(s["figure"], s["series"]): s["last"] for s in summaries}
     rows = []
-    for name, points in series.items():
-        values = [y for _, y in points]
-        last = latest.get(name, points[-1] if points else (None, None))[1]
-        rows.append(
-            [
-                name,
-                sparkline(values),
-                format_number(last) if last is not None else "-",
-                format_number(min(values)) if values else "-",
-                format_number(max(values)) if values else "-",
-            ]
-        )
-    return render_table(["SERIES", "CURVE", "LAST", "MIN", "MAX"], rows)
+    for figure, curves in figures.items():
+        for name, points in curves.items():
+            values = [y for _, y in points]
+            value = last.get((figure, name), points[-1][1] if points else None)
+            rows.append(
+                [
+                    name,
+                    figure,
+                    sparkline(values),
+                    format_number(value) if value is not None else "-",
+                    format_number(min(values)) if values else "-",
+                    format_number(max(values)) if values else "-",
+                ]
+            )
+    return render_table(["SERIES", "FIGURE", "CURVE", "LAST", "MIN", "MAX"], rows)
 
 
 def cmd_job_logs(args, platform) -> int:
@@ -391,23 +378,20 @@ def cmd_job_stop(args, platform) -> int:
 
 def cmd_job_metrics(args, platform) -> int:
     job = platform.jobs.get(args.project, args.job_id)
-    series = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
+    figures = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
     if args.plot:
-        if not series:
+        if not figures:
             raise BadRequest(f"job {job.id} has no metrics to plot yet", field="plot")
-        figures: dict[str, dict] = {}
-        for summary in figure_summaries(platform, job):
-            figures.setdefault(summary["figure"], {})[summary["series"]] = series[summary["key"]]
         plot_metrics(figures, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
         print(f"wrote {args.plot}")
         return 0
     if args.json:
-        emit_json({name: [list(point) for point in points] for name, points in series.items()})
+        emit_json(serialize.metrics_json(job, figures, args.max_points))
         return 0
-    if not series:
+    if not figures:
         print(f"job {job.id} has no metrics yet")
         return 0
-    print(_metrics_table(series, platform.jobs.latest_metrics(args.project, job.id)))
+    print(_metrics_table(figures, figure_summaries(platform, job)))
     return 0
 
 

@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from .usage import read_gpus
+
 log = logging.getLogger(__name__)
 
 # The variable that tells a process which devices of a kind it may use.
@@ -29,26 +31,10 @@ class Device:
 
 def nvml_gpus() -> list[Device]:
     """Return the NVIDIA GPUs NVML sees; none when there is no driver."""
-    try:
-        import pynvml
-    except ImportError:
-        log.info("nvidia-ml-py is not installed: no GPUs")
-        return []
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as error:
-        log.info("NVML unavailable (%s): no GPUs", error)
-        return []
-    try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            gpus.append(Device("gpu", index, name if isinstance(name, str) else name.decode(), int(memory)))
-        return gpus
-    finally:
-        pynvml.nvmlShutdown()
+    gpus, why = read_gpus()
+    if why is not None:
+        log.info("%s: no GPUs", why)
+    return [Device("gpu", gpu["index"], gpu["name"], int(gpu["memory_total_mb"])) for gpu in gpus]
 
 
 def npu_smi_npus(run: Callable[[list[str]], str] | None = None) -> list[Device]:

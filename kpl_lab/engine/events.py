@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, insert, select
 
 from ..catalog.jobs import Job, Metric
-from ..errors import BadRequest, Conflict, Forbidden
+from ..errors import BadRequest, Conflict, Forbidden, NotFound
 from . import envelope
 from .records import JobRecords
 
@@ -149,6 +149,13 @@ class EventIngest:
         job.events_invalid += invalid
         return asked_stop
 
+    def is_job_token(self, job_id: str, token: str) -> bool:
+        """Say whether TOKEN is the events token of job JOB_ID (False when there is no such job)."""
+        try:
+            return _token_matches(self.records.job(job_id), token)
+        except NotFound:
+            return False
+
     def ingest_events(self, job_id: str, token: str, events: list[dict]) -> int:
         """Take events a job POSTed (Kubernetes: `KPL_EVENTS_URL`) and ingest them; return how many.
 
@@ -157,9 +164,7 @@ class EventIngest:
         local job's, so a repeated ingestion never duplicates a point.
         """
         job = self.records.job(job_id)
-        expected = (job.handle or {}).get("token_sha256")
-        given = hashlib.sha256((token or "").encode()).hexdigest()
-        if not expected or not hmac.compare_digest(given, expected):
+        if not _token_matches(job, token):
             raise Forbidden(f"job {job_id}: the events token is not this job's")
         if job.is_final:
             raise Conflict(f"job {job_id} has already ended ({job.state}): its events are closed")
@@ -185,3 +190,10 @@ class EventIngest:
         if self.ingest(job_id):
             self.records.ask_stop(job_id, "the job asked to be stopped (stop.kill)")
         return len(lines)
+
+
+def _token_matches(job: Job, token: str | None) -> bool:
+    """Say whether TOKEN hashes to the job's events token (compared in constant time)."""
+    expected = (job.handle or {}).get("token_sha256")
+    given = hashlib.sha256((token or "").encode()).hexdigest()
+    return bool(expected) and hmac.compare_digest(given, expected)

@@ -150,36 +150,30 @@ class JobRecords:
 
     def metrics(
         self, project: str, job_id: str, max_points: int = 1000
-    ) -> dict[str, list[tuple[float, float]]]:
-        """Return each series' points, at most `max_points` (the lowest and highest of each bucket).
+    ) -> dict[str, dict[str, list[tuple[float, float]]]]:
+        """Return figure -> series -> points, at most `max_points` (the lowest and highest of each bucket).
 
-        A series is named by its series name, or `figure/series` when two figures share a name.
         Long series are read from their envelope (kept by ingestion), never point by point.
         """
         job = self.get(project, job_id)
-        curves = [
-            (figure, series, curve)
-            for figure, fields in sorted(job.figures.items())
-            for series, curve in fields.get("envelopes", {}).items()
-        ]
-        names = [series for _, series, _ in curves]
-        result = {}
+        result: dict[str, dict[str, list[tuple[float, float]]]] = {}
         with self.platform.session() as session:
-            for figure, series, curve in curves:
-                key = series if names.count(series) == 1 else f"{figure}/{series}"
-                if curve["count"] > max_points:
-                    result[key] = envelope.points(curve, max_points)
-                    continue
-                rows = session.execute(
-                    select(Metric.x, Metric.value)
-                    .where(Metric.job_id == job.id, Metric.series == series, Metric.figure == figure)
-                    .order_by(Metric.step)
-                )
-                result[key] = [(float(x), float(y)) for x, y in rows]
+            for figure, fields in sorted(job.figures.items()):
+                for series, curve in sorted(fields.get("envelopes", {}).items()):
+                    if curve["count"] > max_points:
+                        points = envelope.points(curve, max_points)
+                    else:
+                        rows = session.execute(
+                            select(Metric.x, Metric.value)
+                            .where(Metric.job_id == job.id, Metric.series == series, Metric.figure == figure)
+                            .order_by(Metric.step)
+                        )
+                        points = [(float(x), float(y)) for x, y in rows]
+                    result.setdefault(figure, {})[series] = points
         return result
 
-    def latest_metrics(self, project: str, job_id: str) -> dict[str, tuple[float, float]]:
-        """Return each series' last point (x, value), named like `metrics` names its series."""
+    def latest_metrics(self, project: str, job_id: str) -> dict[str, dict[str, tuple[float, float]]]:
+        """Return figure -> series -> last point (x, value)."""
         job = self.get(project, job_id)
         with self.platform.session() as session:
             last = (
@@ -199,11 +193,10 @@ class JobRecords:
                     ),
                 )
             ).all()
-        names = [series for _, series, _, _ in rows]
-        return {
-            (series if names.count(series) == 1 else f"{figure}/{series}"): (x, value)
-            for figure, series, x, value in sorted(rows)
-        }
+        latest: dict[str, dict[str, tuple[float, float]]] = {}
+        for figure, series, x, value in sorted(rows):
+            latest.setdefault(figure, {})[series] = (x, value)
+        return latest
 
     def record_usage(self, job_id: str, samples: list[dict]) -> None:
         """Add resource samples to a job (latest, peak, the last samples)."""

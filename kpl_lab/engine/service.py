@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from traitlets import Float, Integer, Type
 from traitlets.config import LoggingConfigurable
 
+from ..api.jobs import JobRequest, ResourceRequest  # noqa: F401 - kept importable from here
 from ..catalog.jobs import FINAL_STATES, Job
 from .events import EventIngest
 from .executor import Executor
@@ -26,7 +27,7 @@ from .local import LocalExecutor
 from .polling import Poller
 from .records import JobRecords
 from .scheduling import Scheduler
-from .submit import JobRequest, ResourceRequest, Submitter
+from .submit import Submitter
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -165,12 +166,12 @@ class JobService(LoggingConfigurable):
 
     def metrics(
         self, project: str, job_id: str, max_points: int = 1000
-    ) -> dict[str, list[tuple[float, float]]]:
-        """Return each series' points, at most `max_points` (the lowest and highest of each bucket)."""
+    ) -> dict[str, dict[str, list[tuple[float, float]]]]:
+        """Return figure -> series -> points, at most `max_points` (the lowest and highest of each bucket)."""
         return self.records.metrics(project, job_id, max_points)
 
-    def latest_metrics(self, project: str, job_id: str) -> dict[str, tuple[float, float]]:
-        """Return each series' last point (x, value), named like `metrics` names its series."""
+    def latest_metrics(self, project: str, job_id: str) -> dict[str, dict[str, tuple[float, float]]]:
+        """Return figure -> series -> last point (x, value)."""
         return self.records.latest_metrics(project, job_id)
 
     def usage(self, project: str, job_id: str) -> dict:

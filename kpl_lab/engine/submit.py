@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
 from ..catalog.storage import check_name
-from ..errors import BadRequest, KPLError
+from ..errors import BadRequest, KPLError, invalid, parameter_error
 from .launch import Resources
 from .ledger import Ledger
 from .records import JobRecords
@@ -17,33 +16,6 @@ from .scheduling import Scheduler
 
 if TYPE_CHECKING:
     from ..platform import Platform
-
-
-class ResourceRequest(BaseModel):
-    """Resource overrides of a job; None keeps the algorithm's environment.yml value."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cpu: float | None = Field(default=None, gt=0)
-    memory: int | None = Field(default=None, gt=0)
-    shm: int | None = Field(default=None, ge=0)
-    gpu: int | None = Field(default=None, ge=0)
-    npu: int | None = Field(default=None, ge=0)
-    workers: int | None = Field(default=None, gt=0)  # each worker holds the amounts above
-
-
-class JobRequest(BaseModel):
-    """What to run: one function of an algorithm with inputs, parameters and resources."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    project: str = "default"
-    algorithm: str  # NAME or NAME:VERSION
-    function: str = "train"
-    inputs: dict[str, str] = Field(default_factory=dict)  # key -> dataset/model ref
-    parameters: dict[str, Any] = Field(default_factory=dict)  # name (dotted or nested) -> value
-    resources: ResourceRequest | None = None
-    priority: int = 0
 
 
 def _resources_json(resources: Resources) -> dict:
@@ -91,24 +63,29 @@ class Submitter:
         except AlgorithmError as error:
             raise BadRequest(str(error), field="function") from error
         declared = {port.key for port in function.inputs}
-        inputs = {}
-        for key, ref in request.inputs.items():
+        problems = []  # every field at fault, answered together
+        for key in request.inputs:
             if key not in declared:
                 known = ", ".join(sorted(declared)) or "none"
-                raise BadRequest(
-                    f"input {key!r}: the {request.function} function of {version.ref} has no such input "
-                    f"(inputs: {known})",
-                    field=f"inputs.{key}",
+                problems.append(
+                    (
+                        f"inputs.{key}",
+                        f"the {request.function} function of {version.ref} has no such input (inputs: {known})",
+                    )
                 )
+        try:
+            parameters = apply_overrides(version.parameters or {}, request.parameters)
+        except ParameterError as error:
+            problems += parameter_error(error).errors
+        if problems:
+            raise invalid(problems, "the job")
+        inputs = {}
+        for key, ref in request.inputs.items():
             try:
                 kind, row, _ = catalog.resolve_input(project, ref)
             except KPLError as error:
                 raise type(error)(f"input {key!r}: {error.message}", field=f"inputs.{key}") from error
             inputs[key] = {"ref": ref, "kind": kind, "version_id": row.id, "version": row.ref}
-        try:
-            parameters = apply_overrides(version.parameters or {}, request.parameters)
-        except ParameterError as error:
-            raise BadRequest(str(error), field="parameters") from error
         defaults = self.default_resources
         limits = function.launch_resources(Resources(cpu=defaults.cpu, memory=defaults.memory))
         overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
@@ -118,7 +95,10 @@ class Submitter:
         for name, value in overrides.items():
             setattr(limits, name, value)
         limits.devices = {kind: count for kind, count in limits.devices.items() if count}
-        self.ledger.check(project, limits)
+        try:
+            self.ledger.check(project, limits)
+        except BadRequest as error:  # the ledger names the resource; the request has it under resources
+            raise BadRequest(error.message, field=f"resources.{error.field}") from error
         requests = None
         if function.resource.requests is not None:
             asked = function.resource.requests

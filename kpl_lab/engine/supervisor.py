@@ -364,8 +364,6 @@ class Supervisor:
             # the end: nothing left running, the peak kept
             self.samples.append(combine([sampler.sample() for sampler in samplers]))
         finally:
-            for sampler in samplers:
-                sampler.close()
             for pidfd in pidfds.values():
                 os.close(pidfd)
 

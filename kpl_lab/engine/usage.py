@@ -1,6 +1,9 @@
-"""Sample the resources a running job uses: cpu %, resident memory and its peak, its GPUs.
+"""Resource use: the one GPU reader (NVML) and the sampler of a running job.
 
-The job's processes are those of its cgroup when it has one (so processes that left its
+`read_gpus` is the only place NVML is read: the job sampler, the device inventory, the
+hub's machine view and the idle culler all call it, and all say `utilization_percent`.
+
+A job's processes are those of its cgroup when it has one (so processes that left its
 process group still count), else those of its process group. Only /proc and the cgroup
 files are read; NVML is asked about the job's assigned GPUs when a driver is there (no
 driver: no GPU figures). Kept free of heavy imports: the supervisor imports it.
@@ -8,14 +11,60 @@ driver: no GPU figures). Kept free of heavy imports: the supervisor imports it.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 HISTORY = 720  # samples kept on the job: an hour at one sample every 5 s
+
+
+def read_gpus(indexes: Iterable[int] | None = None, nvml: Any = None) -> tuple[list[dict], str | None]:
+    """Return each GPU (all, or those of `indexes`) with its use, or ([], why there are none).
+
+    A GPU is `{index, name, utilization_percent, memory_used_mb, memory_total_mb, processes:
+    [{pid, memory_mb}]}`; a GPU NVML cannot read is left out (and logged).
+    """
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return [], "nvidia-ml-py is not installed"
+    try:
+        nvml.nvmlInit()
+    except Exception as error:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+        return [], f"no NVIDIA GPU here ({error})"
+    try:
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()) if indexes is None else indexes:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                name = nvml.nvmlDeviceGetName(handle)
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+                gpus.append(
+                    {
+                        "index": index,
+                        "name": name.decode() if isinstance(name, bytes) else name,
+                        "utilization_percent": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                        "memory_used_mb": memory.used // (1 << 20),
+                        "memory_total_mb": memory.total // (1 << 20),
+                        "processes": [
+                            {"pid": p.pid, "memory_mb": (p.usedGpuMemory or 0) // (1 << 20)}
+                            for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                        ],
+                    }
+                )
+            except Exception as error:  # a device gone or unsupported: the others still count
+                log.warning("GPU %s: not readable through NVML (%s)", index, error)
+        return gpus, None
+    finally:
+        nvml.nvmlShutdown()
 
 
 def _read(path: Path) -> str | None:
@@ -36,7 +85,7 @@ class UsageSampler:
         self.gpu_indexes = list(gpu_indexes or [])
         self.peak_bytes = 0
         self._last: tuple[float, float] | None = None  # (monotonic time, cpu seconds)
-        self._nvml = None  # the module once initialised, False when there is no driver
+        self._no_gpus = False  # NVML said there are none: not asked again
 
     def pids(self) -> list[int]:
         """Return the pids of the job's processes."""
@@ -111,45 +160,22 @@ class UsageSampler:
         return None
 
     def _gpus(self, pids: list[int]) -> list[dict] | None:
-        if not self.gpu_indexes or self._nvml is False:
+        if not self.gpu_indexes or self._no_gpus:
             return None
-        try:
-            if self._nvml is None:
-                import pynvml
-
-                pynvml.nvmlInit()
-                self._nvml = pynvml
-            nvml = self._nvml
-            mine = set(pids)
-            gpus = []
-            for index in self.gpu_indexes:
-                device = nvml.nvmlDeviceGetHandleByIndex(index)
-                rates = nvml.nvmlDeviceGetUtilizationRates(device)
-                memory = nvml.nvmlDeviceGetMemoryInfo(device)
-                job_bytes = sum(
-                    process.usedGpuMemory or 0
-                    for process in nvml.nvmlDeviceGetComputeRunningProcesses(device)
-                    if process.pid in mine
-                )
-                gpus.append(
-                    {
-                        "index": index,
-                        "utilization_percent": rates.gpu,
-                        "memory_mb": round(memory.used / 2**20, 1),
-                        "job_memory_mb": round(job_bytes / 2**20, 1),
-                    }
-                )
-            return gpus
-        except Exception:  # no driver, no library, a device gone: no GPU figures
-            self._nvml = False
+        gpus, why = read_gpus(self.gpu_indexes)
+        if why is not None:
+            self._no_gpus = True
             return None
-
-    def close(self) -> None:
-        """Release NVML."""
-        if self._nvml:
-            with contextlib.suppress(Exception):  # already shut down, or the driver went away
-                self._nvml.nvmlShutdown()
-        self._nvml = None
+        mine = set(pids)
+        return [
+            {
+                "index": gpu["index"],
+                "utilization_percent": gpu["utilization_percent"],
+                "memory_mb": gpu["memory_used_mb"],
+                "job_memory_mb": sum(p["memory_mb"] for p in gpu["processes"] if p["pid"] in mine),
+            }
+            for gpu in gpus
+        ]
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:

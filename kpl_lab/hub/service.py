@@ -153,7 +153,7 @@ class KPLService(Application):
         kwargs = {"name": EXTENSION_NAME}
         handlers = [
             (url_path_join(prefix, "api") + tornado_pattern(path)[len(API_PREFIX) :], handler, kwargs)
-            for path, handler in ROUTES
+            for path, handler, _ in ROUTES
         ]
         handlers += [(url_path_join(prefix, p), h, *a) for p, h, *a in identity.get_handlers()]
         handlers += admin_handlers(prefix, kwargs)

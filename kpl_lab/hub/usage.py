@@ -1,8 +1,9 @@
 """Live use of the machine (CPU, memory, each GPU and NPU) and its 24-hour history.
 
-GPUs are read with nvidia-ml-py (`pynvml`), each with its utilisation, memory and the users
-of its processes; NPUs through a pluggable reader (a callable returning a list of dicts). A
-machine without GPUs says so (`gpu_error`). Samples are kept 24 hours in a SQLite file.
+GPUs are read by the one NVML reader (`kpl_lab.engine.usage.read_gpus`), each with its
+`utilization_percent`, memory and the users of its processes; NPUs through a pluggable reader
+(a callable returning a list of dicts in the same words). A machine without GPUs says so
+(`gpu_error`). Samples are kept 24 hours in a SQLite file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 import psutil
 
+from ..engine.usage import read_gpus
+
 HISTORY_SECONDS = 24 * 3600
 NpuReader = Callable[[], list[dict]]
 
@@ -30,51 +33,13 @@ def _owner(pid: int) -> str:
         return f"pid {pid}"
 
 
-def read_gpus(nvml: Any = None) -> tuple[list[dict], str | None]:
-    """Return each GPU's utilisation, memory and processes, or ([], why there are none)."""
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return [], "nvidia-ml-py is not installed"
-    try:
-        nvml.nvmlInit()
-    except Exception as error:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-        return [], f"no NVIDIA GPU here ({error})"
-    try:
-        gpus = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            rates = nvml.nvmlDeviceGetUtilizationRates(handle)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-            processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            name = nvml.nvmlDeviceGetName(handle)
-            gpus.append(
-                {
-                    "index": index,
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "utilisation": rates.gpu,
-                    "memory_used_mb": memory.used // (1 << 20),
-                    "memory_total_mb": memory.total // (1 << 20),
-                    "processes": [
-                        {
-                            "pid": p.pid,
-                            "user": _owner(p.pid),
-                            "memory_mb": (p.usedGpuMemory or 0) // (1 << 20),
-                        }
-                        for p in processes
-                    ],
-                }
-            )
-        return gpus, None
-    finally:
-        nvml.nvmlShutdown()
-
-
 def sample(nvml: Any = None, npu_reader: NpuReader | None = None) -> dict:
     """Return one sample of the machine's use now."""
     memory = psutil.virtual_memory()
-    gpus, gpu_error = read_gpus(nvml)
+    gpus, gpu_error = read_gpus(nvml=nvml)
+    for gpu in gpus:
+        for process in gpu["processes"]:
+            process["user"] = _owner(process["pid"])
     npus: list[dict] = []
     npu_error = "no NPU reader configured"
     if npu_reader is not None:
@@ -128,7 +93,8 @@ class UsageHistory:
                     "time": record["time"],
                     "cpu": record["cpu_percent"],
                     "memory": 100.0 * record["memory_used_mb"] / max(1, record["memory_total_mb"]),
-                    "gpus": [gpu["utilisation"] for gpu in record["gpus"]],
+                    # samples kept from before the word was `utilization_percent` count as idle
+                    "gpus": [gpu.get("utilization_percent", 0.0) for gpu in record["gpus"]],
                 }
             )
         return points

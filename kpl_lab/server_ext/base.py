@@ -1,8 +1,10 @@
 """The base of every KPL Lab API handler: the platform, the project, blocking work, and errors.
 
-Errors are mapped to responses in ONE place, `KPLHandler.write_error`: a KPLError answers its
-status with `{"error", "message", "field"}`, a pydantic ValidationError answers 400 naming the
-field at fault, and anything else answers 500 without leaking a traceback.
+Answers go through ONE helper, `KPLHandler.reply`, which writes a response model of
+`kpl_lab.api`. Errors are mapped to responses in ONE place, `KPLHandler.write_error`: a
+KPLError answers its status with the `Error` model (`error`, `message`, `field`, `errors`; a
+request body a model refuses is a BadRequest listing every field at fault by dotted path), and
+anything else answers 500 without leaking a traceback.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pydantic import BaseModel, ValidationError
 from tornado import web
 from tornado.ioloop import IOLoop
 
+from ..api.errors import Error
 from ..catalog.storage import check_name
-from ..errors import BadRequest, Forbidden, KPLError
+from ..errors import BadRequest, Forbidden, KPLError, validation_error
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -27,14 +30,6 @@ if TYPE_CHECKING:
 
 Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
-
-
-def validation_error(error: ValidationError) -> BadRequest:
-    """Return the BadRequest that names the first field a pydantic model refused."""
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or None
-    where = f"{field}: " if field else ""
-    return BadRequest(f"{where}{first.get('msg', 'invalid value')}", field=field)
 
 
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
@@ -98,39 +93,41 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         for key in fixed:
             if key in data:
                 raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
-        return model.model_validate({**data, **fixed})
+        try:
+            return model.model_validate({**data, **fixed})
+        except ValidationError as error:  # the request's fault; elsewhere a ValidationError is a bug
+            raise validation_error(error) from None
 
-    def reply(self, data: Any, status: int = 200) -> None:
-        """Answer JSON."""
+    def reply(self, body: BaseModel | dict, status: int = 200) -> None:
+        """Answer a response model of `kpl_lab.api` as JSON (a dict only for the hub's admin page)."""
         self.set_status(status)
-        self.finish(json.dumps(data, default=str))
+        self.set_header("Content-Type", "application/json")
+        if isinstance(body, BaseModel):
+            self.finish(body.model_dump_json(by_alias=True))
+        else:
+            self.finish(json.dumps(body, default=str))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Answer `{"error", "message", "field"}` with the status of the error raised."""
+        """Answer the `Error` model with the status of the error raised."""
         error = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(error, ValidationError):
-            error = validation_error(error)
         if isinstance(error, KPLError):
             self.set_status(error.status)
-            body = error.to_json()
-            body.setdefault("field", None)
+            body = Error.model_validate(error.to_json())
         elif isinstance(error, web.HTTPError):
-            body = {
-                "error": "HTTPError",
-                "message": error.log_message or self._reason,
-                "field": None,
-            }
+            body = Error(error="HTTPError", message=error.log_message or self._reason, field=None, errors=[])
         else:
-            body = {
-                "error": "InternalError",
-                "message": "internal server error (see the server log)",
-                "field": None,
-            }
-        self.finish(json.dumps(body))
+            body = Error(
+                error="InternalError",
+                message="internal server error (see the server log)",
+                field=None,
+                errors=[],
+            )
+        self.set_header("Content-Type", "application/json")
+        self.finish(body.model_dump_json())
 
     def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001 - tornado's signature
         """Log a person's mistake in one line; keep tracebacks for real failures."""
-        if isinstance(value, (KPLError, ValidationError)):
+        if isinstance(value, KPLError):
             self.log.info("%s %s: %s", self.request.method, self.request.path, value)
             return
         super().log_exception(typ, value, tb)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..catalog.serialize import iso
 from ..errors import Unavailable
 
 QUEUED, IMPORTING = "queued", "importing"
@@ -82,7 +81,7 @@ class ImportQueue:
             self._imports.pop(import_id, None)
 
     def list(self, project: str) -> list[dict]:
-        """Return the project's imports in flight, oldest first, as JSON objects."""
+        """Return the project's imports in flight, oldest first."""
         answer = []
         ahead = 0  # imports of every project wait in one line
         with self._lock:
@@ -95,8 +94,8 @@ class ImportQueue:
                             "format": item.format,
                             "filename": item.filename,
                             "state": item.state,
-                            "queued_at": iso(item.queued_at),
-                            "started_at": iso(item.started_at),
+                            "queued_at": item.queued_at,
+                            "started_at": item.started_at,
                             "ahead": ahead if item.state == QUEUED else 0,
                         }
                     )

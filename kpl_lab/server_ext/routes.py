@@ -1,42 +1,358 @@
-"""Every route of the REST API: (OpenAPI path, handler), in the order tornado matches them."""
+"""Every route of the REST API, in the order tornado matches them, with what each takes and answers.
+
+This table is the one source of docs/openapi.yaml (`python -m kpl_lab.server_ext.openapi`).
+"""
 
 from __future__ import annotations
 
 import re
 
+from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.catalog import Deleted
+from ..api.datasets import (
+    Dataset,
+    DatasetList,
+    DatasetVersion,
+    DatasetVersionDetail,
+    ImportList,
+    RecordsPage,
+    Stats,
+)
+from ..api.devices import Devices
+from ..api.jobs import (
+    CopyRequest,
+    EventsAccepted,
+    Job,
+    JobList,
+    JobRequest,
+    JobState,
+    LogChunk,
+    Metrics,
+    Progress,
+    ResumeRequest,
+)
+from ..api.models import Model, ModelList, ModelVersion
+from ..api.server import ServerVersion
+from ..api.usage import JobUsage
+from ..catalog.datasets import FORMATS
 from .handlers import algorithms, datasets, devices, jobs, models
+from .spec import Operation, Query, Route
 from .version import VersionHandler
 
 API_PREFIX = "/kpl/api"
 _SEGMENT = "[^/]+"
 
-ROUTES: list[tuple[str, type]] = [
-    ("/version", VersionHandler),
-    ("/datasets", datasets.DatasetsHandler),
-    ("/datasets/{name}", datasets.DatasetHandler),
-    ("/datasets/{name}/versions/{version}", datasets.DatasetVersionHandler),
-    ("/datasets/{name}/versions/{version}/records", datasets.RecordsHandler),
-    ("/datasets/{name}/versions/{version}/records/{index}/fields/{field}", datasets.FieldHandler),
-    ("/datasets/{name}/versions/{version}/stats", datasets.StatsHandler),
-    ("/imports", datasets.ImportsHandler),
-    ("/algorithms", algorithms.AlgorithmsHandler),
-    ("/algorithms/{name}", algorithms.AlgorithmHandler),
-    ("/algorithms/{name}/versions/{version}", algorithms.AlgorithmVersionHandler),
-    ("/models", models.ModelsHandler),
-    ("/models/{name}", models.ModelHandler),
-    ("/models/{name}/versions/{version}", models.ModelVersionHandler),
-    ("/jobs", jobs.JobsHandler),
-    ("/jobs/{job_id}", jobs.JobHandler),
-    ("/jobs/{job_id}/stop", jobs.JobStopHandler),
-    ("/jobs/{job_id}/rerun", jobs.JobRerunHandler),
-    ("/jobs/{job_id}/copy", jobs.JobCopyHandler),
-    ("/jobs/{job_id}/resume", jobs.JobResumeHandler),
-    ("/jobs/{job_id}/logs", jobs.JobLogsHandler),
-    ("/jobs/{job_id}/metrics", jobs.JobMetricsHandler),
-    ("/jobs/{job_id}/progress", jobs.JobProgressHandler),
-    ("/jobs/{job_id}/usage", jobs.JobUsageHandler),
-    ("/jobs/{job_id}/events", jobs.JobEventsHandler),
-    ("/devices", devices.DevicesHandler),
+SEARCH = Query("q", description="case-insensitive search in names and descriptions")
+PART = Query("part", description="dataset part (default `root`, or the first part when there is no `root`)")
+
+
+def _delete(what: str) -> Operation:
+    return Operation(f"Delete {what} (409 while a job uses it)", Deleted)
+
+
+ROUTES: list[Route] = [
+    Route(
+        "/version",
+        VersionHandler,
+        {"get": Operation("Name and version of the server", ServerVersion, project=False)},
+    ),
+    Route(
+        "/datasets",
+        datasets.DatasetsHandler,
+        {
+            "get": Operation("List datasets", DatasetList, query=(SEARCH,)),
+            "post": Operation(
+                "Upload a zip or tar and import it as a new dataset version",
+                DatasetVersion,
+                status=201,
+                description="The body is the archive itself, streamed (no multipart). It is written to a "
+                "temporary file (refused past the configured size limit), then imported with the "
+                "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
+                "the entry. A failed import leaves no dataset. Same content again answers the same version.",
+                upload=True,
+                query=(
+                    Query("name", required=True),
+                    Query("description"),
+                    Query(
+                        "format",
+                        {"type": "string", "enum": list(FORMATS), "default": "import"},
+                        "import: every file becomes a path/contentType/content record",
+                    ),
+                    Query("part"),
+                    Query("filename", description="the uploaded file's name, used in error messages"),
+                    Query("split", description="imagefolder only: e.g. test=0.2"),
+                ),
+            ),
+        },
+    ),
+    Route(
+        "/datasets/{name}",
+        datasets.DatasetHandler,
+        {
+            "get": Operation("A dataset and its versions", Dataset),
+            "delete": _delete("every version of a dataset"),
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}",
+        datasets.DatasetVersionHandler,
+        {
+            "get": Operation(
+                "One dataset version with its parts, schemas, record count and size", DatasetVersionDetail
+            ),
+            "delete": _delete("one dataset version"),
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/records",
+        datasets.RecordsHandler,
+        {
+            "get": Operation(
+                "A page of records, with only the fields asked for",
+                RecordsPage,
+                description="Only the columns named are read from disk; bytes values become BytesRef objects.",
+                query=(
+                    PART,
+                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": datasets.PAGE_MAX, "default": 50},
+                    ),
+                    Query("columns", description="comma-separated top-level fields (default: all)"),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/records/{index}/fields/{field}",
+        datasets.FieldHandler,
+        {
+            "get": Operation(
+                "One field of one record, raw, with its content type",
+                None,
+                description="Bytes and File values are answered as they are stored with their content "
+                "type; other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on "
+                "its longer side (cached under the storage root per dataset version and record).",
+                query=(PART, Query("thumbnail", {"type": "integer", "minimum": 1, "maximum": 1 << 20})),
+                content={
+                    "application/json": {"schema": {}},
+                    "image/png": {"schema": {"type": "string", "format": "binary"}},
+                    "*/*": {"schema": {"type": "string", "format": "binary"}},
+                },
+            )
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/stats",
+        datasets.StatsHandler,
+        {
+            "get": Operation(
+                "Per-field stats and per-class counts (computed once per version, then cached)",
+                Stats,
+                query=(PART,),
+            )
+        },
+    ),
+    Route(
+        "/imports",
+        datasets.ImportsHandler,
+        {
+            "get": Operation(
+                "The project's dataset imports in flight (queued or importing)",
+                ImportList,
+                description="Imports run on their own bounded workers; a full queue answers 503 to a new upload.",
+            )
+        },
+    ),
+    Route(
+        "/algorithms",
+        algorithms.AlgorithmsHandler,
+        {
+            "get": Operation("List algorithms", AlgorithmList, query=(SEARCH,)),
+            "post": Operation(
+                "Upload an algorithm archive (zip or tar with environment.yml) as a new version",
+                AlgorithmVersion,
+                status=201,
+                description="Same content again answers the same version.",
+                upload=True,
+                query=(
+                    Query("name", description="default: the archive's name inside it"),
+                    Query("description"),
+                ),
+            ),
+        },
+    ),
+    Route(
+        "/algorithms/{name}",
+        algorithms.AlgorithmHandler,
+        {
+            "get": Operation("An algorithm and its versions", Algorithm),
+            "delete": _delete("every version of an algorithm"),
+        },
+    ),
+    Route(
+        "/algorithms/{name}/versions/{version}",
+        algorithms.AlgorithmVersionHandler,
+        {
+            "get": Operation(
+                "One algorithm version with functions, resources, inputs, outputs and the parameter schema",
+                AlgorithmVersionDetail,
+            ),
+            "delete": _delete("one algorithm version"),
+        },
+    ),
+    Route("/models", models.ModelsHandler, {"get": Operation("List models", ModelList, query=(SEARCH,))}),
+    Route(
+        "/models/{name}",
+        models.ModelHandler,
+        {"get": Operation("A model and its versions", Model), "delete": _delete("every version of a model")},
+    ),
+    Route(
+        "/models/{name}/versions/{version}",
+        models.ModelVersionHandler,
+        {
+            "get": Operation("One model version with its files and lineage", ModelVersion),
+            "delete": _delete("one model version"),
+        },
+    ),
+    Route(
+        "/jobs",
+        jobs.JobsHandler,
+        {
+            "get": Operation(
+                "List jobs, newest first",
+                JobList,
+                query=(Query("state", JobState),),
+            ),
+            "post": Operation(
+                "Submit a job (queued, started at once when it fits)",
+                Job,
+                status=201,
+                description="A request that can never fit (more than the machine or the project quota) "
+                "answers 400 naming the resource; invalid parameters answer 400 listing each one.",
+                body=JobRequest,
+                body_required=True,
+            ),
+        },
+    ),
+    Route("/jobs/{job_id}", jobs.JobHandler, {"get": Operation("One job", Job)}),
+    Route(
+        "/jobs/{job_id}/stop",
+        jobs.JobStopHandler,
+        {"post": Operation("Stop a job (409 when it has already ended)", Job)},
+    ),
+    Route(
+        "/jobs/{job_id}/rerun",
+        jobs.JobRerunHandler,
+        {
+            "post": Operation(
+                "Run the same algorithm version, inputs, parameters and resources again", Job, status=201
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/copy",
+        jobs.JobCopyHandler,
+        {
+            "post": Operation(
+                "Run a job again with some parameters or resources changed", Job, status=201, body=CopyRequest
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/resume",
+        jobs.JobResumeHandler,
+        {
+            "post": Operation(
+                "Run a copy that starts from the model this job registered",
+                Job,
+                status=201,
+                body=ResumeRequest,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/logs",
+        jobs.JobLogsHandler,
+        {
+            "get": Operation(
+                "The job's output, a chunk at a time, or followed live",
+                LogChunk,
+                description="Without `follow`: a JSON LogChunk of at most `limit` bytes from `offset`. With "
+                "`wait=S`, a request with nothing new waits up to S seconds for output or the job's end "
+                "(long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new "
+                "output as it is written and ends when the job ends (bounded memory).",
+                query=(
+                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query(
+                        "limit",
+                        {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": jobs.LOG_CHUNK_MAX,
+                            "default": jobs.LOG_CHUNK,
+                        },
+                    ),
+                    Query(
+                        "wait",
+                        {"type": "integer", "minimum": 0, "maximum": jobs.WAIT_MAX_SECONDS, "default": 0},
+                        "seconds",
+                    ),
+                    Query("follow", {"type": "integer", "enum": [0, 1], "default": 0}),
+                    Query(
+                        "worker", {"type": "integer", "minimum": 0, "default": 0}, "worker (rank) of the job"
+                    ),
+                ),
+                content={"text/plain": {"schema": {"type": "string"}}},
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/metrics",
+        jobs.JobMetricsHandler,
+        {
+            "get": Operation(
+                "Metric points grouped by figure, then series, at most max_points per series",
+                Metrics,
+                query=(
+                    Query(
+                        "max_points", {"type": "integer", "minimum": 2, "maximum": 100_000, "default": 1000}
+                    ),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/progress",
+        jobs.JobProgressHandler,
+        {"get": Operation("Fraction done and seconds left", Progress)},
+    ),
+    Route(
+        "/jobs/{job_id}/usage",
+        jobs.JobUsageHandler,
+        {"get": Operation("Live resource use of the job", JobUsage)},
+    ),
+    Route(
+        "/jobs/{job_id}/events",
+        jobs.JobEventsHandler,
+        {
+            "post": Operation(
+                "Events pushed by a job that shares no folder with the platform (Kubernetes)",
+                EventsAccepted,
+                description="The body is a JSON array of kpl-helper events; the job's own token "
+                "authenticates it, not the server token.",
+                body={"type": "array", "items": {"type": "object"}},
+                body_required=True,
+                project=False,
+                job_token=True,
+            )
+        },
+    ),
+    Route(
+        "/devices",
+        devices.DevicesHandler,
+        {"get": Operation("The machine's capacity, its accelerators and what is in use", Devices)},
+    ),
 ]
 
 
@@ -49,4 +365,4 @@ def tornado_pattern(path: str) -> str:
 
 def handlers() -> list[tuple[str, type]]:
     """Return the tornado handler list."""
-    return [(tornado_pattern(path), handler) for path, handler in ROUTES]
+    return [(tornado_pattern(route.path), route.handler) for route in ROUTES]

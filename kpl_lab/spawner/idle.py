@@ -3,7 +3,7 @@
 Notebooks are never stopped unless an admin runs this culler (as a hub service with the
 `admin:servers` and `read:users` scopes). Its activity is the later of the hub's
 `last_activity` (browser, kernels) and the last time one of the notebook's GPUs (from
-its ledger reservation) was above `busy_percent` utilisation, sampled through NVML.
+its ledger reservation) was above `busy_percent` utilization, read by the one NVML reader.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from urllib.parse import quote
 from sqlalchemy import select
 
 from ..catalog.jobs import Reservation
+from ..engine.usage import read_gpus
 from .quota import OWNER_KIND
 
 log = logging.getLogger(__name__)
 
-UtilisationReader = Callable[[Iterable[int]], dict[int, float]]
+UtilizationReader = Callable[[Iterable[int]], dict[int, float]]
 
 
 @dataclass(frozen=True)
@@ -42,34 +43,17 @@ class Notebook:
         return f"{self.user}/{self.server}"
 
 
-def nvml_utilisation(indexes: Iterable[int]) -> dict[int, float]:
-    """Return the GPU utilisation (percent) of each index NVML can read; none without a driver."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return {}
-    try:
-        readings = {}
-        for index in indexes:
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                readings[index] = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            except pynvml.NVMLError as error:
-                log.warning("GPU %s: no utilisation (%s)", index, error)
-        return readings
-    finally:
-        pynvml.nvmlShutdown()
+def gpu_utilization(indexes: Iterable[int]) -> dict[int, float]:
+    """Return the utilization_percent of each GPU index NVML can read; none without a driver."""
+    gpus, _ = read_gpus(list(indexes))
+    return {gpu["index"]: gpu["utilization_percent"] for gpu in gpus}
 
 
 class IdlePolicy:
     """Decide which notebooks are idle, remembering when each GPU was last busy."""
 
     def __init__(
-        self, timeout_s: float, busy_percent: float = 5.0, reader: UtilisationReader = nvml_utilisation
+        self, timeout_s: float, busy_percent: float = 5.0, reader: UtilizationReader = gpu_utilization
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s: expected seconds > 0, got {timeout_s!r}")
@@ -79,7 +63,7 @@ class IdlePolicy:
         self.gpu_busy_at: dict[int, datetime] = {}
 
     def sample(self, notebooks: Iterable[Notebook], now: datetime) -> None:
-        """Read the utilisation of the notebooks' GPUs and note those busy now."""
+        """Read the utilization of the notebooks' GPUs and note those busy now."""
         indexes = sorted({index for notebook in notebooks for index in notebook.gpus})
         if not indexes:
             return
@@ -163,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--every", type=float, default=300, help="seconds between checks")
     parser.add_argument(
-        "--busy-percent", type=float, default=5.0, help="GPU utilisation that counts as activity"
+        "--busy-percent", type=float, default=5.0, help="GPU utilization (percent) that counts as activity"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)

@@ -6,28 +6,10 @@ from html import escape
 
 import ipywidgets as widgets
 
+from ..api.jobs import FINAL_STATES
 from ..client import Client
 from .live import Poller
-from .progress import FINAL_STATES
 from .svgplot import render_svg
-
-OTHER_FIGURE = "metrics"
-
-
-def group_by_figure(series: dict[str, list], figures: dict[str, dict]) -> dict[str, dict[str, list]]:
-    """Return figure title -> {series name: points}; `figure/series` keys name their figure."""
-    owner = {}
-    for title, fields in figures.items():
-        for key, value in fields.items():
-            if key.startswith("y") and key.endswith("_name") and value:
-                owner.setdefault(str(value), title)
-    charts: dict[str, dict[str, list]] = {}
-    for key, points in series.items():
-        title, _, name = key.partition("/")
-        if not (name and title in figures):
-            title, name = owner.get(key, OTHER_FIGURE), key
-        charts.setdefault(title, {})[name] = points
-    return charts
 
 
 class MetricPlot(widgets.VBox):
@@ -47,7 +29,7 @@ class MetricPlot(widgets.VBox):
         self.client = client or Client()
         self.max_points = max_points
         self.size = (width, height)
-        self.series: dict[str, list] = {}
+        self.figures: dict[str, dict[str, list]] = {}  # figure -> series -> points
         self.state = ""
         self.chart = widgets.HTML(value=render_svg({}, width=width, height=height))
         self.poller = Poller(self.refresh, interval)
@@ -61,13 +43,12 @@ class MetricPlot(widgets.VBox):
         except Exception as error:
             self.chart.value = f'<span style="color:#c00">{escape(str(error))}</span>'
             raise
-        self.series = data["series"]
-        figures = data.get("figures") or {}
+        self.figures = data["figures"]
+        labels = data.get("labels") or {}
         width, height = self.size
-        charts = group_by_figure(self.series, figures)
         self.chart.value = "".join(
-            render_svg(curves, title, width, height, figures.get(title, {}).get("x_name") or "step")
-            for title, curves in charts.items()
+            render_svg(curves, title, width, height, labels.get(title, {}).get("x_name") or "step")
+            for title, curves in self.figures.items()
         ) or render_svg({}, width=width, height=height)
         return self.state in FINAL_STATES
 

@@ -6,11 +6,11 @@ from html import escape
 
 import ipywidgets as widgets
 
+from ..api.jobs import FINAL_STATES
 from ..client import Client
 from ..text import human_duration
 from .live import Poller
 
-FINAL_STATES = ("succeeded", "failed", "stopped", "lost")
 BAR_STYLES = {"succeeded": "success", "failed": "danger", "lost": "danger", "stopped": "warning"}
 
 
@@ -49,7 +49,7 @@ class JobProgress(widgets.VBox):
             self.label.value = f'<span style="color:#c00">{escape(str(error))}</span>'
             raise
         self.state = data["state"]
-        self.fraction = float(data.get("fraction") or 0.0)
+        self.fraction = float(data.get("progress") or 0.0)
         self.eta_seconds = data.get("eta_seconds")
         self.bar.value = self.fraction
         self.bar.bar_style = BAR_STYLES.get(self.state, "info")

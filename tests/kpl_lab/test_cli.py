@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from kpl_lab import cli
 from kpl_lab.cli import main
 from kpl_lab.text import render_table
 
@@ -114,6 +115,15 @@ def test_entry_point_runs_without_traceback(home):
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "kpl-lab: error: dataset 'x' not found in project 'default'"
+
+
+def test_a_bug_shows_its_traceback_not_a_user_error(run, monkeypatch):
+    def broken(args, platform):
+        raise ValueError("a bug, not a person's mistake")
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        run("dataset", "list")
 
 
 def test_usage_errors_exit_2(run):

@@ -122,11 +122,11 @@ def test_submit_follow_show_logs_metrics(setup):
     assert "buckets" not in out and "envelopes" not in out  # summaries, never the raw figures
     shown = json.loads(run("job", "show", jid, "--json")[1])
     assert "buckets" not in json.dumps(shown)
-    loss = next(f for f in shown["figures"] if f["series"] == "loss")
+    assert shown["figures"] == ["training"] and {"saves", "results", "last_log_lines"} <= shown.keys()
+    loss = next(f for f in shown["metric_summaries"] if f["series"] == "loss")
     assert loss == {
         "figure": "training",
         "series": "loss",
-        "key": "loss",
         "points": 4,
         "last": 0.25,
         "min": 0.25,
@@ -137,9 +137,9 @@ def test_submit_follow_show_logs_metrics(setup):
     assert "resumed at 0" in out and "step 3" in out
 
     status, out, _ = run("job", "metrics", jid, "--json")
-    series = json.loads(out)
-    assert [p[1] for p in series["loss"]] == [1.0, 0.5, pytest.approx(1 / 3), 0.25]
-    assert series["accuracy"][-1] == [3.0, 0.3]
+    training = json.loads(out)["figures"]["training"]
+    assert [p[1] for p in training["loss"]] == [1.0, 0.5, pytest.approx(1 / 3), 0.25]
+    assert training["accuracy"][-1] == [3.0, 0.3]
 
     status, out, _ = run("job", "list")
     assert out.splitlines()[2].split()[:2] == [jid, "succeeded"]
@@ -190,6 +190,11 @@ def test_stop_copy_rerun_resume(setup):
         (("--input", "data=nothing"), "input 'data': no dataset or model 'nothing'"),
         (("--input", "data"), "expected KEY=REF"),
         (("--param", "steps=abc"), 'steps: expected an integer, got "abc"'),
+        (
+            ("--param", "steps=abc", "--param", "pause=x"),
+            "2 problems in the parameters: parameters.steps: expected an integer",
+        ),
+        (("--memory", "0"), "resources.memory: Input should be greater than 0"),
         (("--function", "deploy"), "no deploy function"),
         (("--cpu", "100000"), "asks 100000 CPUs"),
     ],

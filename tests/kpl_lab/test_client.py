@@ -130,7 +130,8 @@ def test_errors_carry_the_server_message_and_field(kpl_server, kpl_data, tmp_pat
     assert failure.value.field == "inputs.nope" and "no such input" in failure.value.message
     with pytest.raises(BadRequest) as failure:
         client.submit("toy", inputs={"data": "shapes"}, parameters={"no_such_parameter": 1})
-    assert failure.value.field == "parameters"
+    assert failure.value.field == "parameters.no_such_parameter"
+    assert [field for field, _ in failure.value.errors] == ["parameters.no_such_parameter"]
 
     hostile = tmp_path / "hostile.zip"
     with zipfile.ZipFile(hostile, "w") as archive:
@@ -164,11 +165,12 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
 
     chunk = client.logs(job["id"], offset=0, limit=10)
     assert len(chunk["text"].encode()) <= 10 and chunk["next_offset"] == 10
-    assert client.progress(job["id"]) == {"state": "succeeded", "fraction": 1.0, "eta_seconds": 0.0}
+    assert client.progress(job["id"]) == {"state": "succeeded", "progress": 1.0, "eta_seconds": 0.0}
     metrics = client.metrics(job["id"])
-    assert metrics["series"]["loss"] == [[0.0, 1.0], [1.0, 0.5], [2.0, 1 / 3], [3.0, 0.25]]
-    assert [x for x, _ in metrics["series"]["accuracy"]] == [0.0, 1.0, 2.0, 3.0]
-    assert "training" in metrics["figures"]
+    training = metrics["figures"]["training"]
+    assert training["loss"] == [[0.0, 1.0], [1.0, 0.5], [2.0, 1 / 3], [3.0, 0.25]]
+    assert [x for x, _ in training["accuracy"]] == [0.0, 1.0, 2.0, 3.0]
+    assert metrics["labels"]["training"]["y1_name"] == "loss"
 
     with pytest.raises(Conflict):
         client.stop(job["id"])

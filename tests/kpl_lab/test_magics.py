@@ -78,7 +78,7 @@ def test_train_wait_logs_metrics_jobs(shell):
     assert re.search(r"^output model: model:toy-net:\S+$", out, re.M)
     summary = outputs[-1].data
     assert "<svg" in summary["text/html"] and "<polyline" in summary["text/html"]
-    assert re.search(r"^loss\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)
+    assert re.search(r"^loss\s+training\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)
 
     _, out, _, _ = run(shell, f"%kpl_logs {job_id}")
     assert "lr 0.01" in out and "step 2" in out
@@ -154,14 +154,14 @@ def test_widgets_show_live_progress_and_curves(shell, kpl_server):
     monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
     assert monitor.progress.state == "succeeded" and monitor.progress.bar.value == 1.0
     assert monitor.progress.bar.bar_style == "success"
-    assert [x for x, _ in monitor.plot.series["loss"]] == [0, 1, 2, 3, 4]
+    assert [x for x, _ in monitor.plot.figures["training"]["loss"]] == [0, 1, 2, 3, 4]
     assert "<polyline" in monitor.plot.chart.value
 
     _, _, _, outputs = run(shell, "%kpl_train toy --input data=shapes --param steps=5")
     monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
     monitor.progress.poller.join()  # the background refresh ends when the job does
     monitor.plot.poller.join()
-    assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 5
+    assert monitor.progress.state == "succeeded" and len(monitor.plot.figures["training"]["loss"]) == 5
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ def test_server_errors_are_one_line_with_the_field(shell):
     _, _, err, _ = run(shell, "%kpl_logs nosuchjob")
     assert err.startswith("%kpl_logs: job 'nosuchjob' not found") and len(err.strip().splitlines()) == 1
     _, _, err, _ = run(shell, "%kpl_train toy --input weights=shapes")
-    assert err.startswith("%kpl_train: input 'weights'") and err.strip().endswith("(field inputs.weights)")
+    assert err.startswith("%kpl_train: inputs.weights: ") and err.strip().endswith("(field inputs.weights)")
     _, _, err, _ = run(shell, "%kpl_train nosuchalgorithm")
     assert "nosuchalgorithm" in err and "Traceback" not in err
 

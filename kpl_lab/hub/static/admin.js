@@ -20,8 +20,8 @@ function live(sample) {
   if (!sample) return el("p", {}, "No sample yet.");
   const parts = [el("p", {}, `CPU ${sample.cpu_percent.toFixed(0)} % of ${sample.cpu_count} cores — memory ${sample.memory_used_mb} / ${sample.memory_total_mb} MB`)];
   if (sample.gpus.length) {
-    parts.push(table(["GPU", "name", "utilisation", "memory (MB)", "processes"], sample.gpus.map((g) => [
-      g.index, g.name, `${g.utilisation} %`, `${g.memory_used_mb} / ${g.memory_total_mb}`,
+    parts.push(table(["GPU", "name", "utilization", "memory (MB)", "processes"], sample.gpus.map((g) => [
+      g.index, g.name, `${g.utilization_percent} %`, `${g.memory_used_mb} / ${g.memory_total_mb}`,
       g.processes.map((p) => `${p.user} (pid ${p.pid}, ${p.memory_mb} MB)`).join(", ") || "—"])));
   } else {
     parts.push(el("p", { class: "note" }, `No GPUs: ${sample.gpu_error}`));

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from tornado import web
 
-from ...catalog.serialize import matches, named_json, version_json
+from ...api.algorithms import AlgorithmList, AlgorithmVersionDetail
+from ...api.catalog import Deleted
+from ...catalog.serialize import algorithm_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -22,7 +22,7 @@ class AlgorithmsHandler(UploadHandler):
         """List algorithms."""
         query = self.get_query_argument("q", None)
         rows = await self.blocking(self.platform.catalog.list_algorithms, self.project)
-        self.reply({"algorithms": [named_json("algorithm", a) for a in rows if matches(a, query)]})
+        self.reply(AlgorithmList(algorithms=[named_model("algorithm", a) for a in rows if matches(a, query)]))
 
     def check_upload_query(self) -> None:
         """Check the name before the body is stored."""
@@ -48,7 +48,7 @@ class AlgorithmsHandler(UploadHandler):
                 raise BadRequest(error.message.replace(str(archive.parent), "upload"), field="body") from None
 
         row = await self.blocking(work)
-        self.reply(version_json("algorithm", row), status=201)
+        self.reply(version_model("algorithm", row), status=201)
 
 
 class AlgorithmHandler(KPLHandler):
@@ -58,37 +58,20 @@ class AlgorithmHandler(KPLHandler):
     async def get(self, name: str) -> None:
         """Show an algorithm."""
         version = await self.blocking(self.platform.catalog.get_algorithm, self.project, name)
-        self.reply(named_json("algorithm", version.algorithm))
+        self.reply(named_model("algorithm", version.algorithm))
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         """Delete an algorithm."""
         self.reply(
-            {"deleted": await self.blocking(self.platform.catalog.delete_algorithm, self.project, name)}
+            Deleted(deleted=await self.blocking(self.platform.catalog.delete_algorithm, self.project, name))
         )
 
 
-def algorithm_detail(platform, project: str, ref: str) -> dict:
+def algorithm_detail(platform, project: str, ref: str) -> AlgorithmVersionDetail:
     """Return a version with its functions, resources, inputs, outputs and parameter schema."""
-    catalog = platform.catalog
-    row = catalog.get_algorithm(project, ref)
-    algorithm = catalog.read_algorithm(row)
-    spec = algorithm.spec
-    functions = {
-        name: {
-            "cmd": function.cmd,
-            "resource": dataclasses.asdict(function.resource),
-            "inputs": [dataclasses.asdict(port) for port in function.inputs],
-            "outputs": [dataclasses.asdict(port) for port in function.outputs],
-        }
-        for name, function in spec.functions.items()
-    }
-    return version_json("algorithm", row) | {
-        "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
-        "function_specs": functions,
-        "parameter_descriptions": algorithm.parameters.descriptions,
-        "parameter_schema": algorithm.parameters.schema(),
-    }
+    row = platform.catalog.get_algorithm(project, ref)
+    return algorithm_detail_model(row, platform.catalog.read_algorithm(row))
 
 
 class AlgorithmVersionHandler(KPLHandler):
@@ -107,4 +90,4 @@ class AlgorithmVersionHandler(KPLHandler):
         deleted = await self.blocking(
             self.platform.catalog.delete_algorithm, self.project, f"{name}:{version}"
         )
-        self.reply({"deleted": deleted})
+        self.reply(Deleted(deleted=deleted))

@@ -10,9 +10,11 @@ from urllib.parse import quote, urlencode
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ...api.catalog import Deleted
+from ...api.datasets import DatasetList, DatasetVersionDetail, ImportList, RecordsPage, Stats
 from ...catalog.datasets import check_import
 from ...catalog.datasets_view import DatasetView
-from ...catalog.serialize import matches, named_json, version_json
+from ...catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -41,7 +43,7 @@ class DatasetsHandler(UploadHandler):
         """List datasets."""
         query = self.get_query_argument("q", None)
         rows = await self.blocking(self.platform.catalog.list_datasets, self.project)
-        self.reply({"datasets": [named_json("dataset", d) for d in rows if matches(d, query)]})
+        self.reply(DatasetList(datasets=[named_model("dataset", d) for d in rows if matches(d, query)]))
 
     def check_upload_query(self) -> None:
         """Check name, format and part before the body is stored."""
@@ -86,7 +88,7 @@ class DatasetsHandler(UploadHandler):
         finally:
             self.upload_in_use = False
             self._discard()
-        self.reply(version_json("dataset", row), status=201)
+        self.reply(version_model("dataset", row), status=201)
 
     def on_connection_close(self) -> None:
         """Drop the import of a client that went away while it was still queued."""
@@ -101,7 +103,7 @@ class ImportsHandler(KPLHandler):
     @web.authenticated
     async def get(self) -> None:
         """List imports in flight."""
-        self.reply({"imports": self.app.imports.list(self.project)})
+        self.reply(ImportList(imports=self.app.imports.list(self.project)))
 
 
 class DatasetHandler(KPLHandler):
@@ -111,12 +113,14 @@ class DatasetHandler(KPLHandler):
     async def get(self, name: str) -> None:
         """Show a dataset."""
         version = await self.blocking(self.platform.catalog.get_dataset, self.project, name)
-        self.reply(named_json("dataset", version.dataset))
+        self.reply(named_model("dataset", version.dataset))
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         """Delete a dataset."""
-        self.reply({"deleted": await self.blocking(self.platform.catalog.delete_dataset, self.project, name)})
+        self.reply(
+            Deleted(deleted=await self.blocking(self.platform.catalog.delete_dataset, self.project, name))
+        )
 
 
 class VersionBase(KPLHandler):
@@ -152,9 +156,9 @@ class DatasetVersionHandler(VersionBase):
     async def get(self, name: str, version: str) -> None:
         """Show a dataset version."""
 
-        def work() -> dict:
+        def work() -> DatasetVersionDetail:
             row, view = self.open_view(name, version)
-            return version_json("dataset", row) | {"schemas": view.schemas()}
+            return dataset_detail_model(row, view.schemas())
 
         self.reply(await self.blocking(work))
 
@@ -163,11 +167,11 @@ class DatasetVersionHandler(VersionBase):
         """Delete a dataset version."""
         check_name(version, "version")
         self.reply(
-            {
-                "deleted": await self.blocking(
+            Deleted(
+                deleted=await self.blocking(
                     self.platform.catalog.delete_dataset, self.project, f"{name}:{version}"
                 )
-            }
+            )
         )
 
 
@@ -183,9 +187,11 @@ class RecordsHandler(VersionBase):
         columns = [c.strip() for c in columns_text.split(",") if c.strip()] or None
         part = self.get_query_argument("part", None)
 
-        def work() -> dict:
+        def work() -> RecordsPage:
             row, view = self.open_view(name, version)
-            return view.page(part, offset, limit, columns, self.field_url(name, row.version))
+            return RecordsPage.model_validate(
+                view.page(part, offset, limit, columns, self.field_url(name, row.version))
+            )
 
         self.reply(await self.blocking(work))
 
@@ -228,8 +234,8 @@ class StatsHandler(VersionBase):
         """Answer the stats of a part."""
         part = self.get_query_argument("part", None)
 
-        def work() -> dict:
+        def work() -> Stats:
             _, view = self.open_view(name, version)
-            return view.stats(part)
+            return Stats.model_validate(view.stats(part))
 
         self.reply(await self.blocking(work))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from sqlalchemy import select
 from tornado import web
 
+from ...api.devices import Devices
 from ...catalog.jobs import Reservation
 from ..base import KPLHandler
 
 
-def devices_json(platform, project: str) -> dict:
+def devices_model(platform, project: str) -> Devices:
     """Return capacity, use (all projects and this one), the project's quota, and each device's holder."""
     ledger = platform.jobs.ledger
     with platform.session() as session:
@@ -26,13 +27,13 @@ def devices_json(platform, project: str) -> dict:
         for kind in sorted(ledger.inventory)
         for device in ledger.inventory[kind]
     ]
-    return {
-        "capacity": ledger.capacity(),
-        "used": used,
-        "project_used": project_used,
-        "quota": ledger.quotas.get(project),
-        "devices": devices,
-    }
+    return Devices(
+        capacity=ledger.capacity(),
+        used=used,
+        project_used=project_used,
+        quota=ledger.quotas.get(project),
+        devices=devices,
+    )
 
 
 class DevicesHandler(KPLHandler):
@@ -41,4 +42,4 @@ class DevicesHandler(KPLHandler):
     @web.authenticated
     async def get(self) -> None:
         """Answer the inventory."""
-        self.reply(await self.blocking(devices_json, self.platform, self.project))
+        self.reply(await self.blocking(devices_model, self.platform, self.project))

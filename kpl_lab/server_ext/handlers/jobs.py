@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import hashlib
-import hmac
 from pathlib import Path
-from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
-from pydantic import BaseModel, ConfigDict
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ...catalog.jobs import JOB_STATES, Job
-from ...catalog.serialize import job_json
-from ...engine.service import JobRequest, ResourceRequest
+from ...api.jobs import (
+    JOB_STATES,
+    CopyRequest,
+    EventsAccepted,
+    Job,
+    JobList,
+    JobRequest,
+    LogChunk,
+    Metrics,
+    Progress,
+    ResumeRequest,
+)
+from ...catalog.serialize import job_model, metrics_model, usage_model
 from ...errors import BadRequest, Forbidden, NotFound
 from ..base import KPLHandler
 
@@ -24,23 +30,6 @@ LOG_CHUNK = 64 * 1024
 LOG_CHUNK_MAX = 1 << 20
 FOLLOW_POLL_SECONDS = 0.25
 WAIT_MAX_SECONDS = 60
-
-
-class CopyRequest(BaseModel):
-    """What a copy changes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    parameters: dict[str, Any] | None = None
-    resources: ResourceRequest | None = None
-
-
-class ResumeRequest(BaseModel):
-    """What a resumed run changes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    parameters: dict[str, Any] | None = None
 
 
 def read_log(path: Path, offset: int, limit: int) -> tuple[bytes, int]:
@@ -70,18 +59,12 @@ def utf8_prefix(data: bytes, final: bool) -> tuple[str, int]:
 class JobBase(KPLHandler):
     """A handler that answers jobs."""
 
-    def job_reply(self, job, status: int = 200) -> None:
-        """Answer a job with its progress."""
-        fraction, eta = self.platform.jobs.progress(job.project.name, job.id)
-        self.reply(job_json(job, fraction, eta), status=status)
-
     async def answer_job(self, work, status: int = 200) -> None:
         """Run `work` (returning a job) off the event loop and answer the job."""
 
-        def run() -> dict:
+        def run() -> Job:
             job = work()
-            fraction, eta = self.platform.jobs.progress(job.project.name, job.id)
-            return job_json(job, fraction, eta)
+            return job_model(job, *self.platform.jobs.progress(job.project.name, job.id))
 
         self.reply(await self.blocking(run), status=status)
 
@@ -96,13 +79,16 @@ class JobsHandler(JobBase):
         if state is not None and state not in JOB_STATES:
             raise BadRequest(f"state: {state!r} is not one of {', '.join(JOB_STATES)}", field="state")
 
-        def work() -> list[dict]:
+        def work() -> JobList:
             jobs = self.platform.jobs
-            return [
-                job_json(job, *jobs.progress(self.project, job.id)) for job in jobs.list(self.project, state)
-            ]
+            return JobList(
+                jobs=[
+                    job_model(job, *jobs.progress(self.project, job.id))
+                    for job in jobs.list(self.project, state)
+                ]
+            )
 
-        self.reply({"jobs": await self.blocking(work)})
+        self.reply(await self.blocking(work))
 
     @web.authenticated
     async def post(self) -> None:
@@ -196,14 +182,14 @@ class JobLogsHandler(KPLHandler):
                 break
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
         self.reply(
-            {
-                "text": text,
-                "offset": offset,
-                "next_offset": offset + used,
-                "size": size,
-                "done": done,
-                "state": (await self.blocking(jobs.get, self.project, job_id)).state,
-            }
+            LogChunk(
+                text=text,
+                offset=offset,
+                next_offset=offset + used,
+                size=size,
+                done=done,
+                state=(await self.blocking(jobs.get, self.project, job_id)).state,
+            )
         )
 
     async def follow(self, job_id: str, path: Path, offset: int) -> None:
@@ -240,26 +226,17 @@ class JobLogsHandler(KPLHandler):
 
 
 class JobMetricsHandler(KPLHandler):
-    """GET: each metric series downsampled to at most `max_points`."""
+    """GET: each metric series, grouped by figure, downsampled to at most `max_points`."""
 
     @web.authenticated
     async def get(self, job_id: str) -> None:
         """Answer the metrics."""
         max_points = self.query_int("max_points", 1000, 2, 100_000)
 
-        def work() -> dict:
+        def work() -> Metrics:
             jobs = self.platform.jobs
-            series = jobs.metrics(self.project, job_id, max_points)
-            job = jobs.get(self.project, job_id)
-            figures = {
-                title: {k: v for k, v in fields.items() if k != "envelopes"}
-                for title, fields in job.figures.items()
-            }
-            return {
-                "max_points": max_points,
-                "series": {name: [[x, y] for x, y in points] for name, points in series.items()},
-                "figures": figures,
-            }
+            figures = jobs.metrics(self.project, job_id, max_points)
+            return metrics_model(jobs.get(self.project, job_id), figures, max_points)
 
         self.reply(await self.blocking(work))
 
@@ -271,10 +248,10 @@ class JobProgressHandler(KPLHandler):
     async def get(self, job_id: str) -> None:
         """Answer the progress."""
 
-        def work() -> dict:
+        def work() -> Progress:
             jobs = self.platform.jobs
-            fraction, eta = jobs.progress(self.project, job_id)
-            return {"state": jobs.get(self.project, job_id).state, "fraction": fraction, "eta_seconds": eta}
+            progress, eta = jobs.progress(self.project, job_id)
+            return Progress(state=jobs.get(self.project, job_id).state, progress=progress, eta_seconds=eta)
 
         self.reply(await self.blocking(work))
 
@@ -285,7 +262,7 @@ class JobUsageHandler(KPLHandler):
     @web.authenticated
     async def get(self, job_id: str) -> None:
         """Answer the resource use."""
-        self.reply(await self.blocking(self.platform.jobs.usage, self.project, job_id))
+        self.reply(usage_model(await self.blocking(self.platform.jobs.usage, self.project, job_id)))
 
 
 class JobEventsHandler(KPLHandler):
@@ -303,7 +280,7 @@ class JobEventsHandler(KPLHandler):
         if (
             scheme.lower() != "token"
             or not token
-            or not await self.blocking(_is_job_token, self, job_id, token)
+            or not await self.blocking(self.platform.jobs.is_job_token, job_id, token)
         ):
             raise Forbidden(EVENTS_REFUSED)
         events = self.json_body()
@@ -313,16 +290,7 @@ class JobEventsHandler(KPLHandler):
             accepted = await self.blocking(self.platform.jobs.ingest_events, job_id, token, events)
         except NotFound:  # deleted since the check
             raise Forbidden(EVENTS_REFUSED) from None
-        self.reply({"accepted": accepted if isinstance(accepted, int) else len(events)})
+        self.reply(EventsAccepted(accepted=accepted if isinstance(accepted, int) else len(events)))
 
 
 EVENTS_REFUSED = "posting events needs the job's own token: Authorization: token <KPL_JOB_TOKEN>"
-
-
-def _is_job_token(handler: KPLHandler, job_id: str, token: str) -> bool:
-    """Say whether TOKEN is the events token of job JOB_ID (False when there is no such job)."""
-    with handler.platform.session() as session:
-        job = session.get(Job, job_id)
-        expected = (job.handle or {}).get("token_sha256") if job is not None else None
-    given = hashlib.sha256(token.encode()).hexdigest()
-    return bool(expected) and hmac.compare_digest(given, expected)

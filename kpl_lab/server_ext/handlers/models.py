@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from tornado import web
 
-from ...catalog.serialize import matches, named_json, version_json
+from ...api.catalog import Deleted
+from ...api.models import ModelList
+from ...catalog.serialize import matches, named_model, version_model
 from ...catalog.storage import check_name
 from ..base import KPLHandler
 
@@ -17,7 +19,7 @@ class ModelsHandler(KPLHandler):
         """List models."""
         query = self.get_query_argument("q", None)
         rows = await self.blocking(self.platform.catalog.list_models, self.project)
-        self.reply({"models": [named_json("model", m) for m in rows if matches(m, query)]})
+        self.reply(ModelList(models=[named_model("model", m) for m in rows if matches(m, query)]))
 
 
 class ModelHandler(KPLHandler):
@@ -27,12 +29,14 @@ class ModelHandler(KPLHandler):
     async def get(self, name: str) -> None:
         """Show a model."""
         version = await self.blocking(self.platform.catalog.get_model, self.project, name)
-        self.reply(named_json("model", version.model))
+        self.reply(named_model("model", version.model))
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         """Delete a model."""
-        self.reply({"deleted": await self.blocking(self.platform.catalog.delete_model, self.project, name)})
+        self.reply(
+            Deleted(deleted=await self.blocking(self.platform.catalog.delete_model, self.project, name))
+        )
 
 
 class ModelVersionHandler(KPLHandler):
@@ -43,11 +47,11 @@ class ModelVersionHandler(KPLHandler):
         """Show a model version."""
         check_name(version, "version")
         row = await self.blocking(self.platform.catalog.get_model, self.project, f"{name}:{version}")
-        self.reply(version_json("model", row))
+        self.reply(version_model("model", row))
 
     @web.authenticated
     async def delete(self, name: str, version: str) -> None:
         """Delete a model version."""
         check_name(version, "version")
         deleted = await self.blocking(self.platform.catalog.delete_model, self.project, f"{name}:{version}")
-        self.reply({"deleted": deleted})
+        self.reply(Deleted(deleted=deleted))

@@ -53,8 +53,10 @@ def test_submit_runs_and_ingests_events(lab):
     assert job.progress == 1.0
     assert lab.jobs.progress("p", job.id) == (1.0, 0.0)
     assert lab.jobs.metrics("p", job.id) == {
-        "train": [(0.0, 1.0), (1.0, 0.5), (2.0, 1 / 3), (3.0, 0.25)],
-        "val": [(0.0, 2.0), (1.0, 1.0), (2.0, 2 / 3), (3.0, 0.5)],
+        "loss": {
+            "train": [(0.0, 1.0), (1.0, 0.5), (2.0, 1 / 3), (3.0, 0.25)],
+            "val": [(0.0, 2.0), (1.0, 1.0), (2.0, 2 / 3), (3.0, 0.5)],
+        }
     }
     assert job.figures["loss"]["y1_name"] == "train"
     assert [line for line in lab.jobs.follow_logs("p", job.id) if line.startswith("epoch")] == [
@@ -284,8 +286,8 @@ def test_metrics_downsampled(lab):
     )
     lab.algorithm("many", "python many.py", {"many.py": many})
     job = lab.wait(lab.jobs.submit(JobRequest(project="p", algorithm="many")).id)
-    assert len(lab.jobs.metrics("p", job.id, max_points=10_000)["train"]) == 5000
-    points = lab.jobs.metrics("p", job.id, max_points=100)["train"]
+    assert len(lab.jobs.metrics("p", job.id, max_points=10_000)["loss"]["train"]) == 5000
+    points = lab.jobs.metrics("p", job.id, max_points=100)["loss"]["train"]
     assert len(points) <= 100
     assert (1234.0, -1.0) in points and (4321.0, 9.0) in points
     assert [x for x, _ in points] == sorted(x for x, _ in points)
@@ -325,7 +327,7 @@ def test_unknown_input_key_is_refused(lab):
     lab = lab()
     lab.algorithm("train", "python x.py", inputs=["data"])
     with pytest.raises(
-        BadRequest, match="input 'images': the train function of train:[0-9a-f]+ has no such input"
+        BadRequest, match="inputs.images: the train function of train:[0-9a-f]+ has no such input"
     ):
         lab.jobs.submit(JobRequest(project="p", algorithm="train", inputs={"images": "mnist"}))
 

@@ -140,7 +140,7 @@ async def test_full_lifecycle_with_pushed_events(platform, double):
     progress = {"type": "progress", "time": 1e9 + 2, "value": 0.5}
     assert await call(jobs.ingest_events, job.id, token, [metric(2), progress]) == 2
     jobs.ingest(job.id)  # ingesting again (as a tick does) never duplicates a point
-    assert [y for _, y in jobs.metrics("p", job.id)["train"]] == [1.0, 0.5, pytest.approx(1 / 3)]
+    assert [y for _, y in jobs.metrics("p", job.id)["loss"]["train"]] == [1.0, 0.5, pytest.approx(1 / 3)]
     assert jobs.get("p", job.id).progress == 0.5
     lines = (jobs.run_dir(job) / "events.jsonl").read_text().splitlines()
     assert [json.loads(line)["type"] for line in lines] == ["metric", "metric", "metric", "progress"]

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kpl_lab.hub.usage import HISTORY_SECONDS, UsageHistory, read_gpus, sample
+from kpl_lab.engine.usage import read_gpus
+from kpl_lab.hub.usage import HISTORY_SECONDS, UsageHistory, sample
 
 MB = 1 << 20
 
@@ -36,7 +37,7 @@ class FakeNVML:
         return self.gpus[index]
 
     def nvmlDeviceGetUtilizationRates(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
-        return SimpleNamespace(gpu=gpu["utilisation"], memory=0)
+        return SimpleNamespace(gpu=gpu["utilization"], memory=0)
 
     def nvmlDeviceGetMemoryInfo(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(used=gpu["used"] * MB, total=gpu["total"] * MB, free=0)
@@ -53,22 +54,23 @@ def two_gpus() -> FakeNVML:
         [
             {
                 "name": b"Fake A100",
-                "utilisation": 75,
+                "utilization": 75,
                 "used": 1000,
                 "total": 40960,
                 "processes": [(os.getpid(), 900)],
             },
-            {"name": "Fake A100", "utilisation": 0, "used": 0, "total": 40960, "processes": []},
+            {"name": "Fake A100", "utilization": 0, "used": 0, "total": 40960, "processes": []},
         ]
     )
 
 
 def test_each_gpu_with_its_use_and_processes():
     nvml = two_gpus()
-    gpus, why = read_gpus(nvml)
-    assert why is None
+    record = sample(nvml=nvml)
+    gpus = record["gpus"]
+    assert record["gpu_error"] is None
     assert [gpu["name"] for gpu in gpus] == ["Fake A100", "Fake A100"]
-    assert gpus[0]["utilisation"] == 75
+    assert gpus[0]["utilization_percent"] == 75
     assert (gpus[0]["memory_used_mb"], gpus[0]["memory_total_mb"]) == (1000, 40960)
     [process] = gpus[0]["processes"]
     assert process["pid"] == os.getpid()
@@ -79,13 +81,20 @@ def test_each_gpu_with_its_use_and_processes():
 
 
 def test_a_process_that_ended_is_named_by_its_pid():
-    nvml = FakeNVML([{"name": "g", "utilisation": 1, "used": 1, "total": 2, "processes": [(2**22 + 7, 1)]}])
-    gpus, _ = read_gpus(nvml)
+    nvml = FakeNVML([{"name": "g", "utilization": 1, "used": 1, "total": 2, "processes": [(2**22 + 7, 1)]}])
+    gpus = sample(nvml=nvml)["gpus"]
     assert gpus[0]["processes"][0]["user"] == f"pid {2**22 + 7}"
 
 
+def test_the_one_gpu_reader_reads_the_indexes_asked_for():
+    gpus, why = read_gpus([1], nvml=two_gpus())
+    assert why is None and [(g["index"], g["utilization_percent"], g["processes"]) for g in gpus] == [
+        (1, 0.0, [])
+    ]
+
+
 def test_no_gpus_says_why():
-    gpus, why = read_gpus(FakeNVML([], fail_init=RuntimeError("NVML Shared Library Not Found")))
+    gpus, why = read_gpus(nvml=FakeNVML([], fail_init=RuntimeError("NVML Shared Library Not Found")))
     assert gpus == []
     assert why == "no NVIDIA GPU here (NVML Shared Library Not Found)"
 
@@ -101,7 +110,7 @@ def test_sample_without_gpus_still_has_cpu_and_memory():
 
 
 def test_sample_with_an_npu_reader():
-    npus = [{"index": 0, "name": "Ascend 910", "utilisation": 40}]
+    npus = [{"index": 0, "name": "Ascend 910", "utilization_percent": 40}]
     record = sample(nvml=two_gpus(), npu_reader=lambda: npus)
     assert record["npus"] == npus
     assert record["npu_error"] is None

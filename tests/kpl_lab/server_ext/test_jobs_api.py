@@ -109,13 +109,13 @@ async def test_job_runs_to_success_with_logs_metrics_progress_and_model(api):
     assert part["text"] == logs["text"].encode()[2:7].decode() and part["next_offset"] == 7
 
     code, metrics = await api.get(f"jobs/{job['id']}/metrics")
-    assert code == 200 and metrics["series"]["train"] == [[0, 1.0], [1, 0.5], [2, 1 / 3], [3, 0.25]]
-    assert metrics["figures"]["loss"]["title"] == "loss" and "envelopes" not in metrics["figures"]["loss"]
+    assert code == 200 and metrics["figures"]["loss"]["train"] == [[0, 1.0], [1, 0.5], [2, 1 / 3], [3, 0.25]]
+    assert metrics["labels"]["loss"] == {"x_name": "step", "y1_name": "train", "y2_name": "val"}
     code, metrics = await api.get(f"jobs/{job['id']}/metrics", max_points=2)
-    assert len(metrics["series"]["train"]) <= 2
+    assert len(metrics["figures"]["loss"]["train"]) <= 2
     assert (await api.get(f"jobs/{job['id']}/progress"))[1] == {
         "state": "succeeded",
-        "fraction": 1.0,
+        "progress": 1.0,
         "eta_seconds": 0.0,
     }
 
@@ -149,11 +149,11 @@ async def test_job_errors_name_the_field(api):
     assert bad_json.code == 400 and json.loads(bad_json.body)["field"] == "body"
     cases = [
         ({"algorithm": "nope"}, 404, None),
-        ({"algorithm": "trainer", "parameters": {"epochs": "many"}}, 400, "parameters"),
+        ({"algorithm": "trainer", "parameters": {"epochs": "many"}}, 400, "parameters.epochs"),
         ({"algorithm": "trainer", "function": "infer"}, 400, "function"),
         ({"algorithm": "trainer", "inputs": {"data": "pets"}}, 400, "inputs.data"),
-        ({"algorithm": "trainer", "resources": {"cpu": 64}}, 400, "cpu"),
-        ({"algorithm": "trainer", "resources": {"gpu": 2}}, 400, "gpu"),
+        ({"algorithm": "trainer", "resources": {"cpu": 64}}, 400, "resources.cpu"),
+        ({"algorithm": "trainer", "resources": {"gpu": 2}}, 400, "resources.gpu"),
         ({"algorithm": "trainer", "resources": {"cpu": -1}}, 400, "resources.cpu"),
         ({"algorithm": "trainer", "colour": "red"}, 400, "colour"),
         ({"algorithm": "trainer", "project": "other"}, 400, "project"),
@@ -163,6 +163,26 @@ async def test_job_errors_name_the_field(api):
     for body, status, field in cases:
         code, error = await api.post("jobs", body)
         assert (code, error["field"]) == (status, field), (body, error)
+        assert [e["field"] for e in error["errors"]][:1] == ([field] if field else []), error
+
+
+async def test_a_refused_job_lists_every_field_at_fault(api):
+    await add_algorithm(api, "trainer", TRAIN)
+    code, error = await api.post(
+        "jobs", {"algorithm": "trainer", "resources": {"cpu": -1, "memory": 0}, "colour": "red"}
+    )
+    assert code == 400 and error["error"] == "BadRequest", error
+    assert {e["field"] for e in error["errors"]} == {"resources.cpu", "resources.memory", "colour"}
+    code, error = await api.post(
+        "jobs", {"algorithm": "trainer", "parameters": {"epochs": "many", "lr": "fast"}}
+    )
+    assert code == 400 and error["field"] == "parameters.epochs", error
+    assert [e["field"] for e in error["errors"]] == ["parameters.epochs", "parameters.lr"]
+    assert all(e["message"] for e in error["errors"])
+    code, error = await api.post(
+        "jobs", {"algorithm": "trainer", "inputs": {"data": "pets"}, "parameters": {"epochs": "many"}}
+    )
+    assert code == 400 and [e["field"] for e in error["errors"]] == ["inputs.data", "parameters.epochs"]
     assert (await api.get("jobs/0000000000"))[0] == 404
     assert (await api.post("jobs/0000000000/stop"))[0] == 404
 
@@ -249,7 +269,7 @@ async def test_usage_and_events_pushed_with_the_job_token(api, tmp_path, jp_serv
     headers = {"Authorization": "token secret-token"}
     response = await api.raw("POST", path, json.dumps(events).encode(), headers=headers)
     assert response.code == 200 and json.loads(response.body) == {"accepted": 1}
-    assert (await api.get(f"jobs/{job['id']}/metrics"))[1]["series"]["acc"] == [[1.0, 0.5]]
+    assert (await api.get(f"jobs/{job['id']}/metrics"))[1]["figures"]["acc"]["acc"] == [[1.0, 0.5]]
     response = await api.raw("POST", path, b'{"type": "metric"}', headers=headers)
     assert response.code == 400
     release.touch()

@@ -1,4 +1,4 @@
-"""The idle policy: GPU utilisation counts as activity, not only the browser."""
+"""The idle policy: GPU utilization counts as activity, not only the browser."""
 
 from __future__ import annotations
 

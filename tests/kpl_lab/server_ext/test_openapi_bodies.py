@@ -1,0 +1,157 @@
+"""Every route answers bodies that docs/openapi.yaml describes: each one is called on a live server.
+
+The checked client validates every JSON answer, success or error, against the schema the
+document gives that path, method and status, and notes which operations it saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from sqlalchemy import select
+
+from kpl_lab.catalog.jobs import Job
+
+from .conftest import Api, imagefolder_zip
+from .test_jobs_api import TRAIN, WAIT, algorithm_zip
+
+SPEC = yaml.safe_load((Path(__file__).parents[3] / "docs" / "openapi.yaml").read_text())
+
+
+def _matcher(path: str) -> re.Pattern:
+    return re.compile("^/kpl/api" + re.sub(r"\{\w+\}", "[^/]+", path) + "/?$")
+
+
+PATHS = [(_matcher(path), path) for path in SPEC["paths"]]
+
+
+def answer_schema(path: str, method: str, status: int, media: str) -> dict:
+    """Return the schema the document gives an answer, refs to shared responses followed."""
+    responses = SPEC["paths"][path][method]["responses"]
+    response = responses.get(str(status)) or responses["default"]
+    if "$ref" in response:
+        response = SPEC["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
+    content = response.get("content") or {}
+    media = media if media in content or media == "application/json" else "*/*"
+    assert media in content, f"{method.upper()} {path} {status}: {media} is not documented"
+    return content[media]["schema"]
+
+
+class CheckedApi(Api):
+    """An Api that validates every answer against the document and records the operations seen."""
+
+    def __init__(self, fetch) -> None:
+        super().__init__(fetch)
+        self.seen: set[tuple[str, str, int]] = set()
+
+    async def raw(self, method: str, path: str, body=None, headers=None, streaming_callback=None, **params):
+        response = await super().raw(method, path, body, headers, streaming_callback, **params)
+        url = "/kpl/api/" + path.strip("/")
+        documented = next((p for regex, p in PATHS if regex.match(url)), None)
+        assert documented is not None, f"{url} is not in docs/openapi.yaml"
+        media = response.headers.get("Content-Type", "").split(";")[0].strip()
+        schema = answer_schema(documented, method.lower(), response.code, media)
+        if media == "application/json":
+            validator = Draft202012Validator({**schema, "components": SPEC["components"]})
+            errors = sorted(validator.iter_errors(json.loads(response.body)), key=str)
+            assert not errors, (
+                f"{method} {url} {response.code}: {errors[0].message} at {list(errors[0].path)}"
+            )
+        self.seen.add((method.lower(), documented, response.code))
+        return response
+
+
+@pytest.fixture
+def checked(jp_fetch) -> CheckedApi:
+    return CheckedApi(jp_fetch)
+
+
+async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, tmp_path):
+    api = checked
+    assert (await api.get("version"))[0] == 200
+
+    # datasets
+    code, added = await api.upload("datasets", imagefolder_zip(), name="pets", format="imagefolder")
+    assert code == 201, added
+    version = added["version"]
+    assert (await api.get("datasets", q="pet"))[0] == 200
+    assert (await api.get("datasets/pets"))[0] == 200
+    assert (await api.get(f"datasets/pets/versions/{version}"))[0] == 200
+    code, page = await api.get(f"datasets/pets/versions/{version}/records", limit=2)
+    assert code == 200 and page["records"], page
+    image = await api.raw("GET", f"datasets/pets/versions/{version}/records/0/fields/content")
+    assert image.code == 200
+    assert (await api.raw("GET", f"datasets/pets/versions/{version}/records/0/fields/class_name")).code == 200
+    assert (await api.get(f"datasets/pets/versions/{version}/stats"))[0] == 200
+
+    # algorithms and a job that registers a model
+    code, algorithm = await api.upload("algorithms", algorithm_zip("trainer", TRAIN, outputs=["model"]))
+    assert code == 201, algorithm
+    assert (await api.get("algorithms"))[0] == 200
+    assert (await api.get("algorithms/trainer"))[0] == 200
+    assert (await api.get(f"algorithms/trainer/versions/{algorithm['version']}"))[0] == 200
+    code, job = await api.post("jobs", {"algorithm": "trainer", "parameters": {"epochs": 2}})
+    assert code == 201, job
+    job = await api.wait_job(job["id"])
+    assert job["state"] == "succeeded", job
+    for route in ("logs", "metrics", "progress", "usage"):
+        assert (await api.get(f"jobs/{job['id']}/{route}"))[0] == 200, route
+    assert (await api.raw("GET", f"jobs/{job['id']}/logs", follow=1)).code == 200
+    assert (await api.get("jobs", state="succeeded"))[0] == 200
+    assert (await api.post(f"jobs/{job['id']}/stop"))[0] == 409
+    for route, body in (("rerun", None), ("copy", {"parameters": {"epochs": 1}})):
+        code, other = await api.post(f"jobs/{job['id']}/{route}", body)
+        assert code == 201, (route, other)
+        await api.wait_job(other["id"])
+    assert (await api.post(f"jobs/{job['id']}/resume", {}))[0] == 400  # no model input to resume from
+
+    # models
+    model_version = job["outputs"]["model"]["registered"].rsplit(":", 1)[1]
+    assert (await api.get("models"))[0] == 200
+    assert (await api.get("models/model"))[0] == 200
+    assert (await api.get(f"models/model/versions/{model_version}"))[0] == 200
+
+    # a running job: stop, events with its token, devices
+    release = tmp_path / "release"
+    await api.upload("algorithms", algorithm_zip("waiter", WAIT.replace("RELEASE_FILE", str(release)), gpu=1))
+    code, waiting = await api.post("jobs", {"algorithm": "waiter"})
+    waiting = await api.wait_job(waiting["id"], states=("running",))
+    assert (await api.get(f"jobs/{waiting['id']}/usage"))[0] == 200
+    assert (await api.get("devices"))[0] == 200
+    app = next(e for e in jp_serverapp.extension_manager.extension_apps["kpl_lab"])
+    with app.platform.session() as session:
+        row = session.scalar(select(Job).where(Job.id == waiting["id"]))
+        row.handle = {**row.handle, "token_sha256": hashlib.sha256(b"secret").hexdigest()}
+    events = [{"type": "metric", "title": "acc", "x": 1, "values": {"acc": 0.5}}]
+    response = await api.raw(
+        "POST", f"jobs/{waiting['id']}/events", json.dumps(events).encode(), {"Authorization": "token secret"}
+    )
+    assert response.code == 200, response.body
+    code, stopped = await api.post(f"jobs/{waiting['id']}/stop")
+    assert code == 200, stopped
+    await api.wait_job(waiting["id"])
+
+    # errors answer the Error schema
+    assert (await api.get("jobs/0000000000"))[0] == 404
+    assert (await api.post("jobs", {"algorithm": "trainer", "parameters": {"epochs": "x"}}))[0] == 400
+    assert (await api.get("datasets", project="nobody's"))[0] == 400
+
+    # deletes last
+    assert (await api.delete(f"models/model/versions/{model_version}"))[0] == 200
+    assert (await api.delete("models/model"))[0] in (200, 404)
+    assert (await api.delete(f"datasets/pets/versions/{version}"))[0] == 200
+    assert (await api.upload("datasets", imagefolder_zip(), name="pets", format="imagefolder"))[0] == 201
+    assert (await api.delete("datasets/pets"))[0] == 200
+    assert (await api.delete(f"algorithms/trainer/versions/{algorithm['version']}"))[0] == 200
+    assert (await api.delete("algorithms/waiter"))[0] == 200
+
+    operations = {(m, p) for p, item in SPEC["paths"].items() for m in item}
+    succeeded = {(m, p) for m, p, status in api.seen if status < 300}
+    assert {(m, p) for m, p, _ in api.seen} == operations
+    assert operations - succeeded == {("post", "/jobs/{job_id}/resume")}  # its Error body was checked

@@ -184,6 +184,10 @@ class JobService(LoggingConfigurable):
         """Read new events of a job into the database; return whether the job asked to be stopped."""
         return self.events.ingest(job_id)
 
+    def is_job_token(self, job_id: str, token: str) -> bool:
+        """Say whether TOKEN is the events token of job JOB_ID (False when there is no such job)."""
+        return self.events.is_job_token(job_id, token)
+
     def ingest_events(self, job_id: str, token: str, events: list[dict]) -> int:
         """Take events a job POSTed (Kubernetes: `KPL_EVENTS_URL`) and ingest them; return how many."""
         return self.events.ingest_events(job_id, token, events)

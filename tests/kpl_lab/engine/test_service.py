@@ -368,7 +368,7 @@ def test_a_job_of_two_workers_is_one_job(lab):
     assert list(lab.jobs.follow_logs("p", job.id, worker=1)) == ["worker 1 of 2 devices 1"]
     with pytest.raises(BadRequest, match="job .* has 2 workers: worker 2 does not exist"):
         lab.jobs.follow_logs("p", job.id, worker=2).__next__()
-    assert lab.jobs.metrics("p", job.id) == {"train": [(0.0, 0.0)]}  # rank 0's only
+    assert lab.jobs.metrics("p", job.id) == {"loss": {"train": [(0.0, 0.0)]}}  # rank 0's only
     assert job.progress == 0.5
     assert lab.jobs.rerun("p", job.id).limits["workers"] == 2
 

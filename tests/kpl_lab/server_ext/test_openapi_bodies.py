@@ -89,6 +89,7 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert image.code == 200
     assert (await api.raw("GET", f"datasets/pets/versions/{version}/records/0/fields/class_name")).code == 200
     assert (await api.get(f"datasets/pets/versions/{version}/stats"))[0] == 200
+    assert (await api.get("imports"))[0] == 200
 
     # algorithms and a job that registers a model
     code, algorithm = await api.upload("algorithms", algorithm_zip("trainer", TRAIN, outputs=["model"]))

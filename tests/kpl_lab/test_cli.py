@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kpl_lab import cli
+from kpl_lab.cli import catalog as cli_catalog
 from kpl_lab.cli import main
 from kpl_lab.text import render_table
 
@@ -121,7 +121,7 @@ def test_a_bug_shows_its_traceback_not_a_user_error(run, monkeypatch):
     def broken(args, platform):
         raise ValueError("a bug, not a person's mistake")
 
-    monkeypatch.setattr(cli, "cmd_list", broken)
+    monkeypatch.setattr(cli_catalog, "cmd_list", broken)
     with pytest.raises(ValueError, match="a bug"):
         run("dataset", "list")
 

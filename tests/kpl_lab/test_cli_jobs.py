@@ -213,7 +213,7 @@ def test_helpers():
     class Job:
         id, state = "abc", "running"
 
-    line = status_line(Job, 0.25, 90, {"loss": (3, 0.5)})
+    line = status_line(Job, 0.25, 90, {"training": {"loss": (3, 0.5)}})
     assert line == "abc running   [######..................]  25%  1m30s left  loss=0.5"
 
 

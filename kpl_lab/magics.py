@@ -66,7 +66,7 @@ class Table:
 
 
 class MetricsView:
-    """A job's metric series: SVG curves and a summary table in notebooks, sparklines in terminals."""
+    """A job's metric series: a summary table with sparklines (the curves are the MetricPlot widget's)."""
 
     def __init__(self, job_id: str, series: dict[str, list], figures: dict[str, dict]) -> None:
         self.job_id, self.series, self.figures = job_id, series, figures
@@ -97,15 +97,7 @@ class MetricsView:
         return repr(self._table())
 
     def _repr_html_(self) -> str:
-        from .widgets.metrics import group_by_figure
-        from .widgets.svgplot import render_svg
-
-        charts = group_by_figure(self.series, self.figures)
-        svg = "".join(
-            render_svg(curves, title, x_label=self.figures.get(title, {}).get("x_name") or "step")
-            for title, curves in charts.items()
-        )
-        return svg + self._table()._repr_html_()
+        return self._table()._repr_html_()
 
 
 def _parser(prog: str, description: str) -> MagicArgumentParser:

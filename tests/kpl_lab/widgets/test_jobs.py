@@ -6,7 +6,6 @@ import pytest
 
 from kpl_lab.errors import NotFound
 from kpl_lab.widgets import JobMonitor, JobProgress, MetricPlot
-from kpl_lab.widgets.metrics import group_by_figure
 from kpl_lab.widgets.progress import progress_text
 
 
@@ -15,8 +14,6 @@ def test_progress_and_plot_follow_a_job_to_its_end(kpl_server, kpl_data):
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 20, "pause": 0.05})
     progress = JobProgress(job["id"], client, interval=0.1)
     plot = MetricPlot(job["id"], client, interval=0.1)
-    drawn: list[int] = []
-    plot.chart.observe(lambda change: drawn.append(change["new"].count(",")), names="value")
     fractions: list[float] = []
     progress.bar.observe(lambda change: fractions.append(change["new"]), names="value")
     progress.start()
@@ -28,9 +25,9 @@ def test_progress_and_plot_follow_a_job_to_its_end(kpl_server, kpl_data):
     assert progress.bar.value == 1.0 and progress.bar.bar_style == "success"
     assert f"job {job['id']} succeeded 100%" in progress.label.value
     assert fractions == sorted(fractions)  # never goes back
-    assert [x for x, _ in plot.series["loss"]] == list(range(20))
-    assert plot.chart.value.count("<polyline") == 2 and "accuracy" in plot.chart.value
-    assert drawn == sorted(drawn)  # curves only grow
+    assert [x for x, _ in plot.figures["training"]["loss"]] == list(range(20))
+    chart = plot.charts["training"]
+    assert sorted(chart.series) == ["accuracy", "loss"] and chart.data[0] == list(range(20))
 
 
 def test_monitor_refreshes_both(kpl_server, kpl_data, wait_job_end):
@@ -39,7 +36,7 @@ def test_monitor_refreshes_both(kpl_server, kpl_data, wait_job_end):
     wait_job_end(client, job["id"])
     monitor = JobMonitor(job, client)
     assert monitor.refresh() is True
-    assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 2
+    assert monitor.progress.state == "succeeded" and len(monitor.plot.figures["training"]["loss"]) == 2
     assert job["id"] in monitor.children[0].value
 
 
@@ -54,7 +51,7 @@ def test_an_unknown_job_shows_the_error_and_stops(kpl_server):
     plot = MetricPlot("nosuchjob", kpl_server.client())
     with pytest.raises(NotFound):
         plot.refresh()
-    assert "not found" in plot.chart.value
+    assert "not found" in plot.message.value
 
 
 def test_stop_ends_the_background_refresh(kpl_server, kpl_data, wait_job_end):
@@ -65,16 +62,6 @@ def test_stop_ends_the_background_refresh(kpl_server, kpl_data, wait_job_end):
     assert not plot.poller.running and plot.state in ("queued", "running", "")
     client.stop(job["id"])
     assert wait_job_end(client, job["id"])["state"] == "stopped"
-
-
-def test_series_are_grouped_by_their_figure():
-    figures = {"training": {"y1_name": "loss", "y2_name": "accuracy"}, "val": {"y1_name": "loss"}}
-    series = {"training/loss": [[0, 1]], "val/loss": [[0, 2]], "accuracy": [[0, 0.5]], "lr": [[0, 0.1]]}
-    assert group_by_figure(series, figures) == {
-        "training": {"loss": [[0, 1]], "accuracy": [[0, 0.5]]},
-        "val": {"loss": [[0, 2]]},
-        "metrics": {"lr": [[0, 0.1]]},
-    }
 
 
 def test_progress_text_names_time_left_only_while_running():

@@ -84,7 +84,7 @@ def test_train_wait_logs_metrics_jobs(shell):
     assert "step 2" in out
 
     _, _, _, outputs = run(shell, f"%kpl_metrics {job_id}")
-    assert "training" in outputs[0].data["text/html"] and "accuracy" in outputs[0].data["text/plain"]
+    assert "accuracy" in outputs[0].data["text/html"] and "accuracy" in outputs[0].data["text/plain"]
 
     _, _, _, outputs = run(shell, "%kpl_jobs --state succeeded")
     assert re.search(rf"^{job_id}\s+toy:\S+\s+train\s+succeeded\s+100%", outputs[0].data["text/plain"], re.M)
@@ -159,7 +159,7 @@ def test_widgets_show_live_progress_and_curves(shell, kpl_server):
     monitor = _instances[outputs[0].data[WIDGET_VIEW]["model_id"]]
     monitor.progress.poller.join()  # the background refresh ends when the job does
     monitor.plot.poller.join()
-    assert monitor.progress.state == "succeeded" and len(monitor.plot.series["loss"]) == 5
+    assert monitor.progress.state == "succeeded" and len(monitor.plot.figures["training"]["loss"]) == 5
 
 
 @pytest.mark.parametrize(

@@ -51,10 +51,10 @@ class MetricPlot(widgets.VBox):
         try:
             self.state = self.client.job(self.job_id)["state"]
             data = self.client.metrics(self.job_id, max_points=self.max_points)
-        except Exception as error:
+            self.show(data["figures"], data.get("labels") or {})
+        except Exception as error:  # shown in the cell: the background thread has no output of its own
             self._say(f'<span style="color:#c00">{escape(str(error))}</span>')
             raise
-        self.show(data["figures"], data.get("labels") or {})
         return self.state in FINAL_STATES
 
     def show(self, figures: dict[str, dict[str, list]], labels: dict[str, dict] | None = None) -> MetricPlot:

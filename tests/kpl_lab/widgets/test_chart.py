@@ -140,8 +140,14 @@ def test_the_front_end_is_one_self_contained_module():
 def test_a_missing_build_says_how_to_make_it(monkeypatch, tmp_path):
     monkeypatch.setattr(charts, "STATIC", tmp_path)
     charts.asset.cache_clear()
+    module.cache_clear()
+    client = FakeClient()
+    client.figures = {"training": {"loss": [[0, 1.0]]}}
+    plot = MetricPlot("j1", client)
     try:
-        with pytest.raises(FileNotFoundError, match=r"uPlot\.min\.css is missing: .*jlpm build:static"):
-            charts.asset(charts.UPLOT_CSS)
+        with pytest.raises(FileNotFoundError, match=r"uPlot\.iife\.min\.js is missing: .*jlpm build:static"):
+            plot.refresh()
     finally:
         charts.asset.cache_clear()
+        module.cache_clear()
+    assert "uPlot.iife.min.js is missing" in plot.message.value

@@ -35,7 +35,7 @@ function live(sample) {
 }
 
 // the 24-hour chart, drawn by uPlot as the job view's curves; kept between refreshes
-let history = null;
+let historyPlot = null;
 const COLOURS = ["#4e79a7", "#59a14f", "#e15759", "#f28e2b", "#b07aa1", "#9c755f"];
 
 function historyColumns(points) {
@@ -51,24 +51,28 @@ function historyChart(container, points) {
     return;
   }
   if (!points.length) {
-    history?.destroy();
-    history = null;
+    historyPlot?.destroy();
+    historyPlot = null;
     container.replaceChildren(el("p", {}, "No history yet."));
     return;
   }
   const data = historyColumns(points);
-  if (history && history.series.length === data.length) {
-    history.setData(data);
+  if (historyPlot && historyPlot.series.length === data.length) {
+    historyPlot.setData(data);
     return;
   }
-  history?.destroy();
+  historyPlot?.destroy();
   container.replaceChildren();
   const percent = (u, value) => (value == null ? "—" : `${value.toFixed(1)} %`);
   const names = ["CPU", "memory", ...data.slice(3).map((_, i) => `GPU ${i}`)];
-  history = new uPlot({
+  historyPlot = new uPlot({
     width: Math.max(320, container.clientWidth),
     height: 220,
-    scales: { y: { range: [0, 100] } },
+    scales: {
+      // one sample (a service just started) has no span of its own: show the hour before it
+      x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 3600, u.data[0][0]] : [min, max]) },
+      y: { range: [0, 100] },
+    },
     axes: [{ label: "time (local)" }, { label: "use (%)", values: (u, ticks) => ticks.map((t) => `${t} %`) }],
     series: [
       { label: "time" },

@@ -51,7 +51,7 @@ class Table:
 
 
 class MetricsView:
-    """A job's metric series: SVG curves and a summary table in notebooks, sparklines in terminals."""
+    """A job's metric series: a summary table with sparklines (the curves are the MetricPlot widget's)."""
 
     def __init__(self, job_id: str, figures: dict[str, dict[str, list]], labels: dict[str, dict]) -> None:
         self.job_id, self.figures, self.labels = job_id, figures, labels
@@ -84,13 +84,7 @@ class MetricsView:
         return repr(self._table())
 
     def _repr_html_(self) -> str:
-        from .widgets.svgplot import render_svg
-
-        svg = "".join(
-            render_svg(curves, title, x_label=self.labels.get(title, {}).get("x_name") or "step")
-            for title, curves in self.figures.items()
-        )
-        return svg + self._table()._repr_html_()
+        return self._table()._repr_html_()
 
 
 def _with_help(func):
@@ -405,6 +399,10 @@ class KPLMagics(Magics):
 
     def _metrics(self, args: argparse.Namespace) -> None:
         data = self.client.metrics(args.job, max_points=args.max_points)
+        if self.use_widgets and data["figures"]:
+            from .widgets import MetricPlot
+
+            display(MetricPlot(args.job, self.client).show(data["figures"], data.get("labels") or {}))
         display(MetricsView(args.job, data["figures"], data.get("labels") or {}))
 
     @magic_arguments("%kpl_stop")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from tornado import web
 
 from ..catalog.jobs import Reservation
 from ..catalog.storage import check_name
+from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
 from ..errors import BadRequest, Forbidden, KPLError
 from ..server_ext.base import KPLHandler
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from .service import KPLService
 
 STATIC = Path(__file__).parent / "static"
+CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 
 def reservations(platform) -> list[dict]:
@@ -143,13 +146,20 @@ class QuotaHandler(AdminMixin, KPLHandler):
         self.reply({"project": project, "quota": checked})
 
 
-class ScriptHandler(ExtensionHandlerMixin, APIHandler):
-    """GET: the page's script (bundled; no CDN)."""
+class AssetHandler(ExtensionHandlerMixin, APIHandler):
+    """GET: the page's script and its charts' library, uPlot, from the package (no CDN)."""
 
     @web.authenticated
-    def get(self) -> None:
-        """Answer admin.js."""
-        self.finish((STATIC / "admin.js").read_text(), set_content_type="text/javascript")
+    def get(self, name: str) -> None:
+        """Answer admin.js, uPlot's script or its stylesheet."""
+        if name == "admin.js":
+            text = (STATIC / name).read_text(encoding="utf-8")
+        else:
+            try:
+                text = asset(name)
+            except FileNotFoundError as error:
+                raise web.HTTPError(500, str(error)) from None
+        self.finish(text, set_content_type=CONTENT_TYPES[Path(name).suffix])
 
 
 def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
@@ -164,7 +174,11 @@ def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
         (url_path_join(prefix, "admin/?"), AdminPageHandler, kwargs),
         (url_path_join(prefix, "admin/api/overview"), OverviewHandler, kwargs),
         (url_path_join(prefix, "admin/api/projects/([^/]+)/quota"), QuotaHandler, kwargs),
-        (url_path_join(prefix, "admin/admin.js"), ScriptHandler, kwargs),
+        (
+            url_path_join(prefix, f"admin/(admin\\.js|{re.escape(UPLOT_SCRIPT)}|{re.escape(UPLOT_CSS)})"),
+            AssetHandler,
+            kwargs,
+        ),
     ]
 
 

@@ -34,26 +34,51 @@ function live(sample) {
   return el("div", {}, ...parts);
 }
 
-function chart(points) {
-  const W = 720, H = 160, NS = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("width", W); svg.setAttribute("height", H + 20);
-  if (!points.length) { const t = document.createElementNS(NS, "text"); t.setAttribute("y", 20); t.textContent = "No history yet."; svg.append(t); return svg; }
-  const t0 = points[0].time, t1 = Math.max(points[points.length - 1].time, t0 + 1);
-  const x = (t) => ((t - t0) / (t1 - t0)) * (W - 40) + 30, y = (v) => H - (v / 100) * (H - 10);
-  const series = [["cpu", "#1f77b4", (p) => p.cpu], ["memory", "#2ca02c", (p) => p.memory]];
+// the 24-hour chart, drawn by uPlot as the job view's curves; kept between refreshes
+let historyPlot = null;
+const COLOURS = ["#4e79a7", "#59a14f", "#e15759", "#f28e2b", "#b07aa1", "#9c755f"];
+
+function historyColumns(points) {
   const gpuCount = Math.max(0, ...points.map((p) => p.gpus.length));
-  for (let i = 0; i < gpuCount; i++) series.push([`gpu ${i}`, ["#d62728", "#ff7f0e", "#9467bd", "#8c564b"][i % 4], (p) => p.gpus[i] ?? 0]);
-  series.forEach(([name, color, value], i) => {
-    const line = document.createElementNS(NS, "polyline");
-    line.setAttribute("fill", "none"); line.setAttribute("stroke", color);
-    line.setAttribute("points", points.map((p) => `${x(p.time).toFixed(1)},${y(value(p)).toFixed(1)}`).join(" "));
-    svg.append(line);
-    const label = document.createElementNS(NS, "text");
-    label.setAttribute("x", 30 + i * 90); label.setAttribute("y", H + 16); label.setAttribute("fill", color);
-    label.textContent = `${name} %`; svg.append(label);
-  });
-  return svg;
+  const columns = [points.map((p) => p.time), points.map((p) => p.cpu), points.map((p) => p.memory)];
+  for (let i = 0; i < gpuCount; i++) columns.push(points.map((p) => p.gpus[i] ?? null));
+  return columns;
+}
+
+function historyChart(container, points) {
+  if (typeof uPlot === "undefined") {
+    container.replaceChildren(el("p", { class: "note" }, "The chart library (uPlot) did not load: see the service log."));
+    return;
+  }
+  if (!points.length) {
+    historyPlot?.destroy();
+    historyPlot = null;
+    container.replaceChildren(el("p", {}, "No history yet."));
+    return;
+  }
+  const data = historyColumns(points);
+  if (historyPlot && historyPlot.series.length === data.length) {
+    historyPlot.setData(data);
+    return;
+  }
+  historyPlot?.destroy();
+  container.replaceChildren();
+  const percent = (u, value) => (value == null ? "—" : `${value.toFixed(1)} %`);
+  const names = ["CPU", "memory", ...data.slice(3).map((_, i) => `GPU ${i}`)];
+  historyPlot = new uPlot({
+    width: Math.max(320, container.clientWidth),
+    height: 220,
+    scales: {
+      // one sample (a service just started) has no span of its own: show the hour before it
+      x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 3600, u.data[0][0]] : [min, max]) },
+      y: { range: [0, 100] },
+    },
+    axes: [{ label: "time (local)" }, { label: "use (%)", values: (u, ticks) => ticks.map((t) => `${t} %`) }],
+    series: [
+      { label: "time" },
+      ...names.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5, value: percent })),
+    ],
+  }, data, container);
 }
 
 async function saveQuota(project, row) {
@@ -93,7 +118,7 @@ async function refresh() {
   document.getElementById("capacity").textContent = `Capacity: ${data.capacity.cpu} CPUs, ${data.capacity.memory} MB.`;
   if (document.getElementById("status").textContent === "Loading…") document.getElementById("status").textContent = "";
   document.getElementById("live").replaceChildren(live(data.live));
-  document.getElementById("history").replaceChildren(chart(data.history));
+  historyChart(document.getElementById("history"), data.history);
   if (!document.activeElement || !document.activeElement.classList.contains("quota")) {
     document.getElementById("projects").replaceChildren(projects(data.projects, data.reservations));
   }

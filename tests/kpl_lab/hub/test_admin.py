@@ -7,6 +7,8 @@ from http.cookies import SimpleCookie
 
 import pytest
 
+from kpl_lab import charts
+
 
 async def test_overview_lists_users_projects_quotas_and_capacity(service):
     service.app.record_usage()
@@ -133,7 +135,35 @@ async def test_admin_script_is_served(service):
     status, script, response = await service.call("GET", "admin/admin.js", token=service.hub.token("admin"))
     assert status == 200
     assert "javascript" in response.headers["Content-Type"]
-    assert "saveQuota" in script
+    assert "saveQuota" in script and "new uPlot(" in script
+
+
+async def test_the_page_loads_uplot_from_the_service(service):
+    token = service.hub.token("admin")
+    status, page, _ = await service.call("GET", "admin", token=token)
+    assert status == 200, page
+    assert '<link rel="stylesheet" href="/services/kpl/admin/uPlot.min.css">' in page
+    scripts = re.findall(r'<script src="([^"]+)"></script>', page)
+    assert scripts == ["/services/kpl/admin/uPlot.iife.min.js", "/services/kpl/admin/admin.js"]  # uPlot first
+    status, script, response = await service.call("GET", "admin/uPlot.iife.min.js", token=token)
+    assert status == 200 and response.headers["Content-Type"].startswith("text/javascript")
+    assert script == charts.asset(charts.UPLOT_SCRIPT) and "var uPlot=" in script
+    status, css, response = await service.call("GET", "admin/uPlot.min.css", token=token)
+    assert status == 200 and response.headers["Content-Type"].startswith("text/css")
+    assert ".u-legend" in css
+    status, _, _ = await service.call("GET", "admin/other.js", token=token)
+    assert status == 404
+
+
+async def test_a_missing_uplot_build_is_named(service, monkeypatch, tmp_path):
+    monkeypatch.setattr(charts, "STATIC", tmp_path)
+    charts.asset.cache_clear()
+    try:
+        status, body, _ = await service.call("GET", "admin/uPlot.min.css", token=service.hub.token("admin"))
+    finally:
+        charts.asset.cache_clear()
+    assert status == 500
+    assert "uPlot.min.css is missing" in body["message"] and "jlpm build:static" in body["message"]
 
 
 async def test_the_services_root_leads_to_the_admin_page(service):

@@ -15,11 +15,16 @@ from kpl_lab.platform import Platform
 GPUS = {"gpu": [{"index": 0}, {"index": 1}, {"index": 2}]}
 
 
+pytestmark = pytest.mark.databases
+
+
 @pytest.fixture
-def ledger(tmp_path):
+def ledger(tmp_path, database_url):
     config = Config(
         {"Ledger": {"cpu": 5.0, "memory": 8192, "devices": GPUS, "quotas": {"small": {"gpu": 1}}}}
     )
+    if database_url:
+        config.Platform.database_url = database_url
     platform = Platform(home=str(tmp_path / "home"), config=config)
     yield Ledger(platform)
     platform.close()

@@ -15,6 +15,8 @@ from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.engine.service import LOG_CHUNK, JobRequest
 from kpl_lab.errors import BadRequest, Conflict
 
+pytestmark = pytest.mark.databases
+
 TRAIN = """\
 import os
 import kpl_helper as kh

@@ -203,7 +203,7 @@ class Service:
 
 
 @pytest.fixture
-async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch):
+async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_url):
     """Run the platform service on 127.0.0.1 against the fake hub, with its home in tmp_path."""
     sockets = bind_sockets(0, "127.0.0.1")
     port = sockets[0].getsockname()[1]
@@ -220,7 +220,13 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch):
         "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps([ACCESS]),
     }.items():
         monkeypatch.setenv(name, value)
-    app = KPLService(home=str(tmp_path / "kpl-home"), cpu=4.0, memory=4096, devices={"gpu": []})
+    app = KPLService(
+        home=str(tmp_path / "kpl-home"),
+        database_url=database_url or "",
+        cpu=4.0,
+        memory=4096,
+        devices={"gpu": []},
+    )
     app.setup()
     web = app.web_app()
     server = HTTPServer(web)

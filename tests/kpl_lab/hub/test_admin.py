@@ -7,6 +7,8 @@ from http.cookies import SimpleCookie
 
 import pytest
 
+pytestmark = pytest.mark.databases
+
 
 async def test_overview_lists_users_projects_quotas_and_capacity(service):
     service.app.record_usage()

@@ -329,3 +329,30 @@ def test_unknown_input_key_is_refused(lab):
         BadRequest, match="input 'images': the train function of train:[0-9a-f]+ has no such input"
     ):
         lab.jobs.submit(JobRequest(project="p", algorithm="train", inputs={"images": "mnist"}))
+
+
+RAW_EVENTS = """\
+import json, os, time
+lines = [
+    '{"type": "metric", "title": "loss", "x": NaN, "values": {"train": 1.0}}',
+    '{"type": "metric", "title": "loss", "x": 1, "values": {"train": Infinity}}',
+    '{"type": "result", "accuracy": NaN}',
+    json.dumps({"type": "metric", "title": "t" * 300, "x": 0, "values": {"s" * 300: 2.0}}),
+    '{"type": "metric", "title": "loss", "x": 2, "values": {"train": 0.5}}',
+    '{"type": "done"}',
+]
+with open(os.environ["KPL_EVENTS_FILE"], "a") as out:
+    out.write("\\n".join(lines) + "\\n")
+"""
+
+
+def test_events_any_database_can_store(lab):
+    lab = lab()
+    lab.algorithm("raw", "python raw.py", {"raw.py": RAW_EVENTS})
+    job = lab.wait(lab.jobs.submit(JobRequest(project="p", algorithm="raw")).id)
+    assert job.state == "succeeded", job.reason
+    # JSON has no NaN or infinity (PostgreSQL refuses them): such events are invalid
+    assert job.events_invalid == 3
+    metrics = lab.jobs.metrics("p", job.id)
+    assert metrics["train"] == [(2.0, 0.5)]
+    assert metrics["s" * 200] == [(0.0, 2.0)]  # names are cut to the columns' 200 characters

@@ -108,8 +108,7 @@ def test_a_stop_signal_stops_the_hub_and_what_it_left(tmp_path, signum):
         f"""
         import sys
         from pathlib import Path
-        from kpl_lab.catalog.migrate import current_revision, head_revision
-from kpl_lab.hub.up import run_hub
+        from kpl_lab.hub.up import run_hub
         sys.exit(run_hub([sys.executable, {str(tmp_path / "hub.py")!r}, {str(pid_file)!r}], Path({str(tmp_path)!r})))
         """
     )

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from tornado import web
 
 from ..catalog.jobs import Reservation
+from ..catalog.serialize import iso
 from ..catalog.storage import check_name
 from ..errors import BadRequest, Forbidden, KPLError
 from ..server_ext.base import KPLHandler
@@ -34,7 +35,7 @@ def reservations(platform) -> list[dict]:
                 "cpu": row.cpu,
                 "memory": row.memory,
                 "devices": row.devices or {},
-                "since": row.created.isoformat() if row.created else None,
+                "since": iso(row.created),
             }
             for row in session.scalars(select(Reservation).order_by(Reservation.id))
         ]

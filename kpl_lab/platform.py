@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine.service import JobService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_LOCK_SQL = "SELECT id FROM ledger_lock WHERE id = 1 FOR UPDATE"
 # settings the server extension (KPLLab) and the hub service (KPLService) once declared themselves
 MOVED_SETTINGS = {
     "home": "Platform",
@@ -50,7 +51,8 @@ class Platform(LoggingConfigurable):
     ).tag(config=True)
 
     database_url = Unicode(
-        help="SQLAlchemy URL of the catalog database; default sqlite:///<home>/kpl.sqlite."
+        help="SQLAlchemy URL of the catalog database: sqlite:///PATH (default <home>/kpl.sqlite) or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (psycopg 3: pip install 'kpl-lab[postgresql]')."
     ).tag(config=True)
 
     default_project = Unicode("default", help="Project used when none is named.").tag(config=True)
@@ -83,23 +85,27 @@ class Platform(LoggingConfigurable):
         return self.__dict__["_engine"]
 
     def _open_engine(self) -> Engine:
-        from .catalog.migrate import upgrade
+        from .catalog.migrate import seed_write_lock, upgrade
 
         Path(self.home).mkdir(parents=True, exist_ok=True)
-        engine = create_engine(self.database_url)
+        engine = create_engine(database_url(self.database_url))
         if engine.dialect.name == "sqlite":
             _configure_sqlite(engine)
         upgrade(engine)
+        if engine.dialect.name == "postgresql":
+            seed_write_lock(engine)
+            _configure_write_lock(engine)
         return engine
 
     @contextlib.contextmanager
     def session(self, immediate: bool = False) -> Iterator[Session]:
         """Yield a session; commit when the block succeeds, roll back when it raises.
 
-        `immediate=True` takes SQLite's write lock at the start of the transaction
-        (BEGIN IMMEDIATE), so read-then-write sequences cannot interleave.
+        `immediate=True` takes the database's write lock at the start of the transaction
+        (SQLite: BEGIN IMMEDIATE; PostgreSQL: a row lock on the one `ledger_lock` row), so
+        read-then-write sequences of immediate sessions never interleave.
         """
-        bind = self.engine.execution_options(sqlite_immediate=True) if immediate else self.engine
+        bind = self.engine.execution_options(immediate=True) if immediate else self.engine
         with Session(bind, expire_on_commit=False) as session:
             try:
                 yield session
@@ -173,5 +179,26 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:
-        immediate = connection.get_execution_options().get("sqlite_immediate")
+        immediate = connection.get_execution_options().get("immediate")
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _configure_write_lock(engine: Engine) -> None:
+    """Start immediate transactions by locking the `ledger_lock` row (PostgreSQL's BEGIN IMMEDIATE).
+
+    A row lock, not SERIALIZABLE: the code that reads then writes was written against
+    SQLite's one-writer-at-a-time, and keeps exactly that meaning here; readers and
+    ordinary sessions are not blocked. `seed_write_lock` inserts the row.
+    """
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        if connection.get_execution_options().get("immediate"):
+            connection.exec_driver_sql(WRITE_LOCK_SQL)
+
+
+def database_url(url: str) -> str:
+    """Return the URL with PostgreSQL's driver named: `postgresql://` means psycopg 3 here."""
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return url

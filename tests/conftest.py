@@ -1,17 +1,104 @@
-"""Fixtures shared by every test: a platform whose home is a temporary folder."""
+"""Fixtures shared by every test: a platform whose home is a temporary folder, on SQLite or PostgreSQL.
+
+Modules marked `databases` run each test twice, through the one parametrised
+`database_url` fixture: on SQLite (the platform's default under its home) and on a
+fresh database of a PostgreSQL server the session starts on a loopback port.
+`KPL_TEST_POSTGRESQL=skip` leaves the PostgreSQL variants out; CI refuses it.
+"""
 
 from __future__ import annotations
 
-import pytest
+import itertools
+import os
 
+import pytest
+from sqlalchemy import create_engine
+
+from kpl_lab.catalog.migrate import seed_write_lock, upgrade
 from kpl_lab.platform import Platform
+from kpl_lab.testing.postgres import THROWAWAY_SETTINGS, PostgresServer, PostgresUnavailable
+
+OPT_OUT = "KPL_TEST_POSTGRESQL"
+TEMPLATE = "kpl_template"
+
+
+def _postgresql_variants() -> bool:
+    if os.environ.get(OPT_OUT) != "skip":
+        return True
+    if os.environ.get("CI") == "true":
+        raise pytest.UsageError(f"{OPT_OUT}=skip is refused in CI: the PostgreSQL variants must run there")
+    return False
+
+
+def pytest_generate_tests(metafunc):
+    if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("databases"):
+        kinds = ["sqlite", "postgresql"] if _postgresql_variants() else ["sqlite"]
+        metafunc.parametrize("database_url", kinds, indirect=True)
+
+
+class Postgres:
+    """The session's PostgreSQL server and its databases: empty ones or copies of a migrated template."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self._numbers = itertools.count()
+
+    def database(self, migrated: bool = True) -> str:
+        """Create a database and return its URL."""
+        name = f"kpl_test_{next(self._numbers)}"
+        return self.server.create_database(name, template=TEMPLATE if migrated else None)
+
+    def drop(self, url: str) -> None:
+        """Drop a database made by `database`."""
+        self.server.drop_database(url.rsplit("/", 1)[1])
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """Start a throwaway PostgreSQL server with a migrated template database; stop it at the end."""
+    try:
+        server = PostgresServer(THROWAWAY_SETTINGS)
+    except PostgresUnavailable as error:
+        pytest.fail(f"{error} (or set {OPT_OUT}=skip to leave out the PostgreSQL variants)", pytrace=False)
+    server.start()
+    try:
+        engine = create_engine(server.create_database(TEMPLATE))
+        upgrade(engine)
+        seed_write_lock(engine)
+        engine.dispose()  # a template must have no connections when it is copied
+        yield Postgres(server)
+    finally:
+        server.stop()
 
 
 @pytest.fixture
-def platform(tmp_path, monkeypatch):
-    """Return an embedded platform (SQLite + local storage) under tmp_path."""
+def database_url(request):
+    """Return the catalog database of this test: None (SQLite under the platform's home) or a PostgreSQL URL."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield None
+        return
+    postgres = request.getfixturevalue("postgres")
+    url = postgres.database()
+    yield url
+    postgres.drop(url)
+
+
+@pytest.fixture
+def empty_database_url(database_url, request, tmp_path):
+    """Return an empty database of this test's kind, with no schema yet."""
+    if database_url is None:
+        return f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    postgres = request.getfixturevalue("postgres")
+    url = postgres.database(migrated=False)
+    request.addfinalizer(lambda: postgres.drop(url))
+    return url
+
+
+@pytest.fixture
+def platform(tmp_path, monkeypatch, database_url):
+    """Return an embedded platform (local storage) under tmp_path, on this test's database."""
     home = tmp_path / "kpl-home"
     monkeypatch.setenv("KPL_LAB_HOME", str(home))
-    plat = Platform(home=str(home))
+    plat = Platform(home=str(home), **({"database_url": database_url} if database_url else {}))
     yield plat
     plat.close()

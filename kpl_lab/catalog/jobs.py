@@ -118,7 +118,7 @@ class Reservation(Base):
 
 
 class LedgerLock(Base):
-    """The single row every ledger change locks first, so reservations never race."""
+    """The single row an immediate transaction locks first on PostgreSQL, so reservations never race."""
 
     __tablename__ = "ledger_lock"
 

@@ -11,6 +11,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# PostgreSQL: the advisory lock concurrent first uses wait on while one of them creates the schema
+UPGRADE_LOCK_KEY = 0x4B504C
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -37,7 +39,20 @@ def upgrade(engine: Engine) -> None:
     with engine.connect() as connection:
         if current_revision(connection) == head:
             return
+    sqlite = engine.dialect.name == "sqlite"
     # on SQLite this transaction holds the write lock from its first statement
-    with engine.connect().execution_options(sqlite_immediate=True) as connection, connection.begin():
+    with engine.connect().execution_options(immediate=sqlite) as connection, connection.begin():
+        if not sqlite:  # no table exists yet to lock a row of
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({UPGRADE_LOCK_KEY})")
         if current_revision(connection) != head:
             command.upgrade(alembic_config(connection), "head")
+
+
+def seed_write_lock(engine: Engine) -> None:
+    """Insert the `ledger_lock` row that immediate transactions lock (PostgreSQL; idempotent)."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    from .jobs import LedgerLock
+
+    with engine.begin() as connection:
+        connection.execute(insert(LedgerLock).values(id=1, generation=0).on_conflict_do_nothing())

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import math
 import os
 import time
 from datetime import datetime, timezone
@@ -27,6 +28,7 @@ from .records import JobRecords
 if TYPE_CHECKING:
     from ..platform import Platform
 
+NAME_CHARS = 200  # figure and series names: the length of their columns
 EVENT_BATCH_BYTES = 4 * 1024 * 1024  # events read per ingestion transaction
 
 
@@ -90,30 +92,38 @@ class EventIngest:
         )
         for line in lines:
             try:
-                event = json.loads(line)
+                event = json.loads(line, parse_constant=_not_json)
                 kind, moment = event["type"], float(event.get("time") or time.time())
             except (ValueError, KeyError, TypeError):
                 invalid += 1
                 continue
             if kind == "metric":
-                title = str(event.get("title", ""))
+                title = str(event.get("title", ""))[:NAME_CHARS]
                 try:
                     x = float(event["x"])
                 except (KeyError, TypeError, ValueError):
                     invalid += 1
                     continue
+                if not math.isfinite(x):
+                    invalid += 1
+                    continue
                 for series, value in (event.get("values") or {}).items():
-                    if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    if (
+                        isinstance(value, bool)
+                        or not isinstance(value, (int, float))
+                        or not math.isfinite(value)
+                    ):
                         continue  # null for nan/inf: kept in the events file, not plotted
-                    key = (title, str(series))
+                    series = str(series)[:NAME_CHARS]
+                    key = (title, series)
                     step = steps[key] = steps.get(key, -1) + 1
                     curve = figures.setdefault(title, {"title": title}).setdefault("envelopes", {})
-                    envelope.add(curve.setdefault(str(series), envelope.new()), step, x, float(value))
+                    envelope.add(curve.setdefault(series, envelope.new()), step, x, float(value))
                     points.append(
                         {
                             "job_id": job.id,
                             "figure": title,
-                            "series": str(series),
+                            "series": series,
                             "step": step,
                             "x": x,
                             "value": float(value),
@@ -130,7 +140,7 @@ class EventIngest:
                 started = _timestamp(job.started) or moment
                 job.eta_seconds = (moment - started) * (1 - fraction) / fraction if fraction > 0 else None
             elif kind == "figure":
-                title = str(event.get("title", ""))
+                title = str(event.get("title", ""))[:NAME_CHARS]
                 fields = {k: v for k, v in event.items() if k not in ("type", "time")}
                 figures[title] = {**fields, "envelopes": figures.get(title, {}).get("envelopes", {})}
             elif kind == "result":
@@ -197,3 +207,8 @@ def _token_matches(job: Job, token: str | None) -> bool:
     expected = (job.handle or {}).get("token_sha256")
     given = hashlib.sha256((token or "").encode()).hexdigest()
     return bool(expected) and hmac.compare_digest(given, expected)
+
+
+def _not_json(constant: str):
+    # NaN and Infinity are not JSON: PostgreSQL's JSON columns refuse them, SQLite stores NULL
+    raise ValueError(f"{constant} is not JSON")

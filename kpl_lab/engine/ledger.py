@@ -1,9 +1,20 @@
 """The resource ledger: what this machine has, what each job or notebook holds, and project quotas.
 
-Every change happens in a transaction that first locks the ledger (SQLite: BEGIN
-IMMEDIATE through `Platform.session(immediate=True)`; other databases: SELECT ... FOR
-UPDATE of the single `ledger_lock` row), so two reservations never both see the same
-free resources. Devices are reserved by index, so a job knows which GPU is its own.
+Every change happens in a transaction that first takes the platform's write lock
+(`Platform.session(immediate=True)`: SQLite's BEGIN IMMEDIATE; PostgreSQL's
+SELECT ... FOR UPDATE of the single `ledger_lock` row), so two reservations never both
+see the same free resources, whether they come from threads, job supervisors, other
+servers or the hub's spawner. Devices are reserved by index, so a job knows which GPU
+is its own.
+
+Why a row lock and not SERIALIZABLE with retry: a reservation reads every reservation
+(the machine's capacity is one pool shared by all projects, so a per-project row would
+not protect it) and a burst of submits all contend for that same pool. Under
+SERIALIZABLE all but one of them would abort and retry, every caller (scheduler,
+spawner, release) would need a retry loop, and the work thrown away grows with the
+burst; the lock queues them instead, each transaction is short (a few milliseconds),
+and it behaves exactly as SQLite's one writer at a time, on which the rest of the
+platform's read-then-write code already relies.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from sqlalchemy.orm import Session
 from traitlets import Dict, Float, Integer, default
 from traitlets.config import LoggingConfigurable
 
-from ..catalog.jobs import LedgerLock, Reservation
+from ..catalog.jobs import Reservation
 from ..errors import BadRequest
 from .devices import Device, discover
 from .launch import Resources
@@ -141,19 +152,9 @@ class Ledger(LoggingConfigurable):
 
     @contextmanager
     def locked(self):
-        """Yield a session holding the ledger lock until it commits."""
+        """Yield a session holding the write lock (and so the ledger) until it commits."""
         with self.platform.session(immediate=True) as session:
-            self.lock(session)
             yield session
-
-    def lock(self, session: Session) -> None:
-        """Take the ledger lock in this session's transaction (SQLite already holds it: BEGIN IMMEDIATE)."""
-        if session.get_bind().dialect.name == "sqlite":
-            return
-        if session.scalar(select(LedgerLock).where(LedgerLock.id == 1).with_for_update()) is None:
-            session.add(LedgerLock(id=1, generation=0))
-            session.flush()
-            session.scalar(select(LedgerLock).where(LedgerLock.id == 1).with_for_update())
 
     def usage(self, session: Session, project: str | None = None) -> Usage:
         """Return what is held, on the whole machine or by one project."""

@@ -11,6 +11,8 @@ from kpl_lab.catalog.jobs import Job
 from kpl_lab.catalog.models import Project
 from kpl_lab.errors import BadRequest, Conflict, NotFound
 
+pytestmark = pytest.mark.databases
+
 ENVIRONMENT = """\
 version: 1
 image:

@@ -10,6 +10,8 @@ from kpl_lab.catalog.jobs import Job
 from kpl_lab.catalog.models import Project
 from kpl_lab.errors import BadRequest, Conflict, NotFound
 
+pytestmark = pytest.mark.databases
+
 RECORD = {"path": BasicType.String, "class_id": BasicType.Int}
 
 

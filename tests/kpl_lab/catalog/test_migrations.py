@@ -1,10 +1,12 @@
-"""Alembic migrations: the initial revision creates exactly the ORM's tables."""
+"""Alembic migrations on SQLite and PostgreSQL: head is exactly the ORM's tables, and base is empty."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -12,7 +14,10 @@ from sqlalchemy import inspect
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
 from kpl_lab.catalog.db import Base
-from kpl_lab.catalog.migrate import current_revision, head_revision
+from kpl_lab.catalog.migrate import alembic_config, current_revision, head_revision, upgrade
+from kpl_lab.platform import Platform
+
+pytestmark = pytest.mark.databases
 
 
 def test_migrated_schema_matches_the_models(platform):
@@ -24,23 +29,40 @@ def test_migrated_schema_matches_the_models(platform):
     assert diff == []
 
 
-def test_upgrade_is_idempotent(tmp_path):
-    from kpl_lab.platform import Platform
-
+def test_upgrade_is_idempotent(tmp_path, empty_database_url):
     for _ in range(2):
-        plat = Platform(home=str(tmp_path))
+        plat = Platform(home=str(tmp_path), database_url=empty_database_url)
         with plat.engine.connect() as conn:
             assert current_revision(conn) == head_revision()
         plat.close()
 
 
-def test_concurrent_first_use(tmp_path):
+def test_upgrade_to_head_and_downgrade_to_base(tmp_path, empty_database_url):
+    plat = Platform(home=str(tmp_path), database_url=empty_database_url)
+    engine = plat.engine  # upgraded to head on first use
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "base")
+        with engine.connect() as conn:
+            assert current_revision(conn) is None
+            assert set(inspect(conn).get_table_names()) <= {"alembic_version"}
+        upgrade(engine)
+        with engine.connect() as conn:
+            assert current_revision(conn) == head_revision()
+            assert set(inspect(conn).get_table_names()) - {"alembic_version"} == set(Base.metadata.tables)
+    finally:
+        plat.close()
+
+
+def test_concurrent_first_use(tmp_path, empty_database_url):
     code = (
         "import sys; from kpl_lab.platform import Platform; "
-        "p = Platform(home=sys.argv[1]); p.engine; p.close()"
+        "p = Platform(home=sys.argv[1], database_url=sys.argv[2]); p.engine; p.close()"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path), empty_database_url], stderr=subprocess.PIPE, text=True
+        )
         for _ in range(3)
     ]
     errors = [proc.communicate()[1] for proc in procs]

@@ -11,6 +11,8 @@ from kpl_lab.catalog.jobs import Job
 from kpl_lab.catalog.models import ModelVersion, Project
 from kpl_lab.errors import BadRequest, Conflict, NotFound
 
+pytestmark = pytest.mark.databases
+
 
 @pytest.fixture
 def model_dir(tmp_path):

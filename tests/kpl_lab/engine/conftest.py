@@ -15,8 +15,8 @@ from kpl_lab.platform import Platform
 WAIT_SECONDS = 120
 
 
-def make_platform(home: Path, **ledger) -> Platform:
-    """Return a platform whose ledger has the given capacity (cpu, memory, devices, quotas)."""
+def make_platform(home: Path, database_url: str | None = None, **ledger) -> Platform:
+    """Return a platform on this database whose ledger has the given capacity (cpu, memory, devices, quotas)."""
     config = Config(
         {
             "Ledger": {"cpu": 4.0, "memory": 4096, **ledger},
@@ -24,6 +24,8 @@ def make_platform(home: Path, **ledger) -> Platform:
             "LocalExecutor": {"tick_seconds": 0.2, "usage_seconds": 0.2},
         }
     )
+    if database_url:
+        config.Platform.database_url = database_url
     return Platform(home=str(home), config=config)
 
 
@@ -42,17 +44,18 @@ def environment(cmd: str, memory: int = 256, cpu: float = 1, inputs=(), outputs=
 class Lab:
     """A platform under test with helpers to add algorithms and wait for jobs."""
 
-    def __init__(self, tmp_path: Path, **ledger) -> None:
+    def __init__(self, tmp_path: Path, database_url: str | None = None, **ledger) -> None:
         self.tmp_path = tmp_path
         self.home = tmp_path / "home"
+        self.database_url = database_url
         self.ledger = ledger
-        self.platform = make_platform(self.home, **ledger)
+        self.platform = make_platform(self.home, database_url, **ledger)
         self.release_file = tmp_path / "release"
 
     def restart(self) -> Platform:
         """Drop the platform object (the "server") and open a new one on the same home."""
         self.platform.close()
-        self.platform = make_platform(self.home, **self.ledger)
+        self.platform = make_platform(self.home, self.database_url, **self.ledger)
         return self.platform
 
     @property
@@ -103,12 +106,12 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path, monkeypatch):
+def lab(tmp_path, monkeypatch, database_url):
     monkeypatch.setenv("KPL_LAB_HOME", str(tmp_path / "home"))
     created = []
 
     def factory(**ledger) -> Lab:
-        made = Lab(tmp_path, **ledger)
+        made = Lab(tmp_path, database_url, **ledger)
         created.append(made)
         return made
 

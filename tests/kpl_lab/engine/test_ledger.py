@@ -1,4 +1,4 @@
-"""The ledger: capacity and quota refusals, device indexes, atomic reservations."""
+"""The ledger: capacity and quota refusals, device indexes, atomic reservations from threads and processes."""
 
 from __future__ import annotations
 
@@ -11,15 +11,21 @@ from kpl_lab.engine.launch import Resources
 from kpl_lab.engine.ledger import Ledger
 from kpl_lab.errors import BadRequest
 from kpl_lab.platform import Platform
+from kpl_lab.testing.load import reserve_at_once
 
 GPUS = {"gpu": [{"index": 0}, {"index": 1}, {"index": 2}]}
 
 
+pytestmark = pytest.mark.databases
+
+
 @pytest.fixture
-def ledger(tmp_path):
+def ledger(tmp_path, database_url):
     config = Config(
         {"Ledger": {"cpu": 5.0, "memory": 8192, "devices": GPUS, "quotas": {"small": {"gpu": 1}}}}
     )
+    if database_url:
+        config.Platform.database_url = database_url
     platform = Platform(home=str(tmp_path / "home"), config=config)
     yield Ledger(platform)
     platform.close()
@@ -100,3 +106,22 @@ def test_concurrent_reservations_never_over_reserve(ledger):
     assert len(granted) == 5
     with ledger.locked() as session:
         assert ledger.usage(session).cpu == 5.0
+
+
+def test_processes_reserving_at_once_never_exceed_a_small_quota(tmp_path, database_url):
+    settings = {
+        "Platform": {
+            "home": str(tmp_path / "home"),
+            **({"database_url": database_url} if database_url else {}),
+        },
+        "Ledger": {"cpu": 64.0, "memory": 8192, "devices": {"gpu": []}, "quotas": {"p": {"cpu": 5}}},
+    }
+    answers = reserve_at_once(settings, "p", processes=20)
+    assert [error for *_, error in answers if error] == []
+    assert sum(granted for _, _, granted, _ in answers) == 5
+    platform = Platform(config=Config(settings))
+    try:
+        with Ledger(platform).locked() as session:
+            assert Ledger(platform).usage(session, "p").cpu == 5.0
+    finally:
+        platform.close()

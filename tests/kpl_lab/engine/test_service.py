@@ -16,6 +16,8 @@ from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.errors import BadRequest, Conflict
 
+pytestmark = pytest.mark.databases
+
 TRAIN = """\
 import os
 import kpl_helper as kh
@@ -384,3 +386,30 @@ def test_a_failing_worker_fails_the_job(lab):
     assert job.reason == "worker 1 exited with code 1: worker 1: out of patience"
     with lab.platform.session() as session:
         assert session.scalar(select(func.count()).select_from(Reservation)) == 0
+
+
+RAW_EVENTS = """\
+import json, os, time
+lines = [
+    '{"type": "metric", "title": "loss", "x": NaN, "values": {"train": 1.0}}',
+    '{"type": "metric", "title": "loss", "x": 1, "values": {"train": Infinity}}',
+    '{"type": "result", "accuracy": NaN}',
+    json.dumps({"type": "metric", "title": "t" * 300, "x": 0, "values": {"s" * 300: 2.0}}),
+    '{"type": "metric", "title": "loss", "x": 2, "values": {"train": 0.5}}',
+    '{"type": "done"}',
+]
+with open(os.environ["KPL_EVENTS_FILE"], "a") as out:
+    out.write("\\n".join(lines) + "\\n")
+"""
+
+
+def test_events_any_database_can_store(lab):
+    lab = lab()
+    lab.algorithm("raw", "python raw.py", {"raw.py": RAW_EVENTS})
+    job = lab.wait(lab.jobs.submit(JobRequest(project="p", algorithm="raw")).id)
+    assert job.state == "succeeded", job.reason
+    # JSON has no NaN or infinity (PostgreSQL refuses them): such events are invalid
+    assert job.events_invalid == 3
+    metrics = lab.jobs.metrics("p", job.id)
+    assert metrics["loss"]["train"] == [(2.0, 0.5)]
+    assert metrics["t" * 200]["s" * 200] == [(0.0, 2.0)]  # names are cut to the columns' 200 characters

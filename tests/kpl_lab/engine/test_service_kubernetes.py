@@ -21,6 +21,8 @@ from kpl_lab.platform import Platform
 
 from .conftest import environment
 
+pytestmark = pytest.mark.databases
+
 
 def _load_double():
     path = Path(__file__).with_name("k8s_double.py")
@@ -46,7 +48,7 @@ async def double():
 
 
 @pytest.fixture
-def platform(double, tmp_path):
+def platform(double, tmp_path, database_url):
     home = tmp_path / "home"
     config = Config(
         {
@@ -69,6 +71,8 @@ def platform(double, tmp_path):
             },
         }
     )
+    if database_url:
+        config.Platform.database_url = database_url
     made = Platform(home=str(home), config=config)
     folder = tmp_path / "src" / "gpu-train"
     folder.mkdir(parents=True)

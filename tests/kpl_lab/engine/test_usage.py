@@ -5,8 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.engine.usage import HISTORY, UsageSampler, merge
+
+pytestmark = pytest.mark.databases
 
 HOLD_MEMORY = """\
 import os, time

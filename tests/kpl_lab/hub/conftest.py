@@ -204,7 +204,7 @@ class Service:
 
 
 @pytest.fixture
-async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch):
+async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_url):
     """Run the platform service on 127.0.0.1 against the fake hub, with its home in tmp_path."""
     sockets = bind_sockets(0, "127.0.0.1")
     port = sockets[0].getsockname()[1]
@@ -223,6 +223,7 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch):
         monkeypatch.setenv(name, value)
     config = Config()
     config.Platform.home = str(tmp_path / "kpl-home")
+    config.Platform.database_url = database_url or ""
     config.Ledger.cpu, config.Ledger.memory, config.Ledger.devices = 4.0, 4096, {"gpu": []}
     app = KPLService(config=config)
     app.setup()

@@ -8,6 +8,9 @@ from http.cookies import SimpleCookie
 import pytest
 
 from kpl_lab import charts
+from kpl_lab.engine.launch import Resources
+
+pytestmark = pytest.mark.databases
 
 
 async def test_overview_lists_users_projects_quotas_and_capacity(service):
@@ -28,6 +31,16 @@ async def test_overview_lists_users_projects_quotas_and_capacity(service):
     assert body["reservations"] == []
     assert body["live"]["cpu_count"] >= 1
     assert len(body["history"]) == 1
+
+
+async def test_a_reservation_is_listed_with_its_time_in_utc(service):
+    ledger = service.app.platform.jobs.ledger
+    ledger.reserve("vision", "notebook", "alice", Resources(cpu=1, memory=512))
+    status, body, _ = await service.call("GET", "admin/api/overview", token=service.hub.token("admin"))
+    assert status == 200, body
+    [held] = body["reservations"]
+    assert (held["project"], held["kind"], held["owner"], held["cpu"]) == ("vision", "notebook", "alice", 1.0)
+    assert held["since"].endswith("+00:00")  # the same on SQLite (naive) and PostgreSQL (aware)
 
 
 async def test_history_keeps_one_sample_a_period_and_live_use_every_round(service):

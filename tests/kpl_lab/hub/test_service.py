@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.databases
+
 
 async def test_version_answers_a_member(service):
     status, body, _ = await service.call("GET", "api/version", token=service.hub.token("alice"))

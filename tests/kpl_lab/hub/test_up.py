@@ -15,9 +15,11 @@ import time
 
 import psutil
 import pytest
+from sqlalchemy import create_engine
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config.loader import PyFileConfigLoader
 
+from kpl_lab.catalog.migrate import current_revision, head_revision
 from kpl_lab.hub.up import add_sample_data, configured_url, free_port, load_secrets, parse, render_config
 from kpl_lab.platform import Platform
 
@@ -167,7 +169,14 @@ async def poll(url: str, what: str, **kwargs) -> tuple[int, dict | None]:
 
 
 @pytest.mark.slow
-async def test_kpl_lab_up_end_to_end(tmp_path):
+@pytest.mark.databases
+async def test_kpl_lab_up_end_to_end(tmp_path, database_url):
+    # what an administrator types: postgresql:// (the platform picks psycopg 3)
+    chosen = (
+        ["--database-url", database_url.replace("postgresql+psycopg://", "postgresql://")]
+        if database_url
+        else []
+    )
     port = free_port()
     home = tmp_path / "home"
     log_path = tmp_path / "up.log"
@@ -184,6 +193,7 @@ async def test_kpl_lab_up_end_to_end(tmp_path):
                 "--port",
                 str(port),
                 "--no-sample-data",
+                *chosen,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -218,6 +228,15 @@ async def test_kpl_lab_up_end_to_end(tmp_path):
         demo = next(p for p in overview["projects"] if p["name"] == "demo")
         assert demo["members"] == ["admin"]
         assert demo["quota"]["notebooks"] == 3
+        # the service keeps its catalog in the database it was given
+        assert (home / "kpl.sqlite").exists() == (database_url is None)
+        if database_url:
+            engine = create_engine(database_url)
+            try:
+                with engine.connect() as conn:
+                    assert current_revision(conn) == head_revision()
+            finally:
+                engine.dispose()
 
         family = [psutil.Process(up.pid), *psutil.Process(up.pid).children(recursive=True)]
         names = " ".join(" ".join(p.cmdline()) for p in family)

@@ -20,13 +20,15 @@ from kpl_lab.spawner.quota import (
 
 from .conftest import GPUS, Group
 
+pytestmark = pytest.mark.databases  # notebooks reserve in the same ledger as jobs
+
 
 @pytest.fixture
-def ledger(tmp_path):
-    platform = Platform(
-        home=str(tmp_path / "home"),
-        config=Config({"Ledger": {"cpu": 64.0, "memory": 65536, "devices": GPUS}}),
-    )
+def ledger(tmp_path, database_url):
+    config = Config({"Ledger": {"cpu": 64.0, "memory": 65536, "devices": GPUS}})
+    if database_url:
+        config.Platform.database_url = database_url
+    platform = Platform(home=str(tmp_path / "home"), config=config)
     yield Ledger(platform)
     platform.close()
 

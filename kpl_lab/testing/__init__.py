@@ -1,0 +1,1 @@
+"""Helpers for the tests and benchmarks of KPL Lab: throwaway servers it talks to."""

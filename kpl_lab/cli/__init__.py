@@ -18,6 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `kpl-lab`."""
     parser = argparse.ArgumentParser(prog="kpl-lab", description="KPL Lab from the command line.")
     parser.add_argument("--home", help="platform home folder (default $KPL_LAB_HOME or ~/.kpl-lab)")
+    parser.add_argument(
+        "--database-url",
+        help="catalog database (default: SQLite in the home; e.g. postgresql://user@host/kpl)",
+    )
     parser.add_argument("--project", help="project to work in (default: the platform's default project)")
     groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job}", required=True)
     for noun in (algorithm, dataset, model, job):
@@ -35,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return up(argv[1:])
     args = build_parser().parse_args(argv)
-    platform = Platform(home=args.home) if args.home else Platform()
+    settings = {"home": args.home, "database_url": args.database_url}
+    platform = Platform(**{name: value for name, value in settings.items() if value})
     args.project = args.project or platform.default_project
     try:
         _reconcile(platform)

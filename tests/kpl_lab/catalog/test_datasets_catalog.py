@@ -133,7 +133,8 @@ def test_cli_delete_removes_the_versions_caches(platform, digits, capsys):
     assert view.page("train", 0, 1, None, lambda *a: "")["records"]
     assert any(view.cache_dir.iterdir())
     assert any(key[0] == str(platform.catalog.path(row)) for key in datasets_view._readers)
-    assert main(["--home", platform.home, "--project", "p", "dataset", "delete", "digits"]) == 0
+    where = ["--home", platform.home, "--database-url", platform.database_url]
+    assert main([*where, "--project", "p", "dataset", "delete", "digits"]) == 0
     assert f"deleted dataset {row.ref}" in capsys.readouterr().out
     assert not view.cache_dir.exists()
     assert not any(key[0] == str(platform.catalog.path(row)) for key in datasets_view._readers)

@@ -117,15 +117,25 @@ def _from_yaml(path: str) -> DotDict:
     return DotDict(value)
 
 
-def write_parameter(path: str | None = None) -> None:
-    """Write the job's parameters as YAML to `path` (default: argv, as in `khelper write <yml>`)."""
-    if path is None:
-        argv = sys.argv
-        if len(argv) > 2 and argv[1] == "write":
-            path = argv[2]
-        else:
-            logger.error("Write Failed !!!\nUsage `helper write <yml file>` to write parameters to yml")
-            sys.exit(1)
+def write_parameter() -> None:
+    """Write the job's parameters to the YAML file named by `sys.argv` (`helper write <yml>`), as the original.
+
+    Like the original it logs, rather than raises, when the parameters cannot be written.
+    """
+    argv = sys.argv
+    if len(argv) > 2 and argv[1] == "write":
+        path = argv[2]
+    else:
+        logger.error("Write Failed !!!\nUsage `helper write <yml file>` to write parameters to yml")
+        sys.exit(1)
+    try:
+        write_parameter_file(path)
+    except (OSError, ValueError, LookupError) as error:
+        logger.error("Could get parameters. {}".format(error))  # noqa: UP032 original text
+
+
+def write_parameter_file(path: str) -> None:
+    """Write the job's parameters as YAML to `path` (atomically); `{}` outside the platform."""
     config = get_config()
     if not config.inner:
         parameters = {}  # the original wrote "{}" outside the platform

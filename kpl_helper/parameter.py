@@ -13,6 +13,12 @@ import yaml
 from kpl_helper.base import get_config, logger
 
 
+class MissingParameterError(KeyError, AttributeError):
+    """Raise for a parameter that is not there: KeyError as in the original, AttributeError so hasattr works."""
+
+    __str__ = Exception.__str__  # KeyError would show the message in quotes
+
+
 class DotDict(dict):
     """A dict whose keys are also attributes (`p.KEY1.KEY2`), nested dicts and lists included."""
 
@@ -25,7 +31,7 @@ class DotDict(dict):
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(f"parameter has no key {name!r}") from None
+            raise MissingParameterError(f"parameter has no key {name!r}") from None
 
     def __setattr__(self, name: str, value) -> None:
         self[name] = value
@@ -34,7 +40,7 @@ class DotDict(dict):
         try:
             del self[name]
         except KeyError:
-            raise AttributeError(f"parameter has no key {name!r}") from None
+            raise MissingParameterError(f"parameter has no key {name!r}") from None
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, _wrap(value))

@@ -108,10 +108,12 @@ def test_notebook_uses_the_default(job, monkeypatch, parameter_yml):
     assert get_parameter(default=str(parameter_yml)).KEY1.KEY2 == "VALUE"
 
 
-def test_missing_attribute_is_attribute_error_naming_key():
+def test_missing_attribute_is_key_and_attribute_error_naming_key():
     p = DotDict({"a": 1})
     assert not hasattr(p, "b")
     with pytest.raises(AttributeError, match="'b'"):
+        _ = p.b
+    with pytest.raises(KeyError, match="'b'"):  # what the original raised
         _ = p.b
     with pytest.raises(AttributeError, match="'b'"):
         del p.b

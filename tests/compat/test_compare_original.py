@@ -88,6 +88,7 @@ def differences(original: dict, ours: dict) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # builds a virtual environment on its first run
 @pytest.mark.parametrize(
     "script,where",
     [

@@ -270,7 +270,14 @@ def _v_dict(fields: list[Field]) -> Validator:
 
     def check(value: Any, acc: list) -> dict:
         complete = _check_keys(value, keys)
-        return dict(zip(keys, _field_values(value, fields, complete, acc), strict=True))
+        out = {}
+        for key, validate, default in fields:
+            try:
+                out[key] = validate(value[key], acc) if complete or key in value else default
+            except FieldError as err:
+                err.parts.append(key)
+                raise
+        return out
 
     return check
 

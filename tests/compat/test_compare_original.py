@@ -42,8 +42,8 @@ def platform_env(where: str, work: Path) -> dict[str, str]:
     }
 
 
-def run_script(python: Path, script: str, where: str, work: Path, ours: bool) -> dict:
-    """Run a script in a clean environment and return its report."""
+def run_script(python: Path, script: str, where: str, work: Path, ours: bool, **extra: str) -> dict:
+    """Run a script in a clean environment (plus the variables in extra) and return its report."""
     work.mkdir()
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("KPL_", "PYTHON", "COMPAT_", "KUBERNETES_"))
@@ -51,6 +51,7 @@ def run_script(python: Path, script: str, where: str, work: Path, ours: bool) ->
     if ours:
         env["PYTHONPATH"] = str(REPO)
     env.update(platform_env(where, work))
+    env.update(extra)
     process = subprocess.run(
         [str(python), str(SCRIPTS / script)], cwd=work, env=env, capture_output=True, text=True, timeout=300
     )
@@ -105,6 +106,20 @@ def test_same_behaviour_as_the_original(original_python, tmp_path, script, where
     assert len(original) >= 10  # the script ran to its end under the original
     problems = differences(original, ours)
     assert not problems, f"{script} ({where}) behaves differently from the original:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow  # builds a virtual environment on its first run
+def test_datasets_of_the_original_migrate_with_every_value(original_python, tmp_path):
+    shared = str(tmp_path / "written-by-the-original")
+    original = run_script(
+        original_python, "dataset_migrate.py", "outside", tmp_path / "original", False, COMPAT_DATASET=shared
+    )
+    ours = run_script(
+        Path(sys.executable), "dataset_migrate.py", "outside", tmp_path / "ours", True, COMPAT_DATASET=shared
+    )
+    assert len(original["train records"]["value"]) == 3
+    problems = differences(original, ours)
+    assert not problems, "a migrated dataset reads differently:\n" + "\n".join(problems)
 
 
 def test_differences_catch_what_old_code_would_notice():

@@ -63,12 +63,29 @@ def open_file_value(loc: Location, value: Any) -> BinaryIO:
         raise KPLDatasetError(f"{loc.describe(path)}: cannot open ({err})") from err
 
 
-def read_source(path: str) -> tuple[int, bytes]:
-    """Return (size, first bytes or whole content) of a local file, with errors naming it."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            data = f.read() if size <= _SIZE_THRESHOLD else f.read(PREVIEW_BYTES)
-    except OSError as err:
-        raise OSError(f"cannot read file {path!r}: {err.strerror or err}") from err
-    return size, data
+class FileAs(str):
+    """A local path to write as a File value of the given FileType whatever its size.
+
+    The legacy importer uses it so that imported values keep their Small or Large form.
+    """
+
+    form: int
+
+    def __new__(cls, path: str, form: int) -> FileAs:
+        self = super().__new__(cls, path)
+        self.form = form
+        return self
+
+
+def read_source(path: str) -> tuple[int, bytes, int]:
+    """Return (size, whole content or first bytes, FileType) of a local file.
+
+    Large above the size threshold, unless path is a FileAs that says.
+    """
+    size = os.path.getsize(path)
+    form = getattr(path, "form", None)
+    if form is None:
+        form = FileType.Small if size <= _SIZE_THRESHOLD else FileType.Large
+    with open(path, "rb") as f:
+        data = f.read() if form == FileType.Small else f.read(PREVIEW_BYTES)
+    return size, data, form

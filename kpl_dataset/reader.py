@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from kpl_dataset import arrays
 from kpl_dataset.checksum import crc, sum64
-from kpl_dataset.errors import KPLDatasetError
+from kpl_dataset.errors import DatasetNotFoundError, KPLDatasetError
 from kpl_dataset.files import open_file_value
 from kpl_dataset.fs import Location, resolve
 from kpl_dataset.manifest import DEFAULT_PART, Manifest, Shard, check_part_name, list_parts, load_manifest
@@ -86,7 +86,9 @@ class ReadOnlyDataset:
         self._part = self._choose_part(data_name)
         manifest = load_manifest(self._loc, self._part)
         if manifest is None:
-            raise KPLDatasetError(f"part {self._part!r} not found in {self._loc.root}")
+            raise DatasetNotFoundError(
+                f"part {self._part!r} not found in {self._loc.root}{self._legacy_hint()}"
+            )
         self._manifest: Manifest = manifest
         if verify not in (True, False, "fast", "full"):
             raise KPLDatasetError(f"verify must be True, False, 'fast' or 'full', got {verify!r}")
@@ -132,10 +134,16 @@ class ReadOnlyDataset:
             return DEFAULT_PART
         if parts:
             return parts[0]
-        hint = ""
-        if any(n.endswith(".meta") or n.endswith(".data") for n in self._loc.list()):
-            hint = " (it looks like a kpl-dataset 0.0.9 folder: convert it with `kpl-dataset legacy`)"
-        raise KPLDatasetError(f"Not found dataset in `{self._loc.root}`{hint}")
+        raise DatasetNotFoundError(f"Not found dataset in `{self._loc.root}`{self._legacy_hint()}")
+
+    def _legacy_hint(self) -> str:
+        try:
+            names = self._loc.list()
+        except (OSError, KPLDatasetError):
+            return ""
+        if any(n.endswith((".meta", ".data")) for n in names):
+            return " (it looks like a kpl-dataset 0.0.9 folder: convert it with `kpl-dataset legacy`)"
+        return ""
 
     # Pickling reopens the files in the receiving process (DataLoader workers).
     def __reduce__(self) -> tuple:
@@ -226,8 +234,11 @@ class ReadOnlyDataset:
     def __getitem__(self, idx: Any) -> Any:
         i = idx if type(idx) is int else None
         if i is None:
-            if isinstance(idx, slice):
-                return [self[i] for i in range(*idx.indices(self._len))]
+            if isinstance(idx, slice):  # unknown to the original: leaves the cursor alone
+                cursor = self._cursor
+                records = [self[i] for i in range(*idx.indices(self._len))]
+                self._cursor = cursor
+                return records
             i = int(idx)
         if i < 0:
             i += self._len
@@ -238,16 +249,15 @@ class ReadOnlyDataset:
         if row is None:
             self._batch(g)
             row = self._rows[g]
-        return row(i - self._starts[g])
+        record = row(i - self._starts[g])
+        self._cursor = i + 1  # next() continues after it, as in the original
+        return record
 
     def next(self) -> dict:
         """Return the record at the cursor and advance it; StopIteration at the end."""
-        i = self._cursor
-        if i >= self._len:
+        if self._cursor >= self._len:
             raise StopIteration
-        record = self[i]
-        self._cursor = i + 1
-        return record
+        return self[self._cursor]
 
     def __next__(self) -> dict:
         return self.next()

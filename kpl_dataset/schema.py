@@ -10,7 +10,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from kpl_dataset.errors import KPLDatasetError
+from kpl_dataset.errors import (
+    DatasetKeyError,
+    DatasetTypeError,
+    DatasetValueError,
+    DefinitionError,
+)
 
 
 class BasicType:
@@ -49,27 +54,27 @@ def _join(path: str, key: str) -> str:
 
 
 def check_record_type(record_type: Any, path: str = "") -> None:
-    """Raise KPLDatasetError naming the key path when record_type is not a valid definition."""
+    """Raise DefinitionError naming the key path when record_type is not a valid definition."""
     where = path or "<root>"
     if not path and not isinstance(record_type, dict):
-        raise KPLDatasetError(
+        raise DefinitionError(
             f"record_type <root>: must be a dict of fields, got {type(record_type).__name__}"
         )
     if isinstance(record_type, dict):
         if not record_type:
-            raise KPLDatasetError(f"record_type {where}: a dict must have at least one key")
+            raise DefinitionError(f"record_type {where}: a dict must have at least one key")
         for key, value in record_type.items():
             if not isinstance(key, str):
-                raise KPLDatasetError(f"record_type {where}: key {key!r} must be a string")
+                raise DefinitionError(f"record_type {where}: key {key!r} must be a string")
             check_record_type(value, _join(path, key))
     elif isinstance(record_type, list):
         if len(record_type) != 1:
-            raise KPLDatasetError(
+            raise DefinitionError(
                 f"record_type {where}: a list must hold exactly one element type, got {len(record_type)}"
             )
         check_record_type(record_type[0], f"{path}[]")
     elif not (isinstance(record_type, str) and record_type in _LEAF_TYPES):
-        raise KPLDatasetError(
+        raise DefinitionError(
             f"record_type {where}: {record_type!r} is not a BasicType "
             f"(one of {', '.join(_LEAF_TYPES)}), a dict or a one-element list"
         )
@@ -91,12 +96,13 @@ def to_arrow_schema(record_type: dict) -> pa.Schema:
 
 
 class FieldError(Exception):
-    """Carry a field path (innermost first) and a reason up to the record's error."""
+    """Carry a field path (innermost first), a reason and the error class up to the record's error."""
 
-    def __init__(self, reason: str, parts: list[str] | None = None):
+    def __init__(self, reason: str, parts: list[str] | None = None, kind: type = DatasetTypeError):
         super().__init__(reason)
         self.reason = reason
         self.parts = parts or []
+        self.kind = kind
 
     def path(self) -> str:
         out = ""
@@ -134,7 +140,7 @@ def _v_int(value: Any, acc: list) -> int:
         if _INT64_MIN <= value <= _INT64_MAX:
             acc[0] += 8
             return value
-        raise FieldError(f"expected Int, got {value} which does not fit in 64 bits")
+        raise FieldError(f"expected Int, got {value} which does not fit in 64 bits", kind=DatasetValueError)
     if _is_numpy_bool(value):
         acc[0] += 8
         return int(value)
@@ -211,29 +217,68 @@ def _v_list(item: Validator) -> Validator:
     return check
 
 
-def _check_keys(value: Any, keys: tuple[str, ...]) -> None:
+_DEFAULTS = {
+    BasicType.String: "",
+    BasicType.Int: 0,
+    BasicType.Float: 0.0,
+    BasicType.ByteArray: b"",
+    BasicType.Bool: False,
+    BasicType.File: {"type": 0, "content": b"", "file_path": "", "size": 0},
+}
+
+
+def default_value(record_type: Any) -> Any:
+    """Return what a missing field holds, as kpl-dataset 0.0.9 read it back (0, "", b"", [], 0.0)."""
+    if isinstance(record_type, dict):
+        return {k: default_value(v) for k, v in record_type.items()}
+    if isinstance(record_type, list):
+        return []
+    return _DEFAULTS[record_type]
+
+
+def _check_keys(value: Any, keys: tuple[str, ...]) -> bool:
+    """Raise unless value is a dict with no key outside keys; return whether it has every key."""
     if not isinstance(value, dict):
         raise FieldError(f"expected a dict, got {_show(value)}")
-    if len(value) != len(keys) or any(k not in value for k in keys):
-        missing = [k for k in keys if k not in value]
-        extra = [k for k in value if k not in keys]
-        parts = []
-        if missing:
-            parts.append(f"missing key(s) {', '.join(map(repr, missing))}")
-        if extra:
-            parts.append(f"unexpected key(s) {', '.join(map(repr, extra))}")
-        raise FieldError("; ".join(parts))
+    if len(value) == len(keys) and all(k in value for k in keys):
+        return True
+    extra = [k for k in value if k not in keys]
+    if extra:
+        raise FieldError(
+            f"unexpected key(s) {', '.join(map(repr, extra))}, not in the record_type", kind=DatasetKeyError
+        )
+    return False
 
 
-def _v_dict(fields: dict[str, Validator]) -> Validator:
-    keys = tuple(fields)
+# One field of a dict node: (key, validator, default when the key is missing).
+Field = tuple[str, Validator, Any]
+
+
+def _field_values(value: dict, fields: list[Field], complete: bool, acc: list) -> list:
+    # Missing keys take their type's default, as the original wrote them.
+    out = []
+    for key, validate, default in fields:
+        try:
+            out.append(validate(value[key], acc) if complete or key in value else default)
+        except FieldError as err:
+            err.parts.append(key)
+            raise
+    return out
+
+
+def _fields(record_type: dict, encode_file: FileEncoder) -> list[Field]:
+    return [(k, compile_validator(v, encode_file), default_value(v)) for k, v in record_type.items()]
+
+
+def _v_dict(fields: list[Field]) -> Validator:
+    keys = tuple(key for key, _, _ in fields)
 
     def check(value: Any, acc: list) -> dict:
-        _check_keys(value, keys)
+        complete = _check_keys(value, keys)
         out = {}
-        for key, validate in fields.items():
+        for key, validate, default in fields:
             try:
-                out[key] = validate(value[key], acc)
+                out[key] = validate(value[key], acc) if complete or key in value else default
             except FieldError as err:
                 err.parts.append(key)
                 raise
@@ -245,7 +290,7 @@ def _v_dict(fields: dict[str, Validator]) -> Validator:
 def compile_validator(record_type: Any, encode_file: FileEncoder) -> Validator:
     """Build a fast validator for one (checked) record_type node."""
     if isinstance(record_type, dict):
-        return _v_dict({k: compile_validator(v, encode_file) for k, v in record_type.items()})
+        return _v_dict(_fields(record_type, encode_file))
     if isinstance(record_type, list):
         return _v_list(compile_validator(record_type[0], encode_file))
     if record_type == BasicType.File:
@@ -259,21 +304,14 @@ class RecordChecker:
     def __init__(self, record_type: dict, encode_file: FileEncoder):
         check_record_type(record_type)
         self.keys = tuple(record_type)
-        self._fields = [compile_validator(v, encode_file) for v in record_type.values()]
+        self._fields = _fields(record_type, encode_file)
 
     def check(self, record: Any, index: int) -> tuple[list, int]:
         """Return (one value per top-level field, approximate bytes) or raise naming the record."""
         acc = [0]
         try:
-            _check_keys(record, self.keys)
-            values = []
-            for key, validate in zip(self.keys, self._fields, strict=False):
-                try:
-                    values.append(validate(record[key], acc))
-                except FieldError as err:
-                    err.parts.append(key)
-                    raise
+            values = _field_values(record, self._fields, _check_keys(record, self.keys), acc)
         except FieldError as err:
             where = f", field {err.path()}" if err.parts else ""
-            raise KPLDatasetError(f"record {index}{where}: {err.reason}") from None
+            raise err.kind(f"record {index}{where}: {err.reason}") from None
         return values, acc[0]

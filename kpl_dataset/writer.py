@@ -15,8 +15,14 @@ import pyarrow as pa
 
 from kpl_dataset import arrays
 from kpl_dataset.checksum import Digest
-from kpl_dataset.errors import KPLDatasetError
-from kpl_dataset.files import PREVIEW_BYTES, FileType, copy_to, read_source, size_threshold
+from kpl_dataset.errors import (
+    DatasetNotFoundError,
+    DatasetOSError,
+    DatasetTypeError,
+    DatasetValueError,
+    KPLDatasetError,
+)
+from kpl_dataset.files import PREVIEW_BYTES, FileType, copy_to, read_source
 from kpl_dataset.fs import Location, resolve, sync_dir
 from kpl_dataset.manifest import (
     Batch,
@@ -267,7 +273,7 @@ class WriteOnlyDataset:
         if record_type is None:
             if self._mode == "a" and self._old is not None:
                 return self._old.record_type
-            raise KPLDatasetError("record_type is required to create a dataset part")
+            raise DatasetTypeError("record_type is required to create a dataset part")
         schema = to_arrow_schema(record_type)
         if self._mode == "a" and self._old is not None and not schema.equals(self._old.schema):
             raise KPLDatasetError(
@@ -307,11 +313,12 @@ class WriteOnlyDataset:
 
     def _encode_file(self, path: str, acc: list) -> dict:
         try:
-            size, data = read_source(path)
+            size, data, form = read_source(path)
         except OSError as err:
-            raise FieldError(str(err)) from None
+            kind = DatasetNotFoundError if isinstance(err, FileNotFoundError) else DatasetOSError
+            raise FieldError(f"cannot read file {path!r}: {err.strerror or err}", kind=kind) from None
         acc[0] += len(data)
-        if size <= size_threshold():
+        if form == FileType.Small:
             return {"type": FileType.Small, "content": data, "file_path": "", "size": size}
         if not self._file_count:
             self._ensure_folder("files")
@@ -321,7 +328,9 @@ class WriteOnlyDataset:
         try:
             copy_to(self._loc, path, rel, durable=self._durable)
         except OSError as err:
-            raise FieldError(f"cannot copy file {path!r} into the dataset: {err}") from None
+            raise FieldError(
+                f"cannot copy file {path!r} into the dataset: {err}", kind=DatasetOSError
+            ) from None
         return {"type": FileType.Large, "content": data[:PREVIEW_BYTES], "file_path": rel, "size": size}
 
     def get_meta_db(self) -> MetaDB:
@@ -331,7 +340,7 @@ class WriteOnlyDataset:
     def write(self, value: dict) -> None:
         """Validate one record and buffer it; a bad record raises and is not written."""
         if self._closed:
-            raise KPLDatasetError("write() on a closed WriteOnlyDataset")
+            raise DatasetValueError("write() on a closed WriteOnlyDataset")
         values, nbytes = self._checker.check(value, self._count)
         if nbytes >= self._limits[1]:
             self._flush()  # a record larger than a batch gets a batch of its own: its bytes are not copied

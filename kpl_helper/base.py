@@ -48,6 +48,9 @@ class Config:
     events_url: str | None = None
     job_token: str | None = None
     run_dir: str | None = None
+    api_url: str | None = None
+    api_token: str | None = None
+    cluster: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -68,6 +71,10 @@ class Config:
             events_url=env.get("KPL_EVENTS_URL") or None,
             job_token=env.get("KPL_JOB_TOKEN"),
             run_dir=env.get("KPL_RUN_DIR"),
+            api_url=env.get("KPL_API_URL"),
+            api_token=env.get("KPL_API_TOKEN"),
+            # Every Kubernetes pod has this variable; jobs of the local executor do not.
+            cluster="kubernetes" if env.get("KUBERNETES_SERVICE_HOST") else "local",
         )
 
     @property
@@ -82,8 +89,15 @@ class Config:
     def get_env_type(self) -> str | None:
         return self.env_type
 
-    def get_task_id(self) -> str | None:
-        return self.task_id
+    def get_task_id(self) -> int | None:
+        """Return the job id as an int (the original's type): decimal as is, else read as hexadecimal."""
+        if not self.inner:
+            return None
+        text = (self.task_id or "0").strip()
+        try:
+            return int(text) if text.isdecimal() else int(text, 16)
+        except ValueError:
+            raise ValueError(f"KPL_ENV_TASK_ID {self.task_id!r} is not a job id") from None
 
     def get_input_root(self) -> str:
         return self.input_root or ""
@@ -93,6 +107,26 @@ class Config:
 
     def get_parameter(self) -> str | None:
         return self.parameter if self.inner else "{}"
+
+    def get_api_url(self) -> str:
+        """Return the platform's REST API (KPL_API_URL), without a trailing slash; "" when unknown."""
+        return (self.api_url or "").rstrip("/") if self.inner else ""
+
+    def get_jwt_token(self) -> str:
+        """Return the token for that API (KPL_API_TOKEN); "" when unknown."""
+        return (self.api_token or "") if self.inner else ""
+
+    def get_metric_api(self) -> str:
+        """Return where this job's metrics go: KPL_EVENTS_URL, else the KPL_EVENTS_FILE path."""
+        return (self.events_url or self.events_file or "") if self.inner else ""
+
+    def get_metric_token(self) -> str:
+        """Return the token that authorises the job's events (KPL_JOB_TOKEN); "" when none."""
+        return (self.job_token or "") if self.inner else ""
+
+    def get_cluster(self) -> str | None:
+        """Return what runs the job: "kubernetes" or "local"; None outside (as the original)."""
+        return self.cluster if self.inner else None
 
 
 def get_config() -> Config:

@@ -13,6 +13,12 @@ import yaml
 from kpl_helper.base import get_config, logger
 
 
+class MissingParameterError(KeyError, AttributeError):
+    """Raise for a parameter that is not there: KeyError as in the original, AttributeError so hasattr works."""
+
+    __str__ = Exception.__str__  # KeyError would show the message in quotes
+
+
 class DotDict(dict):
     """A dict whose keys are also attributes (`p.KEY1.KEY2`), nested dicts and lists included."""
 
@@ -25,7 +31,7 @@ class DotDict(dict):
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(f"parameter has no key {name!r}") from None
+            raise MissingParameterError(f"parameter has no key {name!r}") from None
 
     def __setattr__(self, name: str, value) -> None:
         self[name] = value
@@ -34,7 +40,7 @@ class DotDict(dict):
         try:
             del self[name]
         except KeyError:
-            raise AttributeError(f"parameter has no key {name!r}") from None
+            raise MissingParameterError(f"parameter has no key {name!r}") from None
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, _wrap(value))
@@ -117,15 +123,25 @@ def _from_yaml(path: str) -> DotDict:
     return DotDict(value)
 
 
-def write_parameter(path: str | None = None) -> None:
-    """Write the job's parameters as YAML to `path` (default: argv, as in `khelper write <yml>`)."""
-    if path is None:
-        argv = sys.argv
-        if len(argv) > 2 and argv[1] == "write":
-            path = argv[2]
-        else:
-            logger.error("Write Failed !!!\nUsage `helper write <yml file>` to write parameters to yml")
-            sys.exit(1)
+def write_parameter() -> None:
+    """Write the job's parameters to the YAML file named by `sys.argv` (`helper write <yml>`), as the original.
+
+    Like the original it logs, rather than raises, when the parameters cannot be written.
+    """
+    argv = sys.argv
+    if len(argv) > 2 and argv[1] == "write":
+        path = argv[2]
+    else:
+        logger.error("Write Failed !!!\nUsage `helper write <yml file>` to write parameters to yml")
+        sys.exit(1)
+    try:
+        write_parameter_file(path)
+    except (OSError, ValueError, LookupError) as error:
+        logger.error("Could get parameters. {}".format(error))  # noqa: UP032 original text
+
+
+def write_parameter_file(path: str) -> None:
+    """Write the job's parameters as YAML to `path` (atomically); `{}` outside the platform."""
     config = get_config()
     if not config.inner:
         parameters = {}  # the original wrote "{}" outside the platform

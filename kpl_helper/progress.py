@@ -7,6 +7,14 @@ from kpl_helper.base import get_config, logger
 from kpl_helper.metric import number
 
 
+class Metric:
+    """The original's progress sender, kept for code that used `progress.Metric().send_progress(p)`."""
+
+    def send_progress(self, progress) -> None:
+        """Send the job's progress (see send_progress)."""
+        send_progress(progress)
+
+
 def send_progress(progress) -> None:
     """Send the job's progress, clamped to [0.0, 1.0] with a warning; nothing outside the platform.
 

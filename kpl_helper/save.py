@@ -71,25 +71,24 @@ def save(kind: str, path: str, name: str, description: str | None, as_serialized
 
 def _save_logged(
     kind: str, path: str, name: str, description: str | None, as_serialized: bool = False
-) -> bool:
+) -> None:
     # The original logged failures instead of raising, so training never dies at the last step.
     try:
-        return save(kind, path, name, description, as_serialized)
+        save(kind, path, name, description, as_serialized)
     except Exception as error:
         logger.error("[kpl-helper]: %s", error)
-        return False
 
 
-def save_dataset(path: str, name: str, description: str | None, as_serialized: bool = False) -> bool:
+def save_dataset(path: str, name: str, description: str | None, as_serialized: bool = False) -> None:
     """Save a dataset folder (kpl-dataset format when as_serialized) or archive."""
-    return _save_logged("dataset", path, name, description, as_serialized)
+    _save_logged("dataset", path, name, description, as_serialized)
 
 
-def save_model(path: str, name: str, description: str | None) -> bool:
+def save_model(path: str, name: str, description: str | None) -> None:
     """Save a model folder or file."""
-    return _save_logged("model", path, name, description)
+    _save_logged("model", path, name, description)
 
 
-def save_algorithm(path: str, name: str, description: str | None) -> bool:
+def save_algorithm(path: str, name: str, description: str | None) -> None:
     """Save an algorithm folder (with environment.yml, at most 50 MB) or archive."""
-    return _save_logged("algorithm", path, name, description)
+    _save_logged("algorithm", path, name, description)

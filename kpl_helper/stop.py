@@ -6,6 +6,14 @@ from kpl_helper import events
 from kpl_helper.base import logger
 
 
+class StopTask:
+    """The original's stop request, kept for code that used `stop.StopTask().stop()`."""
+
+    def stop(self) -> None:
+        """Ask the platform to stop this job (see kill)."""
+        kill()
+
+
 def kill() -> None:
     """Ask the platform to stop this job, after sending every buffered event."""
     if events.get_writer() is not None:

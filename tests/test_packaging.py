@@ -173,4 +173,5 @@ def test_kpl_helper_wheel_works_with_only_pyyaml(tmp_path):
     )
     out = run(python, "-I", "-c", script, cwd=tmp_path, env=isolated_env(tmp_path))
     assert out.split() == ["0.1", "3"]
-    assert (tmp_path / "venv" / "bin" / "khelper").is_file()
+    khelper = tmp_path / "venv" / "bin" / "khelper"  # entry point kpl_helper.cli.main:main, as the original
+    assert "usage: khelper" in run(khelper, "--help", cwd=tmp_path, env=isolated_env(tmp_path))

@@ -11,6 +11,7 @@ from typing import Any
 
 from kpl_dataset import BasicType
 from kpl_dataset._progress import Progress
+from kpl_dataset.files import FileAs, FileType
 from kpl_dataset.importers.output import DatasetOutput
 from kpl_dataset.importers.protowire import (
     WireError,
@@ -31,7 +32,6 @@ _BASIC_TYPES = {
     "file": BasicType.File,
 }
 _BASIC_NUMBERS = {6: "string", 3: "int64", 1: "bytes", 2: "float64", 4: "list", 5: "map", 7: "file"}
-_FILE_LARGE = 1
 
 # Feature field numbers (define.proto).
 _F_STRING, _F_BYTES, _F_DOUBLE, _F_INT, _F_LIST, _F_MAP, _F_FILE = 2, 3, 4, 5, 7, 8, 9
@@ -299,13 +299,14 @@ class FileValues:
             return [self.convert(v, kind[0]) for v in value]
         if kind != BasicType.File:
             return value
-        if value["type"] == _FILE_LARGE:
-            return str(self.part.large_file(value["file_path"]))
+        # Each value keeps its form (Small inline, Large beside the shards) whatever the threshold.
+        if value["type"] == FileType.Large:
+            return FileAs(str(self.part.large_file(value["file_path"])), FileType.Large)
         fd, name = tempfile.mkstemp(dir=self.scratch)
         with os.fdopen(fd, "wb") as fp:
             fp.write(value["content"])
         self._made.append(name)
-        return name
+        return FileAs(name, FileType.Small)
 
     def release(self) -> None:
         """Remove the scratch files made for the last record (the writer has read them)."""

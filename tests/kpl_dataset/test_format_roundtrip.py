@@ -77,6 +77,7 @@ def test_all_types_round_trip_across_batches_and_shards(tmp_path, batch_rows, sh
         assert reader[-40] == records[0]
         assert reader[5:30:4] == records[5:30:4]
         assert reader[::-1] == records[::-1]
+        reader.reset()  # reader[i] moved the cursor to i + 1, as in the original
         assert list(reader) == records
         with pytest.raises(IndexError):
             reader[40]

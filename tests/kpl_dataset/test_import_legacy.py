@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kpl_dataset import ReadOnlyDataset, list_parts
+from kpl_dataset import MetaDB, ReadOnlyDataset, list_parts
 from kpl_dataset.cli import main
 from kpl_dataset.importers.legacy import LegacyPart, decode_map, read_index, read_meta
 from kpl_dataset.importers.protowire import WireError, fields, parse_text, read_varint, signed64, unescape
@@ -204,3 +204,31 @@ def test_double_field_is_little_endian():
     feature = b"\x21" + struct.pack("<d", -2.5)
     entry = b"\x0a\x01f" + b"\x12" + varint(len(feature)) + feature
     assert decode_map(b"\x0a" + varint(len(entry)) + entry, {"f": "Float"}) == {"f": -2.5}
+
+
+def test_migrated_files_keep_their_small_or_large_form(tmp_path, capsys):
+    dest = tmp_path / "migrated"
+    assert run(["legacy", FIXTURES / "alltypes", dest], capsys)[0] == 0
+    with ReadOnlyDataset(str(dest), "root") as reader:
+        small, large = reader[0]["file"], reader[1]["file"]
+        assert small["type"] == 0 and small["file_path"] == ""
+        # 3 KB is far under the 50 MB threshold, yet the original stored it as a large file.
+        assert large["type"] == 1 and large["size"] == 3072 and len(large["content"]) == 512
+        assert large["file_path"].startswith("root.kpl/files/")
+        assert len(reader.read_file(large)) == 3072
+
+
+@pytest.mark.parametrize("data_name", [None, "train", "测试", "absent"])
+def test_opening_an_original_folder_says_to_run_legacy(data_name):
+    with pytest.raises(FileNotFoundError, match="convert it with `kpl-dataset legacy`"):
+        ReadOnlyDataset(str(FIXTURES / "classification"), data_name)
+
+
+def test_metadb_reads_the_original_prop_file_until_the_part_has_its_own(tmp_path):
+    src = copy_fixture(tmp_path, "classification")
+    want = EXPECTED["classification"]["train"]["properties"]
+    db = MetaDB(str(src / "train.prop"))
+    assert {k: db.get(k) for k in db.keys()} == want  # noqa: SIM118 - MetaDB is no dict
+    db.put("added", 1)
+    assert MetaDB(str(src / "train.prop")).get("added") == 1
+    assert set(MetaDB(str(src / "train.prop")).keys()) == {*want, "added"}

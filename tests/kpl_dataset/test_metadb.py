@@ -51,13 +51,19 @@ def test_merge_from_overwrites_and_adds(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "key,value,message", [(1, 1, "key must be a string"), ("k", None, "NoneType"), ("k", {1: 2}, "dict key")]
+    "key,value,message,builtin",
+    [
+        (1, 1, "key must be a string", AssertionError),
+        ("k", None, "NoneType", TypeError),
+        ("k", {1: 2}, "dict key", AssertionError),
+    ],
 )
-def test_bad_keys_and_values(tmp_path, key, value, message):
+def test_bad_keys_and_values(tmp_path, key, value, message, builtin):
     WriteOnlyDataset(tmp_path, None, {"x": BasicType.Int}).close()
     db = ReadOnlyDataset(tmp_path, None).get_meta_db()
-    with pytest.raises(KPLDatasetError, match=message):
+    with pytest.raises(KPLDatasetError, match=message) as info:
         db.put(key, value)
+    assert isinstance(info.value, builtin)  # what the original raised (assert for keys)
     assert db.keys() == ()
 
 
@@ -66,3 +72,23 @@ def test_damaged_metadb_file(tmp_path):
     (tmp_path / "root.meta.json").write_text("[1]")
     with pytest.raises(KPLDatasetError, match=r"root\.meta\.json: must hold a JSON object"):
         ReadOnlyDataset(tmp_path, None).get_meta_db().keys()
+
+
+def test_metadb_opened_by_the_original_prop_path(tmp_path):
+    with WriteOnlyDataset(tmp_path, "train", {"a": BasicType.Int}) as writer:
+        writer.get_meta_db().put("classes", ["a", "b"])
+    db = MetaDB(str(tmp_path / "train.prop"))
+    assert db.get("classes") == ["a", "b"]
+    db.put("n", 2)
+    assert ReadOnlyDataset(tmp_path, "train").get_meta_db().get("n") == 2
+    standalone = MetaDB(str(tmp_path / "props.prop"))  # the original's MetaDB also worked on its own
+    standalone.put("k", {"v": 1.5})
+    assert MetaDB(str(tmp_path / "props.prop")).get("k") == {"v": 1.5}
+
+
+def test_original_module_names_import():
+    from kpl_dataset.dataset import DEFAULT_DATA_NAME, MetaDB, ReadOnlyDataset, WriteOnlyDataset
+    from kpl_dataset.record import BasicType, FileType, set_size_threshold
+
+    assert DEFAULT_DATA_NAME == "root" and BasicType.File == "File" and FileType.Large == 1
+    assert callable(set_size_threshold) and MetaDB and ReadOnlyDataset and WriteOnlyDataset

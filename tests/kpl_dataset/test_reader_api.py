@@ -50,6 +50,17 @@ def test_cursor_is_shared_by_next_and_iteration(reader):
     assert len(list(reader)) == 10
 
 
+def test_next_continues_after_the_record_read_by_index(reader):
+    assert reader[6]["i"] == 6
+    assert reader.next()["i"] == 7
+    assert [r["i"] for r in reader] == [8, 9]
+    assert reader[2:5] == [reader[2], reader[3], reader[4]]
+    assert reader.next()["i"] == 5  # a slice leaves the cursor where reader[4] put it
+    assert reader[-1]["i"] == 9
+    with pytest.raises(StopIteration):
+        reader.next()
+
+
 def test_schema_properties(reader):
     assert reader.schema == RT
     assert reader.arrow_schema.names == ["i", "s"]
@@ -72,4 +83,5 @@ def test_records_are_fresh_objects_the_caller_may_change(tmp_path):
     first["s"] = "changed"
     first["box"]["tags"].append("extra")
     assert reader[1] == {"s": "é1", "f": 0.5, "b": False, "box": {"tags": ["1"]}}
+    reader.reset()
     assert [r["s"] for r in reader] == ["é0", "é1", "é2", "é3"]

@@ -90,6 +90,7 @@ def test_writing_and_reading_never_import_pandas(tmp_path):
             w.write(record)
         reader = ReadOnlyDataset({str(tmp_path / "ds")!r}, None)
         got = reader[0]
+        reader.reset()
         assert list(reader) == [got] and got["objs"] == record["objs"] and got["file"]["size"] == 3000
         assert reader.read_file(got["file"]) == b"x" * 3000
         print("pandas" in sys.modules)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import pickle
 import sys
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from kpl_helper import get_parameter, write_parameter
-from kpl_helper.parameter import DotDict
+from kpl_helper.parameter import DotDict, write_parameter_file
 
 PARAMETER_YML = """\
 KEY1:
@@ -107,10 +108,12 @@ def test_notebook_uses_the_default(job, monkeypatch, parameter_yml):
     assert get_parameter(default=str(parameter_yml)).KEY1.KEY2 == "VALUE"
 
 
-def test_missing_attribute_is_attribute_error_naming_key():
+def test_missing_attribute_is_key_and_attribute_error_naming_key():
     p = DotDict({"a": 1})
     assert not hasattr(p, "b")
     with pytest.raises(AttributeError, match="'b'"):
+        _ = p.b
+    with pytest.raises(KeyError, match="'b'"):  # what the original raised
         _ = p.b
     with pytest.raises(AttributeError, match="'b'"):
         del p.b
@@ -150,14 +153,14 @@ def test_deepcopy_and_json(parameter_yml):
 
 def test_write_parameter_inside_a_job(job, tmp_path):
     out = tmp_path / "sub" / "out.yml"
-    write_parameter(str(out))
+    write_parameter_file(str(out))
     assert yaml.safe_load(out.read_text()) == {"lr": 0.1, "net": {"depth": 18}}
     assert [p.name for p in out.parent.iterdir()] == ["out.yml"]  # no temporary file left
 
 
 def test_write_parameter_outside_writes_empty(tmp_path):
     out = tmp_path / "out.yml"
-    write_parameter(str(out))
+    write_parameter_file(str(out))
     assert yaml.safe_load(out.read_text()) == {}
 
 
@@ -176,7 +179,16 @@ def test_write_parameter_usage_error(monkeypatch, capsys):
     assert "Usage `helper write <yml file>`" in capsys.readouterr().out
 
 
-def test_write_parameter_without_job_parameters(job, monkeypatch, tmp_path):
+def test_write_parameter_without_job_parameters(job, monkeypatch, tmp_path, capsys):
     monkeypatch.delenv("KPL_ENV_PARAMETER")
     with pytest.raises(LookupError, match="neither KPL_ENV_PARAMETER nor KPL_PARAMETER_FILE"):
-        write_parameter(str(tmp_path / "out.yml"))
+        write_parameter_file(str(tmp_path / "out.yml"))
+    # write_parameter() logs instead, as the original did.
+    monkeypatch.setattr(sys, "argv", ["helper", "write", str(tmp_path / "out.yml")])
+    assert write_parameter() is None
+    assert "Could get parameters. cannot write parameters" in capsys.readouterr().out
+    assert not (tmp_path / "out.yml").exists()
+
+
+def test_write_parameter_keeps_the_original_signature():
+    assert list(inspect.signature(write_parameter).parameters) == []

@@ -26,15 +26,15 @@ def algorithm_dir(tmp_path):
 
 
 def test_outside_logs_and_does_nothing(model_dir, capsys):
-    assert helper.save_model(str(model_dir), "m", "desc") is False
+    assert helper.save_model(str(model_dir), "m", "desc") is None  # the original returned None
     assert "not in a platform job" in capsys.readouterr().out
 
 
 def test_save_events_with_absolute_paths(job, model_dir, algorithm_dir, monkeypatch):
     monkeypatch.chdir(model_dir.parent)
-    assert helper.save_dataset("model", "ds", "a dataset", as_serialized=True)
-    assert helper.save_model(str(model_dir / "weights.pt"), "m", None)
-    assert helper.save_algorithm(str(algorithm_dir), "algo", "v2")
+    helper.save_dataset("model", "ds", "a dataset", as_serialized=True)
+    helper.save_model(str(model_dir / "weights.pt"), "m", None)
+    assert helper.save_algorithm(str(algorithm_dir), "algo", "v2") is None
     found = job.events()
     assert [(e["type"], e["kind"], e["path"], e["name"]) for e in found] == [
         ("save", "dataset", str(model_dir), "ds"),
@@ -47,7 +47,7 @@ def test_save_events_with_absolute_paths(job, model_dir, algorithm_dir, monkeypa
 
 
 def test_errors_are_logged_not_raised_like_the_original(job, tmp_path, capsys):
-    assert helper.save_model(str(tmp_path / "missing"), "m", "d") is False
+    assert helper.save_model(str(tmp_path / "missing"), "m", "d") is None
     assert "does not exist" in capsys.readouterr().out
     assert job.events() == []
 
@@ -99,6 +99,11 @@ def test_kill_outside_does_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     helper.kill()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_original_stop_task_class_sends_stop(job):
+    helper.stop.StopTask().stop()
+    assert [e["type"] for e in job.events()] == ["stop"]
 
 
 def test_kill_sends_stop_after_queued_metrics(job):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kpl_helper.parameter import write_parameter
+from kpl_helper.parameter import write_parameter_file
 from kpl_helper.save import save
 from kpl_helper.stop import kill
 
@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
 
     write = sub.add_parser("write", help="write the job's parameters to a YAML file")
     write.add_argument("yml", help="path of the YAML file to write")
-    write.set_defaults(func=lambda args: write_parameter(args.yml))
+    write.set_defaults(func=lambda args: write_parameter_file(args.yml))
 
     saver = sub.add_parser("save", help="save a dataset, model or algorithm")
     saver.set_defaults(func=lambda args: saver.print_help())

@@ -80,8 +80,10 @@ class ReadOnlyDataset:
         columns: list[str] | None = None,
         verify: bool | str = True,
         filesystem: Any = None,
+        zero_copy: bool = False,
     ):
-        self._args = (data_dir, data_name, columns, verify, filesystem)
+        self._args = (data_dir, data_name, columns, verify, filesystem, zero_copy)
+        self._zero_copy = bool(zero_copy)
         self._loc = resolve(data_dir, filesystem)
         self._part = self._choose_part(data_name)
         manifest = load_manifest(self._loc, self._part)
@@ -139,8 +141,8 @@ class ReadOnlyDataset:
 
     # Pickling reopens the files in the receiving process (DataLoader workers).
     def __reduce__(self) -> tuple:
-        data_dir, data_name, columns, verify, filesystem = self._args
-        return _reopen, (data_dir, self._part, columns, verify, filesystem)
+        data_dir, data_name, columns, verify, filesystem, zero_copy = self._args
+        return _reopen, (data_dir, self._part, columns, verify, filesystem, zero_copy)
 
     @property
     def schema(self) -> dict:
@@ -193,15 +195,24 @@ class ReadOnlyDataset:
         for name, c in zip(self._names, cols, strict=True):
             if c.null_count:
                 raise KPLDatasetError(f"{where}: field {name} holds nulls, which kpl-dataset never writes")
-        try:
-            self._rows[g] = arrays.row_function(self._names, [arrays.getter(c) for c in cols])
-        except Exception as err:  # a buffer of the wrong size is damage too
-            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
         self._batches[g] = cols
         if not self._loc.local and len(self._batches) > _REMOTE_CACHE:
             old, _ = self._batches.popitem(last=False)
-            del self._rows[old]
+            self._rows.pop(old, None)
         return cols
+
+    def _row(self, g: int) -> Any:
+        """Return row -> record of batch g, built on its first random access (iteration never needs it)."""
+        cols = self._batch(g)
+        try:
+            row = self._rows[g] = arrays.row_function(
+                self._names, [arrays.getter(c, self._zero_copy) for c in cols]
+            )
+        except Exception as err:  # a buffer of the wrong size is damage too
+            raise KPLDatasetError(
+                f"{self._describe(g)}: damaged record batch ({type(err).__name__}: {err})"
+            ) from None
+        return row
 
     def _describe(self, g: int) -> str:
         s, b = self._where[g]
@@ -236,8 +247,7 @@ class ReadOnlyDataset:
         g = bisect.bisect_right(self._starts, i) - 1
         row = self._rows.get(g)
         if row is None:
-            self._batch(g)
-            row = self._rows[g]
+            row = self._row(g)
         return row(i - self._starts[g])
 
     def next(self) -> dict:
@@ -260,7 +270,7 @@ class ReadOnlyDataset:
             cols = self._batch(g)
             skip = self._cursor - self._starts[g]
             try:
-                columns = [islice(arrays.values(c), skip, None) for c in cols]
+                columns = [islice(arrays.values(c, self._zero_copy), skip, None) for c in cols]
             except Exception as err:  # a buffer of the wrong size is damage too
                 raise KPLDatasetError(f"{self._describe(g)}: damaged record batch ({err})") from None
             for record in map(make, *columns) if columns else ({} for _ in range(self._counts[g] - skip)):
@@ -341,5 +351,9 @@ class ReadOnlyDataset:
             return f.read()
 
 
-def _reopen(data_dir: Any, part: str, columns: Any, verify: bool | str, filesystem: Any) -> ReadOnlyDataset:
-    return ReadOnlyDataset(data_dir, part, columns=columns, verify=verify, filesystem=filesystem)
+def _reopen(
+    data_dir: Any, part: str, columns: Any, verify: bool | str, filesystem: Any, zero_copy: bool
+) -> ReadOnlyDataset:
+    return ReadOnlyDataset(
+        data_dir, part, columns=columns, verify=verify, filesystem=filesystem, zero_copy=zero_copy
+    )

@@ -85,7 +85,7 @@ def values(col: pa.Array, zero_copy: bool = False) -> Any:
     code = _FIXED.get(t)
     if code is not None and t != _INT8:
         return memoryview(col.buffers()[1]).cast(code)[col.offset : col.offset + len(col)].tolist()
-    if t == _BINARY or t == _STRING:
+    if t in (_BINARY, _STRING):
         data, offsets = _slices(col)
         pieces = map(data.__getitem__, map(slice, offsets, offsets[1:]))
         if t == _BINARY:
@@ -108,7 +108,7 @@ def getter(col: pa.Array, zero_copy: bool = False) -> Any:
         if zero_copy:
             return lambda r: data[offsets[r] : offsets[r + 1]]
         return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
-    if t in _FIXED or t == _STRING or t == _BOOL:
+    if t in _FIXED or t in (_STRING, _BOOL):
         # Small immutable values: one conversion per batch makes every later lookup a list index.
         return list(values(col)).__getitem__
     return lambda r: col[r].as_py()  # nested values are mutable: a fresh one per lookup

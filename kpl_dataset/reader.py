@@ -175,26 +175,30 @@ class ReadOnlyDataset:
         s, b = self._where[g]
         shard = self._manifest.shards[s]
         meta = shard.batches[b]
-        f = self._shard(s)
-        where = self._describe(g)
-        buf = f.read(meta.offset, meta.length)
+        buf = self._shard(s).read(meta.offset, meta.length)
         checked = self._verify and self._select is None
         if checked and (
             sum64(buf) != meta.sum64 or (self._verify == "full" and crc(shard.crc, buf) != meta.crc)
         ):
-            raise KPLDatasetError(f"{where}: checksum mismatch, the file is damaged")
+            raise KPLDatasetError(f"{self._describe(g)}: checksum mismatch, the file is damaged")
         try:
             batch = self._decode(buf)
         except KPLDatasetError as err:
-            raise KPLDatasetError(f"{where}: {err}") from None
+            raise KPLDatasetError(f"{self._describe(g)}: {err}") from None
         except Exception as err:  # any failure to parse untrusted bytes is damage
-            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
+            raise KPLDatasetError(
+                f"{self._describe(g)}: damaged record batch ({type(err).__name__}: {err})"
+            ) from None
         if batch.num_rows != meta.rows:
-            raise KPLDatasetError(f"{where}: holds {batch.num_rows} records, the manifest says {meta.rows}")
+            raise KPLDatasetError(
+                f"{self._describe(g)}: holds {batch.num_rows} records, the manifest says {meta.rows}"
+            )
         cols = batch.columns
         for name, c in zip(self._names, cols, strict=True):
             if c.null_count:
-                raise KPLDatasetError(f"{where}: field {name} holds nulls, which kpl-dataset never writes")
+                raise KPLDatasetError(
+                    f"{self._describe(g)}: field {name} holds nulls, which kpl-dataset never writes"
+                )
         self._batches[g] = cols
         if not self._loc.local and len(self._batches) > _REMOTE_CACHE:
             old, _ = self._batches.popitem(last=False)

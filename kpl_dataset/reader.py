@@ -64,7 +64,9 @@ class ReadOnlyDataset:
     """Read a dataset part: iteration, next(), reader[i], slices, Arrow batches.
 
     data_name None opens the part "root", or the first part when there is no "root".
-    columns=[...] reads only those top-level fields.
+    columns=[...] reads only those top-level fields. zero_copy=True returns top-level
+    ByteArray fields as read-only memoryviews of the mapped shard instead of bytes; each
+    view keeps its buffer (and the map) alive, so it stays valid after close().
 
     Every record batch is checked the first time this process touches it: its structure
     always (row count, offsets, Arrow validation), and its bytes against the manifest's

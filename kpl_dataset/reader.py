@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import islice
@@ -58,6 +59,17 @@ class _ShardFile:
     def close(self) -> None:
         self._whole = None
         self._file.close()
+
+
+class _RowFunctions(dict):
+    """Batch -> row function; a missing one is built on first use (iteration never needs them)."""
+
+    def __init__(self, build: Any):
+        super().__init__()
+        self._build = weakref.WeakMethod(build)  # no cycle: a dropped reader unmaps at once
+
+    def __missing__(self, g: int) -> Any:
+        return self._build()(g)
 
 
 class ReadOnlyDataset:
@@ -126,7 +138,7 @@ class ReadOnlyDataset:
         self._pid = os.getpid()
         self._files: dict[int, _ShardFile] = {}
         self._batches: OrderedDict[int, list[pa.Array]] = OrderedDict()
-        self._rows: dict[int, Any] = {}  # batch -> (row -> record dict)
+        self._rows = _RowFunctions(self._row)  # batch -> (row -> record dict), made on first lookup
 
     def _choose_part(self, data_name: str | None) -> str:
         if data_name is not None:
@@ -208,7 +220,7 @@ class ReadOnlyDataset:
         return cols
 
     def _row(self, g: int) -> Any:
-        """Return row -> record of batch g, built on its first random access (iteration never needs it)."""
+        """Build, keep and return row -> record of batch g (on its first random access)."""
         cols = self._batch(g)
         try:
             row = self._rows[g] = arrays.row_function(
@@ -253,7 +265,8 @@ class ReadOnlyDataset:
         g = bisect.bisect_right(self._starts, i) - 1
         row = self._rows.get(g)
         if row is None:
-            row = self._row(g)
+            self._batch(g)
+            row = self._rows[g]
         return row(i - self._starts[g])
 
     def next(self) -> dict:

@@ -40,8 +40,13 @@ TOOLS = {
     "loose": "loose",
     "hf-datasets": "hf_datasets",
     "ours-noverify": "ours_noverify",
+    "ours-zerocopy": "ours_zerocopy",
+    "memcpy": "memcpy",
 }
 DIAGNOSTIC = {"ours-noverify"}  # run only when named in --only
+MEMCPY = "memcpy"  # the reference row: not a peer, never in the write targets
+VARIANTS = {"ours-noverify", "ours-zerocopy"}  # our writer again: not peers either
+SEQ_TARGET = 0.8  # issue 9: the bytes path reads at least 80 % of the same run's memcpy
 SCALES = {
     "full": [(100_000, 10 << 10), (20_000, 64 << 10)],
     "small": [(1_000, 10 << 10), (200, 64 << 10)],
@@ -53,6 +58,7 @@ DROP_CACHES = "/proc/sys/vm/drop_caches"
 COLUMNS = [
     ("write rec/s", "write", "records_per_s", True),
     ("seq GB/s", "seq", "gb_per_s", True),
+    ("seq GB/s CPU", "seq", "cpu_gb_per_s", True),
     ("rand p50 µs", "rand", "p50_us", False),
     ("rand p99 µs", "rand", "p99_us", False),
     ("open ms", "open", "ms", False),
@@ -79,13 +85,19 @@ def size_label(size: int) -> str:
     return f"{size >> 10} KiB" if size % 1024 == 0 else f"{size} B"
 
 
+def original_env(env: dict) -> dict:
+    """Return env without PYTHONPATH: a checkout on it would shadow the original kpl_dataset."""
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+
 def ensure_original_venv(venv: str) -> str:
     """Return the python of a venv holding kpl-dataset 0.0.9, creating the venv on first use."""
     python = os.path.join(venv, "bin", "python")
     probe = [python, "-c", "import kpl_dataset.define_pb2, kpl_dataset; print(kpl_dataset.__file__)"]
+    env = original_env(os.environ)
     if os.path.exists(python):
         # cwd=venv: a probe run from the checkout would import our kpl_dataset instead.
-        done = subprocess.run(probe, capture_output=True, text=True, cwd=venv)
+        done = subprocess.run(probe, capture_output=True, text=True, cwd=venv, env=env)
         if done.returncode == 0 and venv in os.path.realpath(done.stdout.strip()):
             return python
     print(f"creating {venv} with kpl-dataset==0.0.9 (first use)...", file=sys.stderr)
@@ -104,7 +116,7 @@ def ensure_original_venv(venv: str) -> str:
         probe,
     ]
     for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, cwd=os.path.dirname(venv))
+        done = subprocess.run(step, capture_output=True, text=True, cwd=os.path.dirname(venv), env=env)
         if done.returncode != 0:
             raise BenchError(
                 f"cannot prepare {venv}: {' '.join(step)} failed:\n{done.stderr.strip()[-2000:]}"
@@ -164,6 +176,8 @@ def run_worker(
     cmd += ["--lookups", str(args.lookups)]
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
     env["HF_DATASETS_CACHE"] = os.path.join(args.workdir_now, "hf-cache")
+    if python != sys.executable:
+        env = original_env(env)
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=args.workdir_now, env=env)
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-15:]
@@ -174,30 +188,45 @@ def run_worker(
         raise BenchError(f"{module} {phase}: no JSON result on stdout: {done.stdout[-500:]!r}") from None
 
 
-def bench_tool(tool: str, python: str, n: int, size: int, args: argparse.Namespace) -> Run:
-    """Write args.repeat times (fresh folder each), then run each read phase args.repeat times."""
-    run = Run(tool, n, size)
-    module = TOOLS[tool]
-    base = os.path.join(args.workdir_now, f"{tool}-{n}x{size}")
+def bench_payload(tools: list[str], pythons: dict, n: int, size: int, args: argparse.Namespace) -> list[Run]:
+    """Write args.repeat times (fresh folder each), then run each read phase args.repeat times.
+
+    The tools take turns within every repeat, so a change of load on a shared machine hits
+    all of them alike and the ratios between tools in one run stay meaningful.
+    """
+    runs = {tool: Run(tool, n, size) for tool in tools}
+    base = {tool: os.path.join(args.workdir_now, f"{tool}-{n}x{size}") for tool in tools}
+
+    def step(tool: str, phase: str) -> None:
+        run = runs[tool]
+        if run.error or (phase != "write" and run.note(phase)):
+            return  # a failed tool stops; one without the operation is not repeated
+        try:
+            if phase == "write":
+                shutil.rmtree(base[tool], ignore_errors=True)
+                os.makedirs(base[tool])
+            elif args.cold:
+                drop_caches()
+            result = run_worker(pythons[tool], TOOLS[tool], phase, base[tool], args, n, size)
+            run.runs.setdefault(phase, []).append(result)
+        except BenchError as err:
+            run.error = str(err)
+
     try:
-        for _ in range(args.repeat):
-            shutil.rmtree(base, ignore_errors=True)
-            os.makedirs(base)
-            run.runs.setdefault("write", []).append(run_worker(python, module, "write", base, args, n, size))
-        for phase in PHASES[1:]:
-            for _ in range(args.repeat):
-                if args.cold:
-                    drop_caches()
-                result = run_worker(python, module, phase, base, args, n, size)
-                run.runs.setdefault(phase, []).append(result)
-                if "n/a" in result:
-                    break  # the tool has no such operation: nothing to repeat
-    except BenchError as err:
-        run.error = str(err)
+        for phase in PHASES:
+            for r in range(args.repeat):
+                print(
+                    f"  {phase} {r + 1}/{args.repeat}: {n:,} × {size_label(size)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                for tool in tools:
+                    step(tool, phase)
     finally:
         if not args.keep:
-            shutil.rmtree(base, ignore_errors=True)
-    return run
+            for folder in base.values():
+                shutil.rmtree(folder, ignore_errors=True)
+    return list(runs.values())
 
 
 def fmt(value: float | None) -> str:
@@ -246,7 +275,7 @@ def table(runs: list[Run]) -> str:
 
 
 def targets(runs: list[Run]) -> list[str]:
-    """Check issue 2's targets for every payload that has our numbers."""
+    """Check the targets of issues 2 and 9 for every payload that has our numbers."""
     lines = []
     for ours in (r for r in runs if r.tool == "ours" and not r.error):
         same = {r.tool: r for r in runs if (r.records, r.size) == (ours.records, ours.size) and not r.error}
@@ -256,6 +285,21 @@ def targets(runs: list[Run]) -> list[str]:
             return "MET" if ok else "MISSED"
 
         seq = ours.median("seq", "gb_per_s")
+        memcpy = same.get(MEMCPY)
+        for key, clock in (("gb_per_s", "wall"), ("cpu_gb_per_s", "CPU")):
+            limit = memcpy and memcpy.median("seq", key)
+            mine = ours.median("seq", key)
+            if not (limit and mine):
+                continue
+            lines.append(
+                f"[{label}] seq read (bytes) ≥ {SEQ_TARGET:.0%} of memcpy, {clock} time: "
+                f"{mine / limit:.0%} -> {verdict(mine >= SEQ_TARGET * limit)}"
+            )
+            zero = same.get("ours-zerocopy") and same["ours-zerocopy"].median("seq", key)
+            if zero:
+                lines.append(
+                    f"[{label}] seq read (zero_copy=True), {clock} time: {zero / limit:.0%} of memcpy"
+                )
         for peer, factor in ((ORIGINAL, 10), ("tfrecord", 5)):
             other = same.get(peer) and same[peer].median("seq", "gb_per_s")
             if seq and other:
@@ -268,7 +312,7 @@ def targets(runs: list[Run]) -> list[str]:
         write = ours.median("write", "records_per_s")
         for peer, other in same.items():
             w = other.median("write", "records_per_s")
-            if peer != "ours" and peer not in DIAGNOSTIC and write and w:
+            if peer != "ours" and peer != MEMCPY and peer not in VARIANTS and write and w:
                 lines.append(f"[{label}] write ≥ {peer}: {write / w:.2f}× -> {verdict(write >= w)}")
     return lines
 
@@ -329,12 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         for n, size in payloads:
-            for tool in tools:
-                print(f"{tool}: {n:,} × {size_label(size)} ...", file=sys.stderr, flush=True)
-                if tool in setup_errors:
-                    runs.append(Run(tool, n, size, error=setup_errors[tool]))
-                    continue
-                runs.append(bench_tool(tool, pythons[tool], n, size, args))
+            runs += [Run(t, n, size, error=setup_errors[t]) for t in tools if t in setup_errors]
+            runs += bench_payload([t for t in tools if t not in setup_errors], pythons, n, size, args)
     finally:
         shutil.rmtree(args.workdir_now, ignore_errors=True)
     load_end = os.getloadavg()
@@ -357,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{r.tool} ({r.records:,} × {size_label(r.size)}) failed: {r.error}")
     lines = targets(runs)
     if lines:
-        print("\ntargets (issue 2):")
+        print("\ntargets (issues 2 and 9):")
         print("\n".join("  " + line for line in lines))
     if args.json:
         doc = {

@@ -13,6 +13,7 @@ from kpl_dataset.errors import KPLDatasetError
 
 _INT32_MAX = (1 << 31) - 1
 _FIXED = {pa.int64(): "q", pa.float64(): "d", pa.int8(): "b"}
+_INT8, _BINARY, _STRING, _BOOL = pa.int8(), pa.binary(), pa.string(), pa.bool_()
 
 
 def _offsets(lengths: Any, n: int, what: str) -> pa.Buffer:
@@ -68,23 +69,27 @@ def _slices(col: pa.Array) -> tuple[memoryview, list[int]]:
     n = len(col)
     bufs = col.buffers()
     offsets = memoryview(bufs[1]).cast("i")[col.offset : col.offset + n + 1].tolist()
-    data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+    # Format "B" (unsigned), as for bytes: zero-copy values then compare equal to bytes.
+    data = memoryview(bufs[2]).cast("B") if bufs[2] is not None else memoryview(b"")
     return data, offsets
 
 
-def values(col: pa.Array) -> Any:
-    """Return an iterable of the column's Python values, made lazily one row at a time."""
+def values(col: pa.Array, zero_copy: bool = False) -> Any:
+    """Return an iterable of the column's Python values, made lazily one row at a time.
+
+    zero_copy: binary values are read-only memoryviews of the column's buffer, not bytes.
+    """
     t = col.type
     if not len(col):
         return []
     code = _FIXED.get(t)
-    if code is not None and t != pa.int8():
+    if code is not None and t != _INT8:
         return memoryview(col.buffers()[1]).cast(code)[col.offset : col.offset + len(col)].tolist()
-    if t == pa.binary() or t == pa.string():
+    if t in (_BINARY, _STRING):
         data, offsets = _slices(col)
         pieces = map(data.__getitem__, map(slice, offsets, offsets[1:]))
-        if t == pa.binary():
-            return map(memoryview.tobytes, pieces)
+        if t == _BINARY:
+            return pieces if zero_copy else map(memoryview.tobytes, pieces)
         whole = data[: offsets[-1]].tobytes()
         if whole.isascii():  # slicing one decoded str beats decoding every value
             text = whole.decode("ascii")
@@ -93,15 +98,17 @@ def values(col: pa.Array) -> Any:
     return col.to_pylist()
 
 
-def getter(col: pa.Array) -> Any:
-    """Return a fast row -> Python value function for one column."""
+def getter(col: pa.Array, zero_copy: bool = False) -> Any:
+    """Return a fast row -> Python value function for one column (binary as memoryview if zero_copy)."""
     t = col.type
     if not len(col):
         return lambda r: col[r].as_py()
-    if t == pa.binary():
+    if t == _BINARY:
         data, offsets = _slices(col)
+        if zero_copy:
+            return lambda r: data[offsets[r] : offsets[r + 1]]
         return lambda r: data[offsets[r] : offsets[r + 1]].tobytes()
-    if t in _FIXED or t == pa.string() or t == pa.bool_():
+    if t in _FIXED or t in (_STRING, _BOOL):
         # Small immutable values: one conversion per batch makes every later lookup a list index.
         return list(values(col)).__getitem__
     return lambda r: col[r].as_py()  # nested values are mutable: a fresh one per lookup

@@ -15,18 +15,23 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 _MASK = (1 << 64) - 1
 _SMALL = 4096  # below this many bytes a Python sum beats a compute-kernel call
+_SUM = pc.get_function("sum")
+_U64 = pa.uint64()
 
 
 def _words(buf: memoryview) -> int:
     """Return the wrapped sum of the little-endian uint64 words of buf (length a multiple of 8)."""
     if len(buf) < _SMALL:
         return sum(buf.cast("Q")) if buf else 0
-    arr = pa.Array.from_buffers(pa.uint64(), len(buf) // 8, [None, pa.py_buffer(buf)])
-    return pc.sum(arr).as_py()  # uint64 sums wrap modulo 2**64
+    arr = pa.Array.from_buffers(_U64, len(buf) // 8, [None, pa.py_buffer(buf)])
+    return _SUM.call([arr]).as_py()  # uint64 sums wrap modulo 2**64
 
 
 def sum64(data: Any) -> int:
     """Return the sum modulo 2**64 of data's little-endian 64-bit words (last word zero-padded)."""
+    if type(data) is pa.Buffer and data.size % 8 == 0 and data.size >= _SMALL:
+        # A whole batch as read: sum it in place, no views or wrappers (once per batch read).
+        return _SUM.call([pa.Array.from_buffers(_U64, data.size // 8, [None, data])]).as_py()
     view = memoryview(data).cast("B")
     whole = len(view) - len(view) % 8
     total = _words(view[:whole])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import islice
@@ -60,11 +61,24 @@ class _ShardFile:
         self._file.close()
 
 
+class _RowFunctions(dict):
+    """Batch -> row function; a missing one is built on first use (iteration never needs them)."""
+
+    def __init__(self, build: Any):
+        super().__init__()
+        self._build = weakref.WeakMethod(build)  # no cycle: a dropped reader unmaps at once
+
+    def __missing__(self, g: int) -> Any:
+        return self._build()(g)
+
+
 class ReadOnlyDataset:
     """Read a dataset part: iteration, next(), reader[i], slices, Arrow batches.
 
     data_name None opens the part "root", or the first part when there is no "root".
-    columns=[...] reads only those top-level fields.
+    columns=[...] reads only those top-level fields. zero_copy=True returns top-level
+    ByteArray fields as read-only memoryviews of the mapped shard instead of bytes; each
+    view keeps its buffer (and the map) alive, so it stays valid after close().
 
     Every record batch is checked the first time this process touches it: its structure
     always (row count, offsets, Arrow validation), and its bytes against the manifest's
@@ -80,8 +94,10 @@ class ReadOnlyDataset:
         columns: list[str] | None = None,
         verify: bool | str = True,
         filesystem: Any = None,
+        zero_copy: bool = False,
     ):
-        self._args = (data_dir, data_name, columns, verify, filesystem)
+        self._args = (data_dir, data_name, columns, verify, filesystem, zero_copy)
+        self._zero_copy = bool(zero_copy)
         self._loc = resolve(data_dir, filesystem)
         self._part = self._choose_part(data_name)
         manifest = load_manifest(self._loc, self._part)
@@ -124,7 +140,7 @@ class ReadOnlyDataset:
         self._pid = os.getpid()
         self._files: dict[int, _ShardFile] = {}
         self._batches: OrderedDict[int, list[pa.Array]] = OrderedDict()
-        self._rows: dict[int, Any] = {}  # batch -> (row -> record dict)
+        self._rows = _RowFunctions(self._row)  # batch -> (row -> record dict), made on first lookup
 
     def _choose_part(self, data_name: str | None) -> str:
         if data_name is not None:
@@ -147,8 +163,8 @@ class ReadOnlyDataset:
 
     # Pickling reopens the files in the receiving process (DataLoader workers).
     def __reduce__(self) -> tuple:
-        data_dir, data_name, columns, verify, filesystem = self._args
-        return _reopen, (data_dir, self._part, columns, verify, filesystem)
+        data_dir, data_name, columns, verify, filesystem, zero_copy = self._args
+        return _reopen, (data_dir, self._part, columns, verify, filesystem, zero_copy)
 
     @property
     def schema(self) -> dict:
@@ -181,35 +197,48 @@ class ReadOnlyDataset:
         s, b = self._where[g]
         shard = self._manifest.shards[s]
         meta = shard.batches[b]
-        f = self._shard(s)
-        where = self._describe(g)
-        buf = f.read(meta.offset, meta.length)
+        buf = self._shard(s).read(meta.offset, meta.length)
         checked = self._verify and self._select is None
         if checked and (
             sum64(buf) != meta.sum64 or (self._verify == "full" and crc(shard.crc, buf) != meta.crc)
         ):
-            raise KPLDatasetError(f"{where}: checksum mismatch, the file is damaged")
+            raise KPLDatasetError(f"{self._describe(g)}: checksum mismatch, the file is damaged")
         try:
             batch = self._decode(buf)
         except KPLDatasetError as err:
-            raise KPLDatasetError(f"{where}: {err}") from None
+            raise KPLDatasetError(f"{self._describe(g)}: {err}") from None
         except Exception as err:  # any failure to parse untrusted bytes is damage
-            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
+            raise KPLDatasetError(
+                f"{self._describe(g)}: damaged record batch ({type(err).__name__}: {err})"
+            ) from None
         if batch.num_rows != meta.rows:
-            raise KPLDatasetError(f"{where}: holds {batch.num_rows} records, the manifest says {meta.rows}")
+            raise KPLDatasetError(
+                f"{self._describe(g)}: holds {batch.num_rows} records, the manifest says {meta.rows}"
+            )
         cols = batch.columns
         for name, c in zip(self._names, cols, strict=True):
             if c.null_count:
-                raise KPLDatasetError(f"{where}: field {name} holds nulls, which kpl-dataset never writes")
-        try:
-            self._rows[g] = arrays.row_function(self._names, [arrays.getter(c) for c in cols])
-        except Exception as err:  # a buffer of the wrong size is damage too
-            raise KPLDatasetError(f"{where}: damaged record batch ({type(err).__name__}: {err})") from None
+                raise KPLDatasetError(
+                    f"{self._describe(g)}: field {name} holds nulls, which kpl-dataset never writes"
+                )
         self._batches[g] = cols
         if not self._loc.local and len(self._batches) > _REMOTE_CACHE:
             old, _ = self._batches.popitem(last=False)
-            del self._rows[old]
+            self._rows.pop(old, None)
         return cols
+
+    def _row(self, g: int) -> Any:
+        """Build, keep and return row -> record of batch g (on its first random access)."""
+        cols = self._batch(g)
+        try:
+            row = self._rows[g] = arrays.row_function(
+                self._names, [arrays.getter(c, self._zero_copy) for c in cols]
+            )
+        except Exception as err:  # a buffer of the wrong size is damage too
+            raise KPLDatasetError(
+                f"{self._describe(g)}: damaged record batch ({type(err).__name__}: {err})"
+            ) from None
+        return row
 
     def _describe(self, g: int) -> str:
         s, b = self._where[g]
@@ -270,7 +299,7 @@ class ReadOnlyDataset:
             cols = self._batch(g)
             skip = self._cursor - self._starts[g]
             try:
-                columns = [islice(arrays.values(c), skip, None) for c in cols]
+                columns = [islice(arrays.values(c, self._zero_copy), skip, None) for c in cols]
             except Exception as err:  # a buffer of the wrong size is damage too
                 raise KPLDatasetError(f"{self._describe(g)}: damaged record batch ({err})") from None
             for record in map(make, *columns) if columns else ({} for _ in range(self._counts[g] - skip)):
@@ -351,5 +380,9 @@ class ReadOnlyDataset:
             return f.read()
 
 
-def _reopen(data_dir: Any, part: str, columns: Any, verify: bool | str, filesystem: Any) -> ReadOnlyDataset:
-    return ReadOnlyDataset(data_dir, part, columns=columns, verify=verify, filesystem=filesystem)
+def _reopen(
+    data_dir: Any, part: str, columns: Any, verify: bool | str, filesystem: Any, zero_copy: bool
+) -> ReadOnlyDataset:
+    return ReadOnlyDataset(
+        data_dir, part, columns=columns, verify=verify, filesystem=filesystem, zero_copy=zero_copy
+    )

@@ -216,7 +216,7 @@ class WriteOnlyDataset:
         filesystem: Any = None,
         durable: bool = False,
         batch_rows: int = 1024,
-        batch_bytes: int = 8 << 20,
+        batch_bytes: int = 4 << 20,  # a batch is checked, then copied: 4 MiB stays in cache
         shard_rows: int = 1 << 20,
         shard_bytes: int = 256 << 20,
     ):

@@ -1,4 +1,7 @@
-"""Smoke-test benchmarks/dataset_io.py at --scale small for ours and loose files (no timing checks)."""
+"""Smoke-test benchmarks/dataset_io.py at --scale small for ours, its zero-copy read, memcpy and loose files.
+
+No timing checks.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ def test_small_run_prints_every_column(tmp_path):
     bench = _load_script()
     out_json = tmp_path / "out.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--scale", "small", "--only", "ours,loose", "--repeat", "1"]
+        [sys.executable, str(SCRIPT), "--scale", "small", "--only", "ours,ours-zerocopy,memcpy,loose"]
+        + ["--repeat", "1"]
         + ["--lookups", "300", "--workdir", str(tmp_path), "--json", str(out_json)],
         capture_output=True,
         text=True,
@@ -42,17 +46,23 @@ def test_small_run_prints_every_column(tmp_path):
     for title, *_ in bench.COLUMNS:
         assert title in header
     rows = [line for line in lines if line.startswith(("1,000 × 10 KiB", "200 × 64 KiB"))]
-    assert len(rows) == 4  # two tools × two payloads
+    assert len(rows) == 8  # four tools × two payloads
     for row in rows:
         assert "error" not in row and "n/a" not in row
-        assert row.split()[4] in ("ours", "loose")
+        assert row.split()[4] in ("ours", "ours-zerocopy", "memcpy", "loose")
     assert any("(1.00×)" in row for row in rows if " ours " in row)
     assert any("random read p50" in line for line in lines)
+    for clock in ("wall", "CPU"):
+        assert any(f"seq read (bytes) ≥ 80% of memcpy, {clock} time" in line for line in lines)
+        assert any(f"seq read (zero_copy=True), {clock} time" in line for line in lines)
+    assert not any("write ≥ memcpy" in line or "write ≥ ours-" in line for line in lines)
 
     doc = json.loads(out_json.read_text())
     assert doc["cache"] == "warm page cache"
     assert {(r["tool"], r["records"], r["size"]) for r in doc["results"]} == {
-        (tool, n, size) for tool in ("ours", "loose") for n, size in bench.SCALES["small"]
+        (tool, n, size)
+        for tool in ("ours", "ours-zerocopy", "memcpy", "loose")
+        for n, size in bench.SCALES["small"]
     }
     for result in doc["results"]:
         assert result["error"] is None

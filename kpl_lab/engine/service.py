@@ -213,7 +213,8 @@ class JobService(LoggingConfigurable):
                 )
             )
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
-        with self.platform.session(immediate=True) as session:
+        # queued and scheduled in one transaction: the job starts without a second round trip
+        with self.ledger.locked() as session:
             proj = catalog.ensure_project(session, project)
             job = Job(
                 id=self._new_id(session),
@@ -235,7 +236,9 @@ class JobService(LoggingConfigurable):
             )
             session.add(job)
             job_id = job.id
-        self.schedule()
+            started = self._reserve_queued(session)
+        for row in started:
+            self._launch(row)
         return self.get(project, job_id)
 
     def _new_id(self, session) -> str:
@@ -312,27 +315,32 @@ class JobService(LoggingConfigurable):
 
     def schedule(self) -> list[str]:
         """Start the queued jobs that fit, by priority then age; return their ids."""
-        started = []
         with self.ledger.locked() as session:
-            queued = session.scalars(
-                select(Job)
-                .options(joinedload(Job.project))
-                .where(Job.state == "queued")
-                .order_by(Job.priority.desc(), Job.created, Job.id)
-            ).all()
-            waiting_projects: set[str] = set()
-            for job in queued:
-                project = job.project.name
-                if project in waiting_projects:
-                    continue  # first come, first served within a project
-                reservation = self.ledger.try_reserve(session, project, "job", job.id, _resources(job.limits))
-                if reservation is None:
-                    waiting_projects.add(project)
-                    continue
-                job.state, job.started, job.assigned_devices = "running", _now(), reservation.devices
-                started.append(job.id)
-        for job_id in started:
-            self._launch(job_id)
+            started = self._reserve_queued(session)
+        for job in started:
+            self._launch(job)
+        return [job.id for job in started]
+
+    def _reserve_queued(self, session) -> list[Job]:
+        """Reserve resources for the queued jobs that fit and mark them running (ledger locked)."""
+        started = []
+        queued = session.scalars(
+            select(Job)
+            .options(joinedload(Job.project), joinedload(Job.algorithm_version))
+            .where(Job.state == "queued")
+            .order_by(Job.priority.desc(), Job.created, Job.id)
+        ).all()
+        waiting_projects: set[str] = set()
+        for job in queued:
+            project = job.project.name
+            if project in waiting_projects:
+                continue  # first come, first served within a project
+            reservation = self.ledger.try_reserve(session, project, "job", job.id, _resources(job.limits))
+            if reservation is None:
+                waiting_projects.add(project)
+                continue
+            job.state, job.started, job.assigned_devices = "running", _now(), reservation.devices
+            started.append(job)
         return started
 
     def _read_algorithm(self, version):
@@ -371,19 +379,22 @@ class JobService(LoggingConfigurable):
             assigned_devices=job.assigned_devices if self.supervised else {},
         )
 
-    def _launch(self, job_id: str) -> None:
-        job = self._job(job_id)
+    def _launch(self, job: Job) -> None:
+        """Start a job just marked running (the row as the scheduling transaction committed it)."""
         try:
             launch = self._launch_of(job)
-            run_sync(self.executor.before_start(launch))
-            handle = run_sync(self.executor.execute(launch))
+            handle = run_sync(self._start(launch))
         except Exception as error:
-            self.log.exception("job %s could not start", job_id)
-            self._end(job_id, "failed", reason=f"could not start: {error}")
+            self.log.exception("job %s could not start", job.id)
+            self._end(job.id, "failed", reason=f"could not start: {error}")
             return
         with self.platform.session(immediate=True) as session:
-            row = session.get(Job, job_id)
+            row = session.get(Job, job.id)
             row.handle = {**(row.handle or {}), **handle}
+
+    async def _start(self, launch: JobLaunch) -> dict:
+        await self.executor.before_start(launch)
+        return await self.executor.execute(launch)
 
     # reading
 

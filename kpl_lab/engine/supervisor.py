@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import importlib
 import json
 import logging
@@ -356,6 +357,21 @@ class Supervisor:
             log.exception("callback %s failed", name)
 
 
+def claim(run_dir: Path) -> bool:
+    """Lock the run folder for this process's lifetime; False when another supervisor holds it.
+
+    A launcher that repeats a request its forkserver died answering may start a second
+    supervisor for the same job: this makes the second one leave at once.
+    """
+    fd = os.open(run_dir / "supervisor.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    return True  # the descriptor stays open: the lock ends with this process
+
+
 def main(argv: list[str] | None = None) -> None:
     """Supervise the job of a run folder."""
     parser = argparse.ArgumentParser(prog="python -m kpl_lab.engine.supervisor")
@@ -377,6 +393,9 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("kpl_lab").setLevel(logging.INFO)
+    if not claim(args.run_dir):
+        log.warning("another supervisor owns %s: leaving the job to it", args.run_dir)
+        return
     Supervisor(args.run_dir).run(adopt=args.adopt)
 
 

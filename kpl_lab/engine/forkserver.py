@@ -22,6 +22,7 @@ cannot, `ForkServerError` tells the caller to start the supervisor the slow way.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -60,15 +61,15 @@ class ForkServer:
         """Return the forkserver's pid, None before it started."""
         return self.process.pid if self.process is not None and self._owner == os.getpid() else None
 
-    def spawn(self, run_dir: Path, args: tuple[str, ...] = ()) -> dict:
-        """Start the supervisor of a run folder; return {"pid", "start"} of the supervisor.
+    def spawn(self, run_dir: Path, adopt: bool = False) -> dict:
+        """Start the supervisor of a run folder (`adopt`: of a running job); return its {"pid", "start"}.
 
         A dead forkserver is replaced and the request repeated once; if the first one had
         forked already, the second supervisor finds the run folder claimed and exits.
         """
         request = {
             "run_dir": str(Path(run_dir).absolute()),
-            "args": list(args),
+            "adopt": adopt,
             "env": dict(os.environ),  # what a new process would inherit now
             "cwd": os.getcwd(),
         }
@@ -162,6 +163,7 @@ def serve(fd: int) -> None:
     from . import supervisor  # noqa: F401  (the point: children start with it imported)
     from .runfolder import process_start_time
 
+    gc.freeze()  # children never scan (and so never copy) the objects imported above
     channel = socket.socket(fileno=fd)
     pending = b""
     while True:
@@ -210,17 +212,21 @@ def _fork_supervisor(request: dict, channel: socket.socket) -> int:
         channel.close()  # only the forkserver and the launcher hold the socket
         os.setsid()
         os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        env = request["env"]
+        for key in os.environ.keys() - env.keys():
+            del os.environ[key]
+        for key, value in env.items():  # mostly what it was: set only what changed
+            if os.environ.get(key) != value:
+                os.environ[key] = value
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(log, 2)
         os.close(devnull)
         os.close(log)
-        from .supervisor import main
+        from .supervisor import supervise
 
-        main([run_dir, *request["args"]])
+        supervise(Path(run_dir), adopt=request["adopt"])
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)

@@ -85,10 +85,10 @@ class LocalExecutor(Executor):
         """Start the job's detached supervisor and return its handle."""
         return self._spawn_supervisor(launch.run_dir)
 
-    def _spawn_supervisor(self, run_dir: Path, *args: str) -> dict:
+    def _spawn_supervisor(self, run_dir: Path, adopt: bool = False) -> dict:
         if self.use_forkserver:
             try:
-                started = forkserver.shared(self.python).spawn(run_dir, args)
+                started = forkserver.shared(self.python).spawn(run_dir, adopt=adopt)
             except ForkServerError as error:
                 self.log.warning("starting the supervisor as a new Python: %s", error)
             else:
@@ -98,7 +98,7 @@ class LocalExecutor(Executor):
                     "run_dir": str(run_dir),
                 }
         # `-S`: no site-packages before the job starts (docs/jobs.md, start latency)
-        argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir), *args]
+        argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir)] + ["--adopt"] * adopt
         log = str(run_dir / "supervisor.log")
         # A new session, and sh exits at once: the supervisor outlives the server and the CLI.
         done = subprocess.run(
@@ -145,7 +145,7 @@ class LocalExecutor(Executor):
         if not state.running and is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
             return ExecutionState(True, reason="finishing", handle=full)
         if state.running and state.reason == "its supervisor is gone":
-            adopter = self._spawn_supervisor(launch.run_dir, "--adopt")
+            adopter = self._spawn_supervisor(launch.run_dir, adopt=True)
             return ExecutionState(True, handle={**state.handle, **adopter})
         return state
 

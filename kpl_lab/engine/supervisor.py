@@ -389,14 +389,19 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
+    supervise(args.run_dir, adopt=args.adopt)
+
+
+def supervise(run_dir: Path, adopt: bool = False) -> None:
+    """Supervise the job of a run folder in this process, logging to stderr (the forkserver's entry)."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("kpl_lab").setLevel(logging.INFO)
-    if not claim(args.run_dir):
-        log.warning("another supervisor owns %s: leaving the job to it", args.run_dir)
+    if not claim(run_dir):
+        log.warning("another supervisor owns %s: leaving the job to it", run_dir)
         return
-    Supervisor(args.run_dir).run(adopt=args.adopt)
+    Supervisor(run_dir).run(adopt=adopt)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ The run folder is the interface between this executor, the supervisor and the jo
 (docs/job-contract.md). Besides the contract's files it holds `supervisor.json` (how to
 supervise), `handle.json` (pids and start times, written once the job started),
 `stop.request` (asks the supervisor to stop the job) and `status.json` (the end).
+Supervisors are forked from this process's forkserver (`kpl_lab.engine.forkserver`),
+or started as a new Python when it is unavailable.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ status.json before calling the finishing callback. Detached (`--detach`), it for
 away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
 
-Starting the job quickly matters: the local executor runs the supervisor with `python -S`
-(no site-packages) through `BOOTSTRAP`, so only the standard library and this package's
-light modules load before the job starts; site-packages and the platform (SQLAlchemy)
-are loaded at the first tick, while the job runs. It also samples the job's resource
+Starting the job quickly matters: the local executor forks supervisors from a forkserver
+(`kpl_lab.engine.forkserver`, which calls `supervise()`), or runs this module with
+`python -S` (no site-packages) through `BOOTSTRAP`; either way only the standard library
+and this package's light modules are loaded before the job starts; site-packages and the
+platform (SQLAlchemy) are loaded at the first tick, while the job runs. It also samples the job's resource
 use (`kpl_lab.engine.usage`) every `usage_seconds` and hands the samples to the callbacks.
 """
 

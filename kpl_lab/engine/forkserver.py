@@ -53,13 +53,12 @@ class ForkServer:
         self.python = python
         self.process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
-        self._owner = 0  # the pid that started the forkserver (a forked copy of us must not share it)
         self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         """Return the forkserver's pid, None before it started."""
-        return self.process.pid if self.process is not None and self._owner == os.getpid() else None
+        return self.process.pid if self.process is not None else None
 
     def spawn(self, run_dir: Path, adopt: bool = False) -> dict:
         """Start the supervisor of a run folder (`adopt`: of a running job); return its {"pid", "start"}.
@@ -95,7 +94,7 @@ class ForkServer:
             self._discard()
 
     def _ensure_started(self) -> None:
-        if self._socket is not None and self._owner == os.getpid() and self.process.poll() is None:
+        if self._socket is not None and self.process.poll() is None:
             return
         self._discard()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -113,7 +112,7 @@ class ForkServer:
         finally:
             theirs.close()
         mine.settimeout(REPLY_SECONDS)
-        self._socket, self._owner = mine, os.getpid()
+        self._socket = mine
 
     def _read_reply(self) -> dict:
         data = b""
@@ -125,11 +124,6 @@ class ForkServer:
         return json.loads(data)
 
     def _discard(self) -> None:
-        if self._owner != os.getpid():  # inherited through a fork: the parent's, leave it be
-            if self._socket is not None:
-                self._socket.detach()
-            self.process, self._socket = None, None
-            return
         if self._socket is not None:
             self._socket.close()  # the forkserver sees the end of its input and exits
             self._socket = None
@@ -153,6 +147,19 @@ def shared(python: str = sys.executable) -> ForkServer:
         if python not in _shared:
             _shared[python] = ForkServer(python)
         return _shared[python]
+
+
+def _after_fork_in_child() -> None:
+    """Leave the parent's forkservers to the parent: a forked copy starts its own when it needs one."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    for server in _shared.values():
+        if server._socket is not None:
+            server._socket.close()  # our copy only: the parent's end stays open
+        server.process, server._socket, server._lock = None, None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # the forkserver's side

@@ -136,3 +136,16 @@ async def test_a_second_supervisor_of_one_job_leaves(tmp_path, fresh):
     assert (launch.run_dir / "output.log").read_text() == "42\n"
     assert "another supervisor owns" in (launch.run_dir / "supervisor.log").read_text()
     assert json.loads((launch.run_dir / "status.json").read_text())["exit_code"] == 0
+
+
+async def test_a_forked_copy_of_the_server_leaves_the_forkserver_to_it(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    assert (await run_to_end(LocalExecutor(), launch)).exit_code == 0
+    server = forkserver.shared(sys.executable)
+    pid = os.fork()
+    if pid == 0:  # the copy sees no forkserver, and closing its copy of the socket ends nothing
+        os._exit(0 if forkserver.shared(sys.executable).pid is None else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    again = make_launch(tmp_path, "python -c 'print(43)'", name="j2")
+    assert (await run_to_end(LocalExecutor(), again)).exit_code == 0
+    assert forkserver.shared(sys.executable) is server and server.process.poll() is None

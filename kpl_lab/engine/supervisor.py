@@ -163,16 +163,17 @@ class Supervisor:
             return
         with open(self.run_dir / "output.log", "ab") as output:
             try:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=self.launch.algorithm_dir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=limits.enter,  # joins the cgroup before exec: no escape window
-                )
+                with limits.starting() as preexec:  # the child is under the limits before exec
+                    process = subprocess.Popen(
+                        argv,
+                        cwd=self.launch.algorithm_dir,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=preexec,
+                    )
             except (FileNotFoundError, PermissionError):
                 limits.remove()
                 self._record(127, f"command not found: {argv[0]}", stopped=False)

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from kpl_lab.engine import forkserver
+from kpl_lab.engine.limits import PARENT
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.service import JobRequest
@@ -66,6 +67,9 @@ def test_job_starts_through_the_forkserver(lab, fresh):
     assert parent_of(supervisor) == server.pid
     assert os.getsid(supervisor) == supervisor  # a session of its own: detached from the server
     assert os.getsid(server.pid) != os.getsid(0)
+    lab.wait_for(lambda: lab.jobs.get("p", job.id).handle.get("pid"), "the job's pid")
+    with open(f"/proc/{supervisor}/cgroup") as cgroups:  # it started the job and left its cgroups
+        assert f"/{PARENT}/" not in cgroups.read()
     lab.release_file.touch()
     assert lab.wait(job.id).state == "succeeded"
 

@@ -134,6 +134,12 @@ async def test_job_and_its_children_run_in_its_cgroups(tmp_path):
     assert member_of.count(f":/{PARENT}/job-cg1\n") == len(limits["paths"]), member_of
 
 
+def test_fallback_limits_start_children_through_preexec():
+    limits = JobLimits.create("kpl-test-fallback", 64, 0.5, use_cgroups=False)
+    with limits.starting() as preexec:
+        assert preexec == limits.enter  # RLIMIT_DATA is set in the child
+
+
 async def test_killed_job_and_supervisor_are_lost(tmp_path):
     launch = make_launch(tmp_path, "python -c 'import time; time.sleep(60)'")
     executor = LocalExecutor()

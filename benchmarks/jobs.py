@@ -1,7 +1,8 @@
 """Measure the job engine: start latency against a bare Popen, metric costs, memory while a job prints a lot.
 
-Everything runs for real in a temporary platform home: detached supervisors, the
-SQLite database, cgroups when writable. Each latency is the median of --repeat runs.
+Everything runs for real in a temporary platform home: detached supervisors (forked
+from the forkserver, and for comparison started as a new Python each), the SQLite
+database, cgroups when writable. Each latency is the median of --repeat runs.
 
     python benchmarks/jobs.py                      # 10 starts, 200k metric events, 1 GB of output
     python benchmarks/jobs.py --repeat 5 --events 50000 --log-mb 100 --points 200000
@@ -184,6 +185,11 @@ def main() -> None:
         platform = Platform(home=str(tmp_path / "home"), config=config)
         src = tmp_path / "src"
         ours, bare = bench_start(platform, src, args.repeat)
+        # the same with each supervisor started as a new Python (no forkserver), as before
+        config = Config({"LocalExecutor": {"tick_seconds": 0.5, "use_forkserver": False}})
+        slow = Platform(home=str(tmp_path / "home-slow"), config=config)
+        slow_ours, slow_bare = bench_start(slow, tmp_path / "src-slow", args.repeat)
+        slow.close()
         push = bench_push(args.push, tmp_path)
         rate, job_id = bench_ingest(platform, src, args.events)
         _, big_job = bench_ingest(platform, src / "big", args.points // 2)
@@ -196,7 +202,13 @@ def main() -> None:
             "submit -> first line of user code",
             f"{ours * 1000:.0f} ms",
             f"bare Popen {bare * 1000:.0f} ms",
-            f"{ours / bare:.1f}x",
+            f"{ours / bare:.2f}x",
+        ),
+        (
+            "  the same, supervisor as a new Python",
+            f"{slow_ours * 1000:.0f} ms",
+            f"bare Popen {slow_bare * 1000:.0f} ms",
+            f"{slow_ours / slow_bare:.2f}x",
         ),
         ("push_metric per call", f"{push * 1e6:.2f} us", "", ""),
         (f"metric points ingested ({2 * args.events} points)", f"{rate:,.0f} points/s", "", ""),

@@ -6,6 +6,8 @@ supervise), `handle.json` (pids and start times, written once the job started),
 `stop.request` (asks the supervisor to stop the job) and `status.json` (the end). A job
 of several workers has one process group each: rank 0 logs to output.log, the others to
 logs/worker-N.log, and handle.json lists them under `workers`.
+Supervisors are forked from this process's forkserver (`kpl_lab.engine.forkserver`),
+or started as a new Python when it is unavailable.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from pathlib import Path
 import yaml
 from traitlets import Bool, Dict, Float, Unicode
 
+from . import forkserver
 from .executor import ExecutionState, Executor
+from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
 from .runfolder import is_alive, process_start_time, read_json, write_atomic
 from .supervisor import BOOTSTRAP
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
 # sh starts the supervisor in the background and prints its pid: nobody waits for Python to start
 SPAWN = 'log=$1; shift; "$@" </dev/null >/dev/null 2>>"$log" & echo $!'
 
@@ -40,6 +43,11 @@ class LocalExecutor(Executor):
     tick_seconds = Float(1.0, config=True, help="Seconds between two event ingestions by the supervisor.")
     usage_seconds = Float(5.0, config=True, help="Seconds between two samples of a job's resource use.")
     python = Unicode(sys.executable, config=True, help="Python that runs the supervisors.")
+    use_forkserver = Bool(
+        True,
+        config=True,
+        help="Fork supervisors from a forkserver started once per process (else start each as a new Python).",
+    )
     environments_dir = Unicode(
         "", config=True, help="Folder caching the virtual environments built for `image.runs`."
     )
@@ -59,8 +67,11 @@ class LocalExecutor(Executor):
                 link.symlink_to(Path(path).resolve(), target_is_directory=Path(path).is_dir())
         for key in launch.outputs:
             (run_dir / "outputs" / key).mkdir(exist_ok=True)
-        write_atomic(run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, allow_unicode=True))
-        write_atomic(run_dir / "job.json", json.dumps(launch.to_json(), indent=1))
+        # no fsync: a job whose run folder a crash lost is reported lost (no job.json) by reconcile()
+        write_atomic(
+            run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, allow_unicode=True), durable=False
+        )
+        write_atomic(run_dir / "job.json", json.dumps(launch.to_json(), indent=1), durable=False)
         supervision = {
             "use_cgroups": self.use_cgroups,
             "grace_seconds": self.grace_seconds,
@@ -70,7 +81,7 @@ class LocalExecutor(Executor):
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
         }
-        write_atomic(run_dir / "supervisor.json", json.dumps(supervision))
+        write_atomic(run_dir / "supervisor.json", json.dumps(supervision), durable=False)
         for name in ("output.log", "events.jsonl"):
             (run_dir / name).touch()
 
@@ -78,9 +89,20 @@ class LocalExecutor(Executor):
         """Start the job's detached supervisor and return its handle."""
         return self._spawn_supervisor(launch.run_dir)
 
-    def _spawn_supervisor(self, run_dir: Path, *args: str) -> dict:
+    def _spawn_supervisor(self, run_dir: Path, adopt: bool = False) -> dict:
+        if self.use_forkserver:
+            try:
+                started = forkserver.shared(self.python).spawn(run_dir, adopt=adopt)
+            except ForkServerError as error:
+                self.log.warning("starting the supervisor as a new Python: %s", error)
+            else:
+                return {
+                    "supervisor_pid": started["pid"],
+                    "supervisor_start": started["start"],
+                    "run_dir": str(run_dir),
+                }
         # `-S`: no site-packages before the job starts (docs/jobs.md, start latency)
-        argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir), *args]
+        argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir)] + ["--adopt"] * adopt
         log = str(run_dir / "supervisor.log")
         # A new session, and sh exits at once: the supervisor outlives the server and the CLI.
         done = subprocess.run(
@@ -127,7 +149,7 @@ class LocalExecutor(Executor):
         if not state.running and is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
             return ExecutionState(True, reason="finishing", handle=full)
         if state.running and state.reason == "its supervisor is gone":
-            adopter = self._spawn_supervisor(launch.run_dir, "--adopt")
+            adopter = self._spawn_supervisor(launch.run_dir, adopt=True)
             return ExecutionState(True, handle={**state.handle, **adopter})
         return state
 

@@ -13,13 +13,17 @@ from .devices import VISIBLE_DEVICES_VARIABLE
 from .launch import JobLaunch
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file through a temporary name and a rename, so readers never see half of it."""
+def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Write a file through a temporary name and a rename, so readers never see half of it.
+
+    `durable=False` skips the fsync, for files that matter only while this machine stays up.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as out:
         out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
     os.replace(tmp, path)
 
 

@@ -47,30 +47,37 @@ class Scheduler:
 
     def schedule(self) -> list[str]:
         """Start the queued jobs that fit, by priority then age; return their ids."""
-        started = []
         with self.ledger.locked() as session:
-            queued = session.scalars(
-                select(Job)
-                .options(joinedload(Job.project))
-                .where(Job.state == "queued")
-                .order_by(Job.priority.desc(), Job.created, Job.id)
-            ).all()
-            waiting_projects: set[str] = set()
-            for job in queued:
-                project = job.project.name
-                if project in waiting_projects:
-                    continue  # first come, first served within a project
-                reservation = self.ledger.try_reserve(
-                    session, project, "job", job.id, Resources(**job.limits)
-                )
-                if reservation is None:
-                    waiting_projects.add(project)
-                    continue
-                job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
-                started.append(job.id)
-        for job_id in started:
-            self._launch(job_id)
+            started = self.reserve_queued(session)
+        self.launch(started)
+        return [job.id for job in started]
+
+    def reserve_queued(self, session) -> list[Job]:
+        """Reserve resources for the queued jobs that fit and mark them running (ledger locked)."""
+        started = []
+        queued = session.scalars(
+            select(Job)
+            .options(joinedload(Job.project), joinedload(Job.algorithm_version))
+            .where(Job.state == "queued")
+            .order_by(Job.priority.desc(), Job.created, Job.id)
+        ).all()
+        waiting_projects: set[str] = set()
+        for job in queued:
+            project = job.project.name
+            if project in waiting_projects:
+                continue  # first come, first served within a project
+            reservation = self.ledger.try_reserve(session, project, "job", job.id, Resources(**job.limits))
+            if reservation is None:
+                waiting_projects.add(project)
+                continue
+            job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
+            started.append(job)
         return started
+
+    def launch(self, jobs: list[Job]) -> None:
+        """Start jobs just marked running (the rows as the scheduling transaction committed them)."""
+        for job in jobs:
+            self._launch(job)
 
     def read_algorithm(self, version):
         """Return a parsed algorithm version, parsed once: submit and launch both need it."""
@@ -108,16 +115,18 @@ class Scheduler:
             assigned_devices=job.assigned_devices if self.supervised else {},
         )
 
-    def _launch(self, job_id: str) -> None:
-        job = self.records.job(job_id)
+    def _launch(self, job: Job) -> None:
         try:
             launch = self._launch_of(job)
-            run_sync(self.executor.before_start(launch))
-            handle = run_sync(self.executor.execute(launch))
+            handle = run_sync(self._start(launch))
         except Exception as error:
-            self.log.exception("job %s could not start", job_id)
-            end_job(self.ledger, job_id, "failed", reason=f"could not start: {error}")
+            self.log.exception("job %s could not start", job.id)
+            end_job(self.ledger, job.id, "failed", reason=f"could not start: {error}")
             return
         with self.platform.session(immediate=True) as session:
-            row = session.get(Job, job_id)
+            row = session.get(Job, job.id)
             row.handle = {**(row.handle or {}), **handle}
+
+    async def _start(self, launch: JobLaunch) -> dict:
+        await self.executor.before_start(launch)
+        return await self.executor.execute(launch)

@@ -111,7 +111,8 @@ class Submitter:
                 )
             )
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
-        with self.platform.session(immediate=True) as session:
+        # queued and scheduled in one transaction: the job starts without a second round trip
+        with self.ledger.locked() as session:
             proj = catalog.ensure_project(session, project)
             job = Job(
                 id=self._new_id(session),
@@ -131,7 +132,8 @@ class Submitter:
             )
             session.add(job)
             job_id = job.id
-        self.scheduler.schedule()
+            started = self.scheduler.reserve_queued(session)
+        self.scheduler.launch(started)
         return self.records.get(project, job_id)
 
     def _new_id(self, session) -> str:

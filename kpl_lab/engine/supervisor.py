@@ -10,10 +10,11 @@ status.json before calling the finishing callback. Detached (`--detach`), it for
 away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
 
-Starting the job quickly matters: the local executor runs the supervisor with `python -S`
-(no site-packages) through `BOOTSTRAP`, so only the standard library and this package's
-light modules load before the job starts; site-packages and the platform (SQLAlchemy)
-are loaded at the first tick, while the job runs. It also samples the job's resource
+Starting the job quickly matters: the local executor forks supervisors from a forkserver
+(`kpl_lab.engine.forkserver`, which calls `supervise()`), or runs this module with
+`python -S` (no site-packages) through `BOOTSTRAP`; either way only the standard library
+and this package's light modules are loaded before the job starts; site-packages and the
+platform (SQLAlchemy) are loaded at the first tick, while the job runs. It also samples the job's resource
 use (`kpl_lab.engine.usage`) every `usage_seconds` and hands the samples to the callbacks.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import importlib
 import json
 import logging
@@ -241,16 +243,17 @@ class Supervisor:
             worker.log.parent.mkdir(exist_ok=True)
             with open(worker.log, "ab") as output:
                 try:
-                    worker.process = subprocess.Popen(
-                        argv,
-                        cwd=self.launch.algorithm_dir,
-                        env=worker_env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        preexec_fn=worker.limits.enter,  # joins the cgroup before exec: no escape window
-                    )
+                    with worker.limits.starting() as preexec:  # the child is under the limits before exec
+                        worker.process = subprocess.Popen(
+                            argv,
+                            cwd=self.launch.algorithm_dir,
+                            env=worker_env,
+                            stdin=subprocess.DEVNULL,
+                            stdout=output,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                            preexec_fn=preexec,
+                        )
                 except (FileNotFoundError, PermissionError):
                     for started in workers[: worker.rank]:
                         self._signal(started.pid, signal.SIGKILL)
@@ -478,6 +481,21 @@ class Supervisor:
             log.exception("callback %s failed", name)
 
 
+def claim(run_dir: Path) -> bool:
+    """Lock the run folder for this process's lifetime; False when another supervisor holds it.
+
+    A launcher that repeats a request its forkserver died answering may start a second
+    supervisor for the same job: this makes the second one leave at once.
+    """
+    fd = os.open(run_dir / "supervisor.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    return True  # the descriptor stays open: the lock ends with this process
+
+
 def main(argv: list[str] | None = None) -> None:
     """Supervise the job of a run folder."""
     parser = argparse.ArgumentParser(prog="python -m kpl_lab.engine.supervisor")
@@ -495,11 +513,19 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
+    supervise(args.run_dir, adopt=args.adopt)
+
+
+def supervise(run_dir: Path, adopt: bool = False) -> None:
+    """Supervise the job of a run folder in this process, logging to stderr (the forkserver's entry)."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("kpl_lab").setLevel(logging.INFO)
-    Supervisor(args.run_dir).run(adopt=args.adopt)
+    if not claim(run_dir):
+        log.warning("another supervisor owns %s: leaving the job to it", run_dir)
+        return
+    Supervisor(run_dir).run(adopt=adopt)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kpl_lab.engine.launch import JobLaunch, Resources
-from kpl_lab.engine.limits import JobLimits
+from kpl_lab.engine.limits import PARENT, JobLimits
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.supervisor import CommandNotFound, command_argv
@@ -121,6 +121,23 @@ def test_cgroup_enforcement_is_stated():
     finally:
         limits.remove()
     assert not any(path.exists() for path in limits.paths.values())
+
+
+async def test_job_and_its_children_run_in_its_cgroups(tmp_path):
+    launch = make_launch(tmp_path, "sh -c 'cat /proc/self/cgroup'", job_id="cg1")
+    state = await run_to_end(LocalExecutor(), launch)
+    limits = state.handle["limits"]
+    if not limits["version"]:
+        pytest.skip("cgroups are not writable here")
+    assert state.exit_code == 0
+    member_of = (launch.run_dir / "output.log").read_text()  # e.g. "4:memory:/kpl-lab/job-cg1"
+    assert member_of.count(f":/{PARENT}/job-cg1\n") == len(limits["paths"]), member_of
+
+
+def test_fallback_limits_start_children_through_preexec():
+    limits = JobLimits.create("kpl-test-fallback", 64, 0.5, use_cgroups=False)
+    with limits.starting() as preexec:
+        assert preexec == limits.enter  # RLIMIT_DATA is set in the child
 
 
 async def test_killed_job_and_supervisor_are_lost(tmp_path):

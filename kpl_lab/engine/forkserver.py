@@ -1,0 +1,248 @@
+"""Start job supervisors by forking a small process that has them already imported.
+
+Starting a supervisor as a new Python costs a second interpreter start before every
+job (tens of milliseconds, more on a busy machine). Instead, each process that
+launches local jobs (the Jupyter server, the CLI) starts one forkserver, lazily, at
+its first launch: `python -S` with `kpl_lab.engine.supervisor` imported and nothing
+else. It is a fresh process started with exec, never a fork of the server, so it
+holds no threads, database connections or locks that a fork could copy in a bad state.
+
+For each job the launcher sends one JSON line over a Unix socket pair (run folder,
+arguments, its current environment and working directory); the forkserver forks, and
+the child starts a new session, points stdin/stdout at /dev/null and stderr at the
+run folder's `supervisor.log`, and runs the supervisor. The reply is the supervisor's
+pid and start time. Supervisors are in their own sessions and hold no end of the
+socket, so they outlive the forkserver and the server, as before.
+
+The forkserver exits when the launcher's end of the socket closes (the server
+exited). A launcher whose forkserver died starts a new one and asks again; when it
+cannot, `ForkServerError` tells the caller to start the supervisor the slow way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
+# `python -S -c BOOTSTRAP PACKAGE_PARENT FD`: serve on the inherited socket, without site-packages
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from kpl_lab.engine.forkserver import serve; serve(int(sys.argv[1]))"
+)
+REPLY_SECONDS = 60.0  # the first reply waits for the forkserver's own start
+REAP_SECONDS = 1.0  # how often ended supervisors are reaped while no request comes
+
+
+class ForkServerError(Exception):
+    """The forkserver could not start a supervisor."""
+
+
+class ForkServer:
+    """The launcher's side: start the forkserver when first needed, ask it to start supervisors."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self.process: subprocess.Popen | None = None
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """Return the forkserver's pid, None before it started."""
+        return self.process.pid if self.process is not None else None
+
+    def spawn(self, run_dir: Path, adopt: bool = False) -> dict:
+        """Start the supervisor of a run folder (`adopt`: of a running job); return its {"pid", "start"}.
+
+        A dead forkserver is replaced and the request repeated once; if the first one had
+        forked already, the second supervisor finds the run folder claimed and exits.
+        """
+        request = {
+            "run_dir": str(Path(run_dir).absolute()),
+            "adopt": adopt,
+            "env": dict(os.environ),  # what a new process would inherit now
+            "cwd": os.getcwd(),
+        }
+        payload = json.dumps(request).encode() + b"\n"
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    self._ensure_started()
+                    self._socket.sendall(payload)
+                    reply = self._read_reply()
+                    break
+                except (OSError, ValueError, ForkServerError) as error:
+                    self._discard()
+                    if attempt == 2:
+                        raise ForkServerError(f"the forkserver is unavailable: {error}") from error
+        if "error" in reply:
+            raise ForkServerError(reply["error"])
+        return reply
+
+    def close(self) -> None:
+        """Let the forkserver exit (supervisors it started keep running)."""
+        with self._lock:
+            self._discard()
+
+    def _ensure_started(self) -> None:
+        if self._socket is not None and self.process.poll() is None:
+            return
+        self._discard()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C meant for the server does not reach it
+            )
+        except OSError:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        mine.settimeout(REPLY_SECONDS)
+        self._socket = mine
+
+    def _read_reply(self) -> dict:
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = self._socket.recv(4096)
+            if not chunk:
+                raise ForkServerError("the forkserver exited")
+            data += chunk
+        return json.loads(data)
+
+    def _discard(self) -> None:
+        if self._socket is not None:
+            self._socket.close()  # the forkserver sees the end of its input and exits
+            self._socket = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                try:
+                    self.process.wait(timeout=1)
+                except subprocess.TimeoutExpired:  # hung: it cannot be trusted with the next job
+                    self.process.kill()
+                    self.process.wait()
+            self.process = None
+
+
+_shared: dict[str, ForkServer] = {}
+_shared_lock = threading.Lock()
+
+
+def shared(python: str = sys.executable) -> ForkServer:
+    """Return this process's forkserver for `python` (one per server process, started on first use)."""
+    with _shared_lock:
+        if python not in _shared:
+            _shared[python] = ForkServer(python)
+        return _shared[python]
+
+
+def _after_fork_in_child() -> None:
+    """Leave the parent's forkservers to the parent: a forked copy starts its own when it needs one."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    for server in _shared.values():
+        if server._socket is not None:
+            server._socket.close()  # our copy only: the parent's end stays open
+        server.process, server._socket, server._lock = None, None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# the forkserver's side
+
+
+def serve(fd: int) -> None:
+    """Answer spawn requests on the socket `fd` until the launcher closes its end."""
+    from . import supervisor  # noqa: F401  (the point: children start with it imported)
+    from .runfolder import process_start_time
+
+    gc.freeze()  # children never scan (and so never copy) the objects imported above
+    channel = socket.socket(fileno=fd)
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            readable, _, _ = select.select([channel], [], [], REAP_SECONDS)
+            _reap()
+            if readable:
+                chunk = channel.recv(65536)
+                if not chunk:
+                    return  # the launcher is gone: supervisors already started run on
+                pending += chunk
+        line, _, pending = pending.partition(b"\n")
+        try:
+            pid = _fork_supervisor(json.loads(line), channel)
+            reply = {"pid": pid, "start": process_start_time(pid)}
+        except Exception as error:  # e.g. fork refused (EAGAIN): the launcher falls back
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        channel.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def _reap() -> None:
+    """Collect the exit status of ended supervisors (they are this process's children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _fork_supervisor(request: dict, channel: socket.socket) -> int:
+    """Fork a supervisor for the request and return its pid (the child never returns)."""
+    run_dir = request["run_dir"]
+    log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(log)
+        raise
+    if pid:
+        os.close(log)
+        return pid
+    code = 1
+    try:
+        channel.close()  # only the forkserver and the launcher hold the socket
+        os.setsid()
+        os.chdir(request["cwd"])
+        env = request["env"]
+        for key in os.environ.keys() - env.keys():
+            del os.environ[key]
+        for key, value in env.items():  # mostly what it was: set only what changed
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(log, 2)
+        os.close(devnull)
+        os.close(log)
+        from .supervisor import supervise
+
+        supervise(Path(run_dir), adopt=request["adopt"])
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # exiting: nowhere left to report it
+                stream.flush()
+        os._exit(code)

@@ -1,0 +1,155 @@
+"""Supervisors forked from the forkserver: detached, surviving it and the server, with a fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from kpl_lab.engine import forkserver
+from kpl_lab.engine.limits import PARENT
+from kpl_lab.engine.local import LocalExecutor
+from kpl_lab.engine.runfolder import is_alive, read_json
+from kpl_lab.engine.service import JobRequest
+
+from .test_local import make_launch, run_to_end
+from .test_service import WAIT_RELEASE
+
+# a "server" in its own process: submits a job, says which, and exits
+SERVER = """\
+import json, sys
+from traitlets.config import Config
+from kpl_lab.engine import forkserver
+from kpl_lab.engine.service import JobRequest
+from kpl_lab.platform import Platform
+
+config = Config({"Ledger": {"cpu": 4.0, "memory": 4096}, "LocalExecutor": {"tick_seconds": 0.2}})
+platform = Platform(home=sys.argv[1], config=config)
+job = platform.jobs.submit(JobRequest(project="p", algorithm="wait"))
+print(json.dumps({"job": job.id, "forkserver": forkserver.shared(sys.executable).pid}))
+"""
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Give the test a forkserver of its own (a new process), stopped at the end."""
+    monkeypatch.setattr(forkserver, "_shared", {})
+    yield
+    for server in forkserver._shared.values():
+        server.close()
+
+
+def parent_of(pid: int) -> int:
+    return psutil.Process(pid).ppid()
+
+
+def wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 60
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"process {pid} still there"
+        time.sleep(0.05)
+
+
+def test_job_starts_through_the_forkserver(lab, fresh):
+    lab = lab()
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    job = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    server = forkserver.shared(sys.executable)
+    supervisor = job.handle["supervisor_pid"]
+    assert is_alive(supervisor, job.handle["supervisor_start"])
+    assert parent_of(supervisor) == server.pid
+    assert os.getsid(supervisor) == supervisor  # a session of its own: detached from the server
+    assert os.getsid(server.pid) != os.getsid(0)
+    lab.wait_for(lambda: lab.jobs.get("p", job.id).handle.get("pid"), "the job's pid")
+    with open(f"/proc/{supervisor}/cgroup") as cgroups:  # it started the job and left its cgroups
+        assert f"/{PARENT}/" not in cgroups.read()
+    lab.release_file.touch()
+    assert lab.wait(job.id).state == "succeeded"
+
+
+def test_job_survives_the_forkserver_which_respawns(lab, fresh):
+    lab = lab()
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    first = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    lab.wait_for(lambda: lab.jobs.get("p", first.id).handle.get("pid"), "the first job's pid")
+    killed = forkserver.shared(sys.executable).pid
+    os.kill(killed, signal.SIGKILL)
+    wait_gone(killed)
+    handle = lab.jobs.get("p", first.id).handle
+    assert is_alive(handle["supervisor_pid"], handle["supervisor_start"])
+    assert is_alive(handle["pid"], handle["pid_start"])
+    second = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))  # starts a new forkserver
+    respawned = forkserver.shared(sys.executable).pid
+    assert respawned not in (None, killed)
+    assert parent_of(second.handle["supervisor_pid"]) == respawned
+    lab.release_file.touch()
+    assert lab.wait(first.id).state == "succeeded"
+    assert lab.wait(second.id).state == "succeeded"
+
+
+def test_job_survives_the_server_and_its_forkserver(lab, fresh, tmp_path):
+    lab = lab()
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER, str(lab.home)], capture_output=True, text=True, check=True, timeout=120
+    )
+    started = json.loads(done.stdout.splitlines()[-1])
+    wait_gone(started["forkserver"])  # the server exited: its forkserver follows
+    lab.restart()
+    assert lab.jobs.reconcile() == {started["job"]: "running"}
+    job = lab.jobs.get("p", started["job"])
+    assert is_alive(job.handle["supervisor_pid"], job.handle["supervisor_start"])
+    lab.release_file.touch()
+    assert lab.wait(started["job"]).state == "succeeded"
+
+
+async def test_fallback_when_the_forkserver_cannot_start(tmp_path, fresh, monkeypatch):
+    monkeypatch.setattr(forkserver, "BOOTSTRAP", "raise SystemExit(3)")
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    state = await run_to_end(LocalExecutor(), launch)
+    assert (state.exit_code, state.reason) == (0, None)
+    assert (launch.run_dir / "output.log").read_text() == "42\n"
+    assert forkserver.shared(sys.executable).pid is None  # tried twice, then given up for this job
+
+
+async def test_without_the_forkserver(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    state = await run_to_end(LocalExecutor(use_forkserver=False), launch)
+    assert (state.exit_code, state.reason) == (0, None)
+    assert forkserver._shared == {}
+
+
+async def test_a_second_supervisor_of_one_job_leaves(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    executor = LocalExecutor()
+    await executor.before_start(launch)
+    server = forkserver.shared(executor.python)
+    first = server.spawn(launch.run_dir)
+    second = server.spawn(launch.run_dir)  # as after a retry whose first answer was lost
+    while read_json(launch.run_dir / "status.json") is None or any(
+        is_alive(started["pid"], started["start"]) for started in (first, second)
+    ):
+        await asyncio.sleep(0.05)
+    assert (launch.run_dir / "output.log").read_text() == "42\n"
+    assert "another supervisor owns" in (launch.run_dir / "supervisor.log").read_text()
+    assert json.loads((launch.run_dir / "status.json").read_text())["exit_code"] == 0
+
+
+async def test_a_forked_copy_of_the_server_leaves_the_forkserver_to_it(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    assert (await run_to_end(LocalExecutor(), launch)).exit_code == 0
+    server = forkserver.shared(sys.executable)
+    pid = os.fork()
+    if pid == 0:  # the copy sees no forkserver, and closing its copy of the socket ends nothing
+        os._exit(0 if forkserver.shared(sys.executable).pid is None else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    again = make_launch(tmp_path, "python -c 'print(43)'", name="j2")
+    assert (await run_to_end(LocalExecutor(), again)).exit_code == 0
+    assert forkserver.shared(sys.executable) is server and server.process.poll() is None

@@ -57,7 +57,7 @@ function AlgorithmDetails(props: {
           <div className="kpl-item-title">
             <code>{fn}</code>
             <Button
-              className="jp-mod-accept kpl-submit-open"
+              className="jp-mod-styled jp-mod-accept kpl-submit-open"
               small
               data-function={fn}
               onClick={() => props.openForm(detail.name, detail.version, fn)}

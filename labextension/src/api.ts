@@ -4,6 +4,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import {
   components,
   jobStateValues,
+  paths,
   pathsDatasetsPostParametersQueryFormatValues
 } from './generated/api';
 import { API_NAMESPACE, KPLApiError, requestAPI } from './request';
@@ -29,9 +30,11 @@ export type FunctionSpec = AlgorithmVersionDetail['function_specs'][string];
 export type Model = Required<Schemas['Model']>;
 export type Job = Required<Schemas['Job']>;
 export type JobRequest = Schemas['JobRequest'];
-export type Resources = Schemas['Resources'];
+export type Resources = NonNullable<JobRequest['resources']>;
 export type LogChunk = Required<Schemas['LogChunk']>;
-export type Version = Required<Schemas['Version']>;
+export type Version = Required<
+  paths['/version']['get']['responses']['200']['content']['application/json']
+>;
 export type Deleted = Required<Schemas['Deleted']>;
 
 /**
@@ -75,6 +78,7 @@ export interface IErrorBody {
  */
 export interface IMetrics {
   figures: Record<string, Record<string, [number, number][]>>;
+  labels?: Record<string, { x_name?: string | null }>;
 }
 
 /**

@@ -45,6 +45,7 @@ function axis(): uPlot.Axis {
 export function MetricChart(props: {
   title: string;
   series: Record<string, [number, number][]>;
+  xName: string;
   width: number;
 }): JSX.Element {
   const box = useRef<HTMLDivElement>(null);
@@ -67,7 +68,7 @@ export function MetricChart(props: {
           legend: { live: true },
           cursor: { drag: { x: true, y: false } },
           series: [
-            { label: 'x' },
+            { label: props.xName },
             ...names.map((name, i) => ({
               label: name,
               stroke: palette(i),

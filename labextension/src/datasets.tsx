@@ -157,7 +157,7 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
             </div>
             <div className="kpl-upload-row">
               <Button
-                className="jp-mod-accept kpl-upload-button"
+                className="jp-mod-styled jp-mod-accept kpl-upload-button"
                 onClick={() => this.chooseFile()}
               >
                 Upload…

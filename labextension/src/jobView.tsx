@@ -95,7 +95,7 @@ class JobViewModel {
   ) {
     this.poll = new Poll({
       factory: () => this.fetch(),
-      frequency: PollingListModel.frequency(interval),
+      frequency: PollingListModel.frequency(interval || 2),
       name: `kpl-job-${jobId}`,
       standby: () => !view.isVisible || 'when-hidden'
     });
@@ -214,8 +214,12 @@ export class JobView extends ReactWidget {
 
   readonly model: JobViewModel;
 
+  /**
+   * Seconds between refreshes; 0 (panels that never poll) means every 2 seconds here.
+   */
   set interval(seconds: number) {
-    this.model.poll.frequency = PollingListModel.frequency(seconds);
+    this.model.poll.frequency = PollingListModel.frequency(seconds || 2);
+    void this.model.poll.refresh();
   }
 
   /**
@@ -311,6 +315,7 @@ export class JobView extends ReactWidget {
                 key={title}
                 title={title}
                 series={series}
+                xName={metrics?.labels?.[title]?.x_name || 'x'}
                 width={width}
               />
             ))}
@@ -359,7 +364,7 @@ export function jobWidget(
       <UseSignal signal={content.model.changed}>
         {() => (
           <Button
-            className="jp-mod-warn kpl-stop"
+            className="jp-mod-styled jp-mod-warn kpl-stop"
             small
             disabled={!content.model.job || hasEnded(content.model.job)}
             onClick={() => void content.stop()}

@@ -62,6 +62,8 @@ export class PollingListModel<T> implements IDisposable {
    */
   set interval(seconds: number) {
     this._poll.frequency = PollingListModel.frequency(seconds);
+    // A new frequency counts from the next tick: tick now so it starts at once.
+    void this._poll.refresh();
   }
 
   get isDisposed(): boolean {
@@ -159,9 +161,12 @@ export namespace PollingListModel {
   }
 
   /**
-   * A poll frequency of `seconds`, backing off to a minute while the server fails.
+   * A poll frequency of `seconds` (0: never), backing off to a minute while the server fails.
    */
   export function frequency(seconds: number): IPoll.Frequency {
+    if (seconds <= 0) {
+      return { interval: Poll.NEVER, backoff: false, max: Poll.NEVER };
+    }
     const interval = Math.max(0.5, seconds) * 1000;
     return { interval, backoff: true, max: Math.max(interval, 60_000) };
   }

@@ -135,6 +135,7 @@ function JobForm(props: {
         validator={validator}
         noValidate
         showErrorList={false}
+        showModifiedFromDefault={false}
         extraErrors={errors.errorSchema}
         tagName="div"
         onChange={event => setData(event.formData as unknown as IJobFormData)}
@@ -144,7 +145,7 @@ function JobForm(props: {
       </div>
       <div className="kpl-form-actions">
         <Button
-          className="jp-mod-accept kpl-submit"
+          className="jp-mod-styled jp-mod-accept kpl-submit"
           type="submit"
           disabled={busy}
         >

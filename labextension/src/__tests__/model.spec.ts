@@ -81,6 +81,10 @@ describe('PollingListModel', () => {
     model.dispose();
   });
 
+  it('never polls at interval 0', () => {
+    expect(PollingListModel.frequency(0).interval).toBe(Infinity);
+  });
+
   it('backs off to a minute at most while the server fails', () => {
     expect(PollingListModel.frequency(2)).toEqual({
       interval: 2000,

@@ -316,3 +316,29 @@ test('a running job stops from its view and the Jobs panel shows it', async ({ p
   await rerun.locator('button.kpl-stop').click();
   await expect(rerun.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
 });
+
+test('open job and dataset views come back after a reload', async ({ page }) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const version = (await (await page.request.get(`/kpl/api/datasets/${dataset}`)).json()).versions[0].version;
+  const response = await page.request.post('/kpl/api/jobs', {
+    data: { algorithm, inputs: { data: dataset }, parameters: { steps: 3, delay: 0 } }
+  });
+  expect(response.status(), await response.text()).toBe(201);
+  const job = await response.json();
+  await page.evaluate(
+    ([name, version, id]) =>
+      window.jupyterapp.commands
+        .execute('kpl-lab:open-dataset', { name, version })
+        .then(() => window.jupyterapp.commands.execute('kpl-lab:open-job', { id })),
+    [dataset, version, job.id]
+  );
+  const datasetView = page.locator(`#kpl-dataset-${dataset}-${version}`);
+  const jobView = page.locator(`#kpl-job-${job.id}`);
+  await expect(jobView.locator('.kpl-log')).toContainText('step 0: loss');
+
+  // Playwright's own reload: Galata's waits for a launcher, and the restored layout has none.
+  await page.page.reload();
+  await expect(jobView.locator('.kpl-log')).toContainText('step 0: loss', { timeout: 30_000 });
+  await page.locator('.lm-TabBar-tab', { hasText: `${dataset}:` }).click();
+  await expect(datasetView.locator('.kpl-dataset-info h2')).toContainText(`${dataset}:`);
+});

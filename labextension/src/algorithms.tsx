@@ -1,9 +1,4 @@
-import {
-  Button,
-  InputGroup,
-  ReactWidget,
-  UseSignal
-} from '@jupyterlab/ui-components';
+import { Button, InputGroup, UseSignal } from '@jupyterlab/ui-components';
 import React, { useEffect, useState } from 'react';
 
 import { Algorithm, AlgorithmVersionDetail, KPLClient } from './api';
@@ -155,44 +150,42 @@ export class AlgorithmsPanel extends KPLSidePanel<Algorithm> {
     });
     this.addClass('kpl-AlgorithmsPanel');
     const model: PollingListModel<Algorithm> = this.model;
-    this.addWidget(
-      ReactWidget.create(
-        <>
-          <InputGroup
-            className="kpl-search"
-            type="search"
-            placeholder="Search algorithms"
-            aria-label="Search algorithms"
-            rightIcon="ui-components:search"
-            onChange={event => {
-              model.filter = event.target.value.trim();
-            }}
-          />
-          <UseSignal signal={model.changed}>
-            {() => (
-              <>
-                <div className="kpl-error">{model.error?.message ?? ''}</div>
-                <ul className="kpl-list">
-                  {model.loaded && model.items.length === 0 && !model.error && (
-                    <li className="kpl-empty">
-                      No algorithms yet: upload one with the REST API or `kpl`
-                      CLI.
-                    </li>
-                  )}
-                  {model.items.map(algorithm => (
-                    <AlgorithmItem
-                      key={algorithm.name}
-                      client={client}
-                      algorithm={algorithm}
-                      openForm={openForm}
-                    />
-                  ))}
-                </ul>
-              </>
-            )}
-          </UseSignal>
-        </>
-      )
+    this.addContent(
+      <>
+        <InputGroup
+          className="kpl-search"
+          type="search"
+          placeholder="Search algorithms"
+          aria-label="Search algorithms"
+          rightIcon="ui-components:search"
+          onChange={event => {
+            model.filter = event.target.value.trim();
+          }}
+        />
+        <UseSignal signal={model.changed}>
+          {() => (
+            <>
+              <div className="kpl-error">{model.error?.message ?? ''}</div>
+              <ul className="kpl-list">
+                {model.loaded && model.items.length === 0 && !model.error && (
+                  <li className="kpl-empty">
+                    No algorithms yet: upload one with the REST API or `kpl`
+                    CLI.
+                  </li>
+                )}
+                {model.items.map(algorithm => (
+                  <AlgorithmItem
+                    key={algorithm.name}
+                    client={client}
+                    algorithm={algorithm}
+                    openForm={openForm}
+                  />
+                ))}
+              </ul>
+            </>
+          )}
+        </UseSignal>
+      </>
     );
   }
 }

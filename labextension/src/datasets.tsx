@@ -3,7 +3,6 @@ import {
   Button,
   HTMLSelect,
   InputGroup,
-  ReactWidget,
   UseSignal
 } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
@@ -120,94 +119,92 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
     });
     this.addClass('kpl-DatasetsPanel');
     const model = this.model;
-    this.addWidget(
-      ReactWidget.create(
-        <>
-          <InputGroup
-            className="kpl-search"
-            type="search"
-            placeholder="Search datasets"
-            aria-label="Search datasets"
-            rightIcon="ui-components:search"
-            onChange={event => {
-              model.filter = event.target.value.trim();
-            }}
-          />
-          <div className="kpl-upload">
-            <div className="kpl-upload-row">
-              <input
-                ref={this._name}
-                className="jp-mod-styled kpl-upload-name"
-                placeholder="name"
-                aria-label="Dataset name (default: the file name)"
-                title="Dataset name (default: the file name)"
-              />
-              <HTMLSelect
-                className="kpl-upload-format"
-                aria-label="Dataset format"
-                elementRef={select => {
-                  this._format = select;
-                }}
-                defaultValue="imagefolder"
-                options={DATASET_FORMATS.map(format => ({
-                  value: format,
-                  label: format
-                }))}
-              />
-            </div>
-            <div className="kpl-upload-row">
-              <Button
-                className="jp-mod-styled jp-mod-accept kpl-upload-button"
-                onClick={() => this.chooseFile()}
-              >
-                Upload…
-              </Button>
-              <span className="kpl-hint">or drop a zip/tar here</span>
-            </div>
-            <UseSignal signal={this._uploadChanged}>
-              {() => (
-                <>
-                  <progress
-                    className="kpl-upload-progress"
-                    max={1}
-                    value={this._upload.fraction}
-                    hidden={!this._upload.running}
-                  />
-                  <div
-                    className={`kpl-upload-status${this._upload.failed ? ' kpl-error' : ''}`}
-                    role="status"
-                  >
-                    {this._upload.status}
-                  </div>
-                </>
-              )}
-            </UseSignal>
+    this.addContent(
+      <>
+        <InputGroup
+          className="kpl-search"
+          type="search"
+          placeholder="Search datasets"
+          aria-label="Search datasets"
+          rightIcon="ui-components:search"
+          onChange={event => {
+            model.filter = event.target.value.trim();
+          }}
+        />
+        <div className="kpl-upload">
+          <div className="kpl-upload-row">
+            <input
+              ref={this._name}
+              className="jp-mod-styled kpl-upload-name"
+              placeholder="name"
+              aria-label="Dataset name (default: the file name)"
+              title="Dataset name (default: the file name)"
+            />
+            <HTMLSelect
+              className="kpl-upload-format"
+              aria-label="Dataset format"
+              elementRef={select => {
+                this._format = select;
+              }}
+              defaultValue="imagefolder"
+              options={DATASET_FORMATS.map(format => ({
+                value: format,
+                label: format
+              }))}
+            />
           </div>
-          <input
-            ref={this._file}
-            type="file"
-            hidden
-            accept=".zip,.tar,.tar.gz,.tgz,.tar.bz2,.tar.xz"
-            className="kpl-upload-input"
-            onChange={event => {
-              const file = event.target.files?.[0];
-              event.target.value = '';
-              if (file) {
-                void this.upload(file);
-              }
-            }}
-          />
-          <UseSignal signal={model.changed}>
+          <div className="kpl-upload-row">
+            <Button
+              className="jp-mod-styled jp-mod-accept kpl-upload-button"
+              onClick={() => this.chooseFile()}
+            >
+              Upload…
+            </Button>
+            <span className="kpl-hint">or drop a zip/tar here</span>
+          </div>
+          <UseSignal signal={this._uploadChanged}>
             {() => (
-              <DatasetsList
-                model={model}
-                openVersion={openVersion}
-                deleteDataset={name => void this.deleteDataset(name)}
-              />
+              <>
+                <progress
+                  className="kpl-upload-progress"
+                  max={1}
+                  value={this._upload.fraction}
+                  hidden={!this._upload.running}
+                />
+                <div
+                  className={`kpl-upload-status${this._upload.failed ? ' kpl-error' : ''}`}
+                  role="status"
+                >
+                  {this._upload.status}
+                </div>
+              </>
             )}
           </UseSignal>
-        </>
-      )
+        </div>
+        <input
+          ref={this._file}
+          type="file"
+          hidden
+          accept=".zip,.tar,.tar.gz,.tgz,.tar.bz2,.tar.xz"
+          className="kpl-upload-input"
+          onChange={event => {
+            const file = event.target.files?.[0];
+            event.target.value = '';
+            if (file) {
+              void this.upload(file);
+            }
+          }}
+        />
+        <UseSignal signal={model.changed}>
+          {() => (
+            <DatasetsList
+              model={model}
+              openVersion={openVersion}
+              deleteDataset={name => void this.deleteDataset(name)}
+            />
+          )}
+        </UseSignal>
+      </>
     );
     this.node.addEventListener('dragover', this);
     this.node.addEventListener('dragleave', this);

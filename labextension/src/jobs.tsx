@@ -1,4 +1,4 @@
-import { HTMLSelect, ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
 import React from 'react';
 
 import { Job, JOB_STATES, KPLClient } from './api';
@@ -131,12 +131,10 @@ export class JobsPanel extends KPLSidePanel<Job> {
       interval
     });
     this.addClass('kpl-JobsPanel');
-    this.addWidget(
-      ReactWidget.create(
-        <UseSignal signal={this.model.changed}>
-          {() => <JobsList model={this.model} openJob={openJob} />}
-        </UseSignal>
-      )
+    this.addContent(
+      <UseSignal signal={this.model.changed}>
+        {() => <JobsList model={this.model} openJob={openJob} />}
+      </UseSignal>
     );
   }
 }

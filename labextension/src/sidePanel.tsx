@@ -51,6 +51,15 @@ export class KPLSidePanel<T> extends SidePanel {
    */
   readonly model: PollingListModel<T>;
 
+  /**
+   * Show a React element as the panel's content, below the toolbar.
+   */
+  protected addContent(element: JSX.Element): void {
+    const content = ReactWidget.create(element);
+    content.addClass('kpl-Panel-content');
+    this.addWidget(content);
+  }
+
   dispose(): void {
     if (this.isDisposed) {
       return;

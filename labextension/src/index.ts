@@ -3,28 +3,22 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { Widget } from '@lumino/widgets';
 
 import { showAbout } from './about';
 import { AlgorithmsPanel } from './algorithms';
-import {
-  AlgorithmsAPI,
-  DatasetsAPI,
-  IAlgorithm,
-  IDataset,
-  IJob,
-  JobsAPI,
-  JobState
-} from './api';
+import { KPLClient } from './api';
 import { DatasetsPanel } from './datasets';
-import { DatasetViewer } from './datasetViewer';
+import { DatasetViewer, datasetWidget } from './datasetViewer';
 import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
 import { JobsPanel } from './jobs';
-import { JobView } from './jobView';
-import { PollingListModel } from './model';
+import { JobView, jobWidget } from './jobView';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -76,85 +70,85 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     const settings: ISettings = { refreshInterval: 2, pageSize: 24 };
-    const views = new Map<string, Widget>();
+    const client = new KPLClient(app.serviceManager.serverSettings);
+    const jobs = new WidgetTracker<MainAreaWidget<JobView>>({
+      namespace: 'kpl-lab-job'
+    });
+    const datasets = new WidgetTracker<MainAreaWidget<DatasetViewer>>({
+      namespace: 'kpl-lab-dataset'
+    });
+    const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
-    /**
-     * Show a main-area view, reusing the one with the same id when it is open.
-     */
-    const showView = <T extends Widget>(id: string, create: () => T): T => {
-      let view = views.get(id) as T | undefined;
-      if (!view || view.isDisposed) {
-        view = create();
-        views.set(id, view);
-        view.disposed.connect(() => views.delete(id));
-        app.shell.add(view, 'main');
+    const openDataset = (name: string, version: string) => {
+      let widget = datasets.find(
+        w => w.content.name === name && w.content.version === version
+      );
+      if (!widget) {
+        widget = datasetWidget(client, name, version, settings.pageSize);
+        void datasets.add(widget);
+        app.shell.add(widget, 'main');
       }
-      app.shell.activateById(view.id);
-      return view;
+      app.shell.activateById(widget.id);
+      return widget;
     };
-
-    const datasetsModel = new PollingListModel<IDataset>(
-      q => DatasetsAPI.list(q),
-      settings.refreshInterval * 5
-    );
-    const algorithmsModel = new PollingListModel<IAlgorithm>(
-      q => AlgorithmsAPI.list(q),
-      settings.refreshInterval * 5
-    );
-    const jobsModel = new PollingListModel<IJob>(
-      state => JobsAPI.list((state || undefined) as JobState | undefined),
-      settings.refreshInterval
-    );
-
-    const openDataset = (name: string, version: string) =>
-      showView(
-        `dataset:${name}:${version}`,
-        () => new DatasetViewer(name, version, settings.pageSize)
-      );
-    const openJob = (id: string): JobView =>
-      showView(
-        `job:${id}`,
-        () => new JobView(id, settings.refreshInterval, openJob)
-      );
-    const openForm = (algorithm: string, version: string, fn: string) =>
-      showView(
-        `submit:${algorithm}:${version}:${fn}`,
-        () =>
-          new SubmitJobForm(algorithm, version, fn, job => {
-            void jobsModel.refresh();
+    const openJob = (id: string) => {
+      let widget = jobs.find(w => w.content.jobId === id);
+      if (!widget) {
+        widget = jobWidget(client, id, settings.refreshInterval, openJob);
+        void jobs.add(widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const openForm = (algorithm: string, version: string, fn: string) => {
+      const key = `${algorithm}:${version}:${fn}`;
+      let widget = forms.get(key);
+      if (!widget || widget.isDisposed) {
+        widget = new MainAreaWidget({
+          content: new SubmitJobForm(client, algorithm, version, fn, job => {
+            void jobsPanel.model.refresh();
             openJob(job.id);
           })
-      );
+        });
+        widget.id = `kpl-submit-${algorithm}-${version}-${fn}`;
+        widget.title.closable = true;
+        forms.set(key, widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
 
-    const datasetsPanel = new DatasetsPanel(datasetsModel, openDataset);
-    const algorithmsPanel = new AlgorithmsPanel(algorithmsModel, openForm);
-    const jobsPanel = new JobsPanel(jobsModel, openJob);
-    const panels: [Widget, PollingListModel<unknown>, number][] = [
-      [datasetsPanel, datasetsModel as PollingListModel<unknown>, 600],
-      [algorithmsPanel, algorithmsModel as PollingListModel<unknown>, 601],
-      [jobsPanel, jobsModel as PollingListModel<unknown>, 602]
-    ];
-    for (const [panel, model, rank] of panels) {
-      app.shell.add(panel, 'left', { rank });
+    const datasetsPanel = new DatasetsPanel(
+      client,
+      settings.refreshInterval * 5,
+      openDataset
+    );
+    const algorithmsPanel = new AlgorithmsPanel(
+      client,
+      settings.refreshInterval * 5,
+      openForm
+    );
+    const jobsPanel = new JobsPanel(client, settings.refreshInterval, openJob);
+    [datasetsPanel, algorithmsPanel, jobsPanel].forEach((panel, index) => {
+      app.shell.add(panel, 'left', { rank: 600 + index });
       restorer?.add(panel, panel.id);
-      // Poll only while the panel is visible: a hidden sidebar costs the server nothing.
-      panel.disposed.connect(() => model.dispose());
-      model.start();
-    }
+    });
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
-      settings.refreshInterval = loaded.get('refreshInterval').composite as number;
+      settings.refreshInterval = loaded.get('refreshInterval')
+        .composite as number;
       settings.pageSize = loaded.get('pageSize').composite as number;
-      datasetsModel.interval = settings.refreshInterval * 5;
-      algorithmsModel.interval = settings.refreshInterval * 5;
-      jobsModel.interval = settings.refreshInterval;
-      for (const view of views.values()) {
-        if (view instanceof JobView) {
-          view.interval = settings.refreshInterval;
-        } else if (view instanceof DatasetViewer) {
-          view.size = settings.pageSize;
-        }
-      }
+      datasetsPanel.model.interval = settings.refreshInterval * 5;
+      algorithmsPanel.model.interval = settings.refreshInterval * 5;
+      jobsPanel.model.interval = settings.refreshInterval;
+      jobs.forEach(widget => {
+        widget.content.interval = settings.refreshInterval;
+      });
+      datasets.forEach(widget => {
+        widget.content.size = settings.pageSize;
+      });
     };
     if (settingRegistry) {
       settingRegistry
@@ -173,7 +167,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'About KPL Lab',
       caption: 'Show the versions of the KPL Lab extension and server',
       icon: kplIcon,
-      execute: () => showAbout(frontendVersion, app.serviceManager.serverSettings)
+      execute: () => showAbout(frontendVersion, client)
     });
     commands.addCommand(CommandIDs.openDatasets, {
       label: 'Open KPL Datasets',
@@ -203,12 +197,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     commands.addCommand(CommandIDs.openDataset, {
-      label: args => (args.name ? `Open Dataset ${args.name}` : 'Open KPL Dataset'),
+      label: args =>
+        args.name ? `Open Dataset ${args.name}` : 'Open KPL Dataset',
       execute: args => openDataset(String(args.name), String(args.version))
     });
     commands.addCommand(CommandIDs.submitJob, {
       label: 'Submit KPL Job…',
-      caption: 'Submit a job of an algorithm function (pick one in the Algorithms panel)',
+      caption:
+        'Submit a job of an algorithm function (pick one in the Algorithms panel)',
       icon: jobsIcon,
       execute: args => {
         if (args.algorithm && args.version) {
@@ -226,6 +222,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: args => openJob(String(args.id))
     });
 
+    // Job and dataset views come back after a reload.
+    if (restorer) {
+      void restorer.restore(jobs, {
+        command: CommandIDs.openJob,
+        args: widget => ({ id: widget.content.jobId }),
+        name: widget => widget.content.jobId
+      });
+      void restorer.restore(datasets, {
+        command: CommandIDs.openDataset,
+        args: widget => ({
+          name: widget.content.name,
+          version: widget.content.version
+        }),
+        name: widget => `${widget.content.name}:${widget.content.version}`
+      });
+    }
+
     for (const command of [
       CommandIDs.openDatasets,
       CommandIDs.openAlgorithms,
@@ -236,8 +249,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ]) {
       palette?.addItem({ command, category: CATEGORY });
     }
-    launcher?.add({ command: CommandIDs.openDatasets, category: CATEGORY, rank: 1 });
-    launcher?.add({ command: CommandIDs.submitJob, category: CATEGORY, rank: 2 });
+    launcher?.add({
+      command: CommandIDs.openDatasets,
+      category: CATEGORY,
+      rank: 1
+    });
+    launcher?.add({
+      command: CommandIDs.submitJob,
+      category: CATEGORY,
+      rank: 2
+    });
     launcher?.add({ command: CommandIDs.about, category: CATEGORY, rank: 100 });
   }
 };

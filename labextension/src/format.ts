@@ -1,49 +1,6 @@
 /**
- * Small DOM helpers shared by the panels.
+ * Formatting shared by the panels and views.
  */
-
-type Child = Node | string | null | undefined | false;
-
-/**
- * Create an element with a class, attributes and children.
- */
-export function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string | number | boolean | undefined> = {},
-  ...children: Child[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === false) {
-      continue;
-    }
-    if (key === 'class') {
-      node.className = String(value);
-    } else {
-      node.setAttribute(key, value === true ? '' : String(value));
-    }
-  }
-  for (const child of children) {
-    if (child !== null && child !== undefined && child !== false) {
-      node.append(child);
-    }
-  }
-  return node;
-}
-
-/**
- * Create an SVG element with attributes.
- */
-export function svg<K extends keyof SVGElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string | number> = {}
-): SVGElementTagNameMap[K] {
-  const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    node.setAttribute(key, String(value));
-  }
-  return node;
-}
 
 /**
  * A human size: 1.5 MB, 320 B.
@@ -104,4 +61,16 @@ export function palette(index: number): string {
     '#17becf'
   ];
   return colors[((index % colors.length) + colors.length) % colors.length];
+}
+
+/**
+ * A dataset name from an archive's file name: its stem with unsupported characters replaced.
+ */
+export function nameFromFile(fileName: string): string {
+  const stem = fileName.replace(
+    /\.(zip|tar|tar\.gz|tgz|tar\.bz2|tar\.xz)$/i,
+    ''
+  );
+  const name = stem.replace(/[^\w.-]+/g, '-').replace(/^[^\w]+/, '');
+  return name.slice(0, 100) || 'dataset';
 }

@@ -1,0 +1,141 @@
+import type { RJSFSchema } from '@rjsf/utils';
+
+import type { AlgorithmVersionDetail } from '../api';
+import {
+  fieldErrors,
+  jobFormData,
+  jobFormSchema,
+  jobRequest,
+  resourceSummary,
+  schemaPath
+} from '../jobForm';
+
+const detail = {
+  name: 'tiny',
+  version: 'abc',
+  ref: 'tiny:abc',
+  function_specs: {
+    train: {
+      cmd: 'python train.py',
+      resource: { limits: { cpu: 1, memory: 512, gpu: 0 } },
+      inputs: [
+        { key: 'data', name: 'training dataset' },
+        { key: 'init', name: 'starting model' }
+      ],
+      outputs: [{ key: 'model', name: 'trained model' }]
+    }
+  },
+  parameter_schema: {
+    type: 'object',
+    properties: {
+      steps: { type: 'integer', default: 10 },
+      delay: { type: 'number', default: 0.5 },
+      'optimizer.lr': { type: 'number' },
+      model: {
+        type: 'object',
+        properties: { depth: { type: 'integer', default: 3 } }
+      }
+    }
+  }
+} as unknown as AlgorithmVersionDetail;
+
+describe('jobFormSchema', () => {
+  it('offers the refs for each input and keeps the parameter schema', () => {
+    const { schema, uiSchema } = jobFormSchema(detail, 'train', [
+      'dataset:digits:1'
+    ]);
+    const inputs = schema.properties!.inputs as RJSFSchema;
+    expect(Object.keys(inputs.properties!)).toEqual(['data', 'init']);
+    expect((inputs.properties!.data as RJSFSchema).enum).toEqual([
+      '',
+      'dataset:digits:1'
+    ]);
+    expect(uiSchema.inputs.data['ui:enumNames']).toEqual([
+      '(none)',
+      'dataset:digits:1'
+    ]);
+    const parameters = schema.properties!.parameters as RJSFSchema;
+    expect(Object.keys(parameters.properties!)).toContain('steps');
+    const resources = schema.properties!.resources as RJSFSchema;
+    expect(Object.keys(resources.properties!)).toEqual([
+      'cpu',
+      'memory',
+      'shm',
+      'gpu',
+      'npu'
+    ]);
+  });
+});
+
+describe('jobFormData and jobRequest', () => {
+  it('starts from the first dataset, the defaults and the limits', () => {
+    const data = jobFormData(detail, 'train', ['dataset:digits:2']);
+    expect(data).toEqual({
+      inputs: { data: 'dataset:digits:2' },
+      parameters: { steps: 10, delay: 0.5 },
+      resources: { cpu: 1, memory: 512, gpu: 0 }
+    });
+  });
+
+  it('leaves empty inputs and resources out of the request', () => {
+    const request = jobRequest('tiny:abc', 'train', {
+      inputs: { data: 'dataset:digits:2', init: undefined },
+      parameters: { steps: 60 },
+      resources: { cpu: 2 }
+    });
+    expect(request).toEqual({
+      algorithm: 'tiny:abc',
+      function: 'train',
+      inputs: { data: 'dataset:digits:2' },
+      parameters: { steps: 60 },
+      resources: { cpu: 2 }
+    });
+  });
+
+  it('summarizes the resources of a function', () => {
+    expect(resourceSummary(detail.function_specs.train)).toBe(
+      'cpu 1 · memory 512 MB'
+    );
+  });
+});
+
+describe('fieldErrors', () => {
+  const { schema } = jobFormSchema(detail, 'train', []);
+
+  it('finds fields by dotted path, parameter names with dots included', () => {
+    expect(schemaPath(schema, 'parameters.steps')).toEqual([
+      'parameters',
+      'steps'
+    ]);
+    expect(schemaPath(schema, 'parameters.optimizer.lr')).toEqual([
+      'parameters',
+      'optimizer.lr'
+    ]);
+    expect(schemaPath(schema, 'parameters.model.depth')).toEqual([
+      'parameters',
+      'model',
+      'depth'
+    ]);
+    expect(schemaPath(schema, 'parameters.nope')).toBeNull();
+  });
+
+  it('puts each error under its field and the others on the form', () => {
+    const { errorSchema, general } = fieldErrors(schema, [
+      { field: 'parameters.steps', message: 'expected an integer' },
+      { field: 'parameters.steps', message: 'at least 1' },
+      { field: 'resources.cpu', message: 'more than the quota' },
+      { field: 'priority', message: 'not allowed' },
+      { field: '', message: 'the algorithm is being deleted' }
+    ]);
+    expect(errorSchema).toEqual({
+      parameters: {
+        steps: { __errors: ['expected an integer', 'at least 1'] }
+      },
+      resources: { cpu: { __errors: ['more than the quota'] } }
+    });
+    expect(general).toEqual([
+      'priority: not allowed',
+      'the algorithm is being deleted'
+    ]);
+  });
+});

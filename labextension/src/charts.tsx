@@ -1,0 +1,101 @@
+import React, { useEffect, useRef } from 'react';
+import uPlot from 'uplot';
+
+import { palette } from './format';
+
+const CHART_HEIGHT = 220;
+
+/**
+ * A figure's series as uPlot data: one x column shared by every series.
+ */
+export function chartData(series: Record<string, [number, number][]>): {
+  names: string[];
+  data: uPlot.AlignedData;
+} {
+  const names = Object.keys(series).filter(name => series[name].length > 0);
+  const data = uPlot.join(
+    names.map(
+      name =>
+        [
+          series[name].map(point => point[0]),
+          series[name].map(point => point[1])
+        ] as uPlot.AlignedData
+    )
+  );
+  return { names, data };
+}
+
+/**
+ * A uPlot axis in the theme's colors (a canvas cannot read CSS variables).
+ */
+function axis(): uPlot.Axis {
+  const style = getComputedStyle(document.body);
+  const color = (name: string, fallback: string) =>
+    style.getPropertyValue(name).trim() || fallback;
+  return {
+    stroke: color('--jp-ui-font-color1', '#333'),
+    grid: { stroke: color('--jp-border-color2', '#e0e0e0'), width: 1 },
+    ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 }
+  };
+}
+
+/**
+ * A line chart of one figure: created once per set of series, then only given new data.
+ */
+export function MetricChart(props: {
+  title: string;
+  series: Record<string, [number, number][]>;
+  xName: string;
+  width: number;
+}): JSX.Element {
+  const box = useRef<HTMLDivElement>(null);
+  const chart = useRef<{ key: string; plot: uPlot } | null>(null);
+  const { names, data } = chartData(props.series);
+  const key = names.join('\u0000');
+  useEffect(() => {
+    if (chart.current && chart.current.key === key) {
+      chart.current.plot.setData(data);
+      return;
+    }
+    chart.current?.plot.destroy();
+    chart.current = {
+      key,
+      plot: new uPlot(
+        {
+          width: props.width,
+          height: CHART_HEIGHT,
+          scales: { x: { time: false } },
+          legend: { live: true },
+          cursor: { drag: { x: true, y: false } },
+          series: [
+            { label: props.xName },
+            ...names.map((name, i) => ({
+              label: name,
+              stroke: palette(i),
+              width: 1.5,
+              spanGaps: true,
+              points: { show: false }
+            }))
+          ],
+          axes: [axis(), axis()]
+        },
+        data,
+        box.current!
+      )
+    };
+  }, [props.series]);
+  useEffect(() => {
+    chart.current?.plot.setSize({ width: props.width, height: CHART_HEIGHT });
+  }, [props.width]);
+  useEffect(() => () => chart.current?.plot.destroy(), []);
+  return (
+    <div
+      className="kpl-chart"
+      data-figure={props.title}
+      data-points={data[0].length}
+    >
+      <h3>{props.title}</h3>
+      <div ref={box} />
+    </div>
+  );
+}

@@ -1,0 +1,215 @@
+import type { ReadonlyJSONObject } from '@lumino/coreutils';
+import type { ErrorSchema, RJSFSchema, UiSchema } from '@rjsf/utils';
+
+import type {
+  AlgorithmVersionDetail,
+  FunctionSpec,
+  IFieldError,
+  JobRequest,
+  Resources
+} from './api';
+
+/**
+ * What the submit form edits: one object per part of the job request.
+ */
+export interface IJobFormData {
+  inputs: Record<string, string | undefined>;
+  parameters: Record<string, unknown>;
+  resources: Partial<Record<keyof Resources, number>>;
+}
+
+/**
+ * The resources a job may ask for, with their labels.
+ */
+const RESOURCES: [keyof Resources, string, 'number' | 'integer'][] = [
+  ['cpu', 'CPU cores', 'number'],
+  ['memory', 'memory (MB)', 'integer'],
+  ['shm', 'shared memory (MB)', 'integer'],
+  ['gpu', 'GPUs', 'integer'],
+  ['npu', 'NPUs', 'integer']
+];
+
+/**
+ * A one-line summary of a function's resources: `cpu 2 · memory 2048 MB · gpu 1`.
+ */
+export function resourceSummary(spec: FunctionSpec): string {
+  const limits = (spec.resource?.limits ?? {}) as Record<string, unknown>;
+  const units: Record<string, string> = { memory: ' MB', shm: ' MB' };
+  return Object.entries(limits)
+    .filter(([, value]) => value !== null && value !== undefined && value !== 0)
+    .map(([key, value]) => `${key} ${value}${units[key] ?? ''}`)
+    .join(' · ');
+}
+
+/**
+ * The JSON schema of the submit form of one function: its inputs (a choice of the
+ * given dataset and model refs), the algorithm's parameter schema and the resources.
+ */
+export function jobFormSchema(
+  detail: AlgorithmVersionDetail,
+  fn: string,
+  refs: string[]
+): { schema: RJSFSchema; uiSchema: UiSchema<ReadonlyJSONObject> } {
+  const spec = detail.function_specs[fn];
+  const inputs: Record<string, RJSFSchema> = {};
+  const inputsUi: UiSchema<ReadonlyJSONObject> = {};
+  for (const port of spec?.inputs ?? []) {
+    const key = port.key ?? '';
+    inputs[key] = {
+      type: 'string',
+      title: key,
+      description: port.name,
+      enum: ['', ...refs]
+    };
+    inputsUi[key] = { 'ui:enumNames': ['(none)', ...refs] };
+  }
+  const resources: Record<string, RJSFSchema> = {};
+  for (const [key, title, type] of RESOURCES) {
+    resources[key] = { type, title, minimum: 0 };
+  }
+  const parameters = (detail.parameter_schema ?? {}) as RJSFSchema;
+  return {
+    schema: {
+      type: 'object',
+      properties: {
+        inputs: {
+          type: 'object',
+          title: 'Inputs',
+          description:
+            Object.keys(inputs).length === 0
+              ? 'This function takes no inputs.'
+              : undefined,
+          properties: inputs
+        },
+        parameters: {
+          ...parameters,
+          type: 'object',
+          title: 'Parameters',
+          properties: parameters.properties ?? {}
+        },
+        resources: { type: 'object', title: 'Resources', properties: resources }
+      }
+    },
+    uiSchema: { inputs: inputsUi }
+  };
+}
+
+/**
+ * The first values of the form: a dataset for each data input, the parameters'
+ * defaults and the function's resource limits.
+ */
+export function jobFormData(
+  detail: AlgorithmVersionDetail,
+  fn: string,
+  datasets: string[]
+): IJobFormData {
+  const spec = detail.function_specs[fn];
+  const inputs: IJobFormData['inputs'] = {};
+  for (const port of spec?.inputs ?? []) {
+    // The first dataset for a data input; optional inputs stay empty.
+    if (/data/i.test(port.key ?? '') && datasets.length) {
+      inputs[port.key ?? ''] = datasets[0];
+    }
+  }
+  const parameters: Record<string, unknown> = {};
+  const properties = ((detail.parameter_schema ?? {}) as RJSFSchema).properties;
+  for (const [name, schema] of Object.entries(properties ?? {})) {
+    if (typeof schema === 'object' && schema.default !== undefined) {
+      parameters[name] = schema.default;
+    }
+  }
+  const resources: IJobFormData['resources'] = {};
+  const limits = (spec?.resource?.limits ?? {}) as Record<string, unknown>;
+  for (const [key] of RESOURCES) {
+    if (typeof limits[key] === 'number') {
+      resources[key] = limits[key] as number;
+    }
+  }
+  return { inputs, parameters, resources };
+}
+
+/**
+ * The job request of the form's values; empty inputs and resources are left out.
+ */
+export function jobRequest(
+  algorithm: string,
+  fn: string,
+  data: IJobFormData
+): JobRequest {
+  const inputs: Record<string, string> = {};
+  for (const [key, value] of Object.entries(data.inputs ?? {})) {
+    if (value) {
+      inputs[key] = value;
+    }
+  }
+  const resources: Resources = {};
+  for (const [key, value] of Object.entries(data.resources ?? {})) {
+    if (typeof value === 'number') {
+      resources[key as keyof Resources] = value;
+    }
+  }
+  return {
+    algorithm,
+    function: fn,
+    inputs,
+    parameters: data.parameters ?? {},
+    resources
+  };
+}
+
+/**
+ * The path of a dotted field in a schema, as property names; null when the form has
+ * no such field.
+ *
+ * A parameter name may itself hold dots (`optimizer.lr`): the longest property name
+ * that matches wins.
+ */
+export function schemaPath(schema: RJSFSchema, field: string): string[] | null {
+  const parts = field.split('.');
+  const path: string[] = [];
+  let node: RJSFSchema = schema;
+  let i = 0;
+  while (i < parts.length) {
+    const properties = node.properties ?? {};
+    let matched = 0;
+    for (let j = parts.length; j > i; j--) {
+      const name = parts.slice(i, j).join('.');
+      if (typeof properties[name] === 'object') {
+        path.push(name);
+        node = properties[name] as RJSFSchema;
+        matched = j - i;
+        break;
+      }
+    }
+    if (matched === 0) {
+      return null;
+    }
+    i += matched;
+  }
+  return path;
+}
+
+/**
+ * The server's field errors as rjsf's error schema, for the fields the form has;
+ * the others (and errors naming no field) as messages for the whole form.
+ */
+export function fieldErrors(
+  schema: RJSFSchema,
+  errors: ReadonlyArray<IFieldError>
+): { errorSchema: ErrorSchema; general: string[] } {
+  const errorSchema: Record<string, any> = {};
+  const general: string[] = [];
+  for (const { field, message } of errors) {
+    const path = field ? schemaPath(schema, field) : null;
+    if (!path) {
+      general.push(field ? `${field}: ${message}` : message);
+      continue;
+    }
+    let node = errorSchema;
+    for (const name of path) {
+      node = node[name] ??= {};
+    }
+    (node.__errors ??= []).push(message);
+  }
+  return { errorSchema: errorSchema as ErrorSchema, general };
+}

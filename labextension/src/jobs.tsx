@@ -1,0 +1,140 @@
+import { HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
+import React from 'react';
+
+import { Job, JOB_STATES, KPLClient } from './api';
+import { formatSeconds, formatTime } from './format';
+import { jobsIcon } from './icons';
+import { PollingListModel } from './model';
+import { KPLSidePanel } from './sidePanel';
+
+/**
+ * A progress bar with the fraction done and the time left.
+ */
+export function ProgressBar(props: {
+  job: Pick<Job, 'state' | 'progress' | 'eta_seconds'>;
+}): JSX.Element {
+  const { job } = props;
+  const percent = Math.round(100 * Math.max(0, Math.min(1, job.progress || 0)));
+  const left =
+    job.state === 'running' && job.eta_seconds
+      ? ` · ${formatSeconds(job.eta_seconds)} left`
+      : '';
+  return (
+    <div
+      className={`kpl-progress kpl-state-${job.state}`}
+      role="progressbar"
+      aria-valuemin={0}
+      aria-valuemax={100}
+      aria-valuenow={percent}
+    >
+      <div className="kpl-progress-track">
+        <div className="kpl-progress-fill" style={{ width: `${percent}%` }} />
+      </div>
+      <span className="kpl-progress-text">{`${percent}%${left}`}</span>
+    </div>
+  );
+}
+
+/**
+ * The state of a job as a colored badge.
+ */
+export function StateBadge(props: { state: string }): JSX.Element {
+  return (
+    <span
+      className={`kpl-badge kpl-state-${props.state}`}
+      data-state={props.state}
+    >
+      {props.state}
+    </span>
+  );
+}
+
+/**
+ * The jobs of the project, newest first, with their live state and progress.
+ */
+function JobsList(props: {
+  model: PollingListModel<Job>;
+  openJob: (id: string) => void;
+}): JSX.Element {
+  const { model, openJob } = props;
+  return (
+    <>
+      <HTMLSelect
+        className="kpl-state-filter"
+        aria-label="State"
+        defaultValue={model.filter}
+        onChange={event => {
+          model.filter = event.target.value;
+        }}
+        options={[
+          { value: '', label: 'all states' },
+          ...JOB_STATES.map(state => ({ value: state, label: state }))
+        ]}
+      />
+      <div className="kpl-error">{model.error?.message ?? ''}</div>
+      <ul className="kpl-list">
+        {model.loaded && model.items.length === 0 && !model.error && (
+          <li className="kpl-empty">
+            No jobs yet: submit one from the Algorithms panel.
+          </li>
+        )}
+        {model.items.map(job => (
+          <li
+            key={job.id}
+            className="kpl-job kpl-item"
+            data-id={job.id}
+            data-state={job.state}
+            tabIndex={0}
+            title={`Open job ${job.id}`}
+            onClick={() => openJob(job.id)}
+            onKeyDown={event => event.key === 'Enter' && openJob(job.id)}
+          >
+            <div className="kpl-item-title">
+              <span className="kpl-name">
+                {job.algorithm.split(':')[0]} · {job.function}
+              </span>
+              <StateBadge state={job.state} />
+            </div>
+            <div className="kpl-meta">
+              {job.id} · {formatTime(job.created)}
+            </div>
+            {(job.state === 'running' || job.state === 'queued') && (
+              <ProgressBar job={job} />
+            )}
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+/**
+ * The Jobs sidebar: every job of the project with its live state and progress.
+ */
+export class JobsPanel extends KPLSidePanel<Job> {
+  constructor(
+    client: KPLClient,
+    interval: number,
+    openJob: (id: string) => void
+  ) {
+    super({
+      id: 'kpl-lab-jobs',
+      label: 'Jobs',
+      caption: 'KPL Jobs',
+      icon: jobsIcon,
+      fetcher: state =>
+        client.jobs.list(
+          (JOB_STATES as ReadonlyArray<string>).includes(state)
+            ? (state as Job['state'])
+            : undefined
+        ),
+      interval
+    });
+    this.addClass('kpl-JobsPanel');
+    this.addContent(
+      <UseSignal signal={this.model.changed}>
+        {() => <JobsList model={this.model} openJob={openJob} />}
+      </UseSignal>
+    );
+  }
+}

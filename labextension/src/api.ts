@@ -53,33 +53,18 @@ export const DATASET_FORMATS: ReadonlyArray<DatasetFormat> =
 
 /**
  * One problem of a request, named by its dotted field path (`parameters.steps`).
- *
- * Written against CONTRACT.md until docs/openapi.yaml carries `errors`.
  */
-export interface IFieldError {
-  field: string;
-  message: string;
-}
+export type IFieldError = Schemas['FieldError'];
 
 /**
  * The body of every error answer.
  */
-export interface IErrorBody {
-  error: string;
-  message: string;
-  field?: string | null;
-  errors?: IFieldError[];
-}
+export type IErrorBody = Schemas['Error'];
 
 /**
  * A job's metric series grouped by figure: figure -> series -> [[x, y], ...].
- *
- * Written against CONTRACT.md until docs/openapi.yaml carries the grouped shape.
  */
-export interface IMetrics {
-  figures: Record<string, Record<string, [number, number][]>>;
-  labels?: Record<string, { x_name?: string | null }>;
-}
+export type IMetrics = Schemas['Metrics'];
 
 /**
  * Whether a job has ended: only ended jobs have a finish time.

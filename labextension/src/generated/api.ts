@@ -12,26 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /** Name and version of the server */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Version"];
-                    };
-                };
-            };
-        };
+        get: operations["getVersion"];
         put?: never;
         post?: never;
         delete?: never;
@@ -48,81 +29,13 @@ export interface paths {
             cookie?: never;
         };
         /** List datasets */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    /** @description case-insensitive search in names and descriptions */
-                    q?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            datasets?: components["schemas"]["Dataset"][];
-                        };
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getDatasets"];
         put?: never;
         /**
          * Upload a zip or tar and import it as a new dataset version
-         * @description The body is the archive itself, streamed (no multipart). It is written to a temporary
-         *     file (refused past the configured size limit), then imported with the hostile-safe
-         *     importers: path traversal, links and zip bombs are refused with 400 naming the entry.
-         *     A failed import leaves no dataset. Same content again answers the same version.
+         * @description The body is the archive itself, streamed (no multipart). It is written to a temporary file (refused past the configured size limit), then imported with the hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming the entry. A failed import leaves no dataset. Same content again answers the same version.
          */
-        post: {
-            parameters: {
-                query: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    name: string;
-                    description?: string;
-                    /** @description import: every file becomes a path/contentType/content record */
-                    format?: "import" | "imagefolder" | "voc" | "coco" | "labelme";
-                    part?: string;
-                    /** @description the uploaded file's name, used in error messages */
-                    filename?: string;
-                    /** @description imagefolder only: e.g. test=0.2 */
-                    split?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/zip": string;
-                    "application/x-tar": string;
-                    "application/octet-stream": string;
-                };
-            };
-            responses: {
-                /** @description Created (or the same content already stored) */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DatasetVersion"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postDatasets"];
         delete?: never;
         options?: never;
         head?: never;
@@ -131,72 +44,17 @@ export interface paths {
     };
     "/datasets/{name}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** A dataset and its versions */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Dataset"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getDataset"];
         put?: never;
         post?: never;
-        /** Delete every version of a dataset (409 while a job uses one) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        /** Delete every version of a dataset (409 while a job uses it) */
+        delete: operations["deleteDataset"];
         options?: never;
         head?: never;
         patch?: never;
@@ -204,78 +62,17 @@ export interface paths {
     };
     "/datasets/{name}/versions/{version}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** One dataset version with its parts, schemas, record count and size */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DatasetVersionDetail"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getDatasetVersion"];
         put?: never;
         post?: never;
         /** Delete one dataset version (409 while a job uses it) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        delete: operations["deleteDatasetVersion"];
         options?: never;
         head?: never;
         patch?: never;
@@ -283,56 +80,16 @@ export interface paths {
     };
     "/datasets/{name}/versions/{version}/records": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-            };
+            path?: never;
             cookie?: never;
         };
         /**
          * A page of records, with only the fields asked for
          * @description Only the columns named are read from disk; bytes values become BytesRef objects.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    /** @description Dataset part (default `root`, or the first part when there is no `root`). */
-                    part?: components["parameters"]["part"];
-                    offset?: number;
-                    limit?: number;
-                    /** @description comma-separated top-level fields (default: all) */
-                    columns?: string;
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RecordsPage"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getRecords"];
         put?: never;
         post?: never;
         delete?: never;
@@ -343,63 +100,16 @@ export interface paths {
     };
     "/datasets/{name}/versions/{version}/records/{index}/fields/{field}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-                index: number;
-                /** @description field path: a top-level field, or e.g. object.0.mask */
-                field: string;
-            };
+            path?: never;
             cookie?: never;
         };
         /**
          * One field of one record, raw, with its content type
-         * @description Bytes and File values are answered as they are stored with their content type;
-         *     other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on
-         *     its longer side (cached under the storage root per dataset version and record).
+         * @description Bytes and File values are answered as they are stored with their content type; other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on its longer side (cached under the storage root per dataset version and record).
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    /** @description Dataset part (default `root`, or the first part when there is no `root`). */
-                    part?: components["parameters"]["part"];
-                    thumbnail?: number;
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                    index: number;
-                    /** @description field path: a top-level field, or e.g. object.0.mask */
-                    field: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The value */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/octet-stream": string;
-                        "image/png": string;
-                        "application/json": unknown;
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getField"];
         put?: never;
         post?: never;
         delete?: never;
@@ -410,51 +120,33 @@ export interface paths {
     };
     "/datasets/{name}/versions/{version}/stats": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-                /** @description Dataset part (default `root`, or the first part when there is no `root`). */
-                part?: components["parameters"]["part"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** Per-field stats and per-class counts (computed once per version, then cached) */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    /** @description Dataset part (default `root`, or the first part when there is no `root`). */
-                    part?: components["parameters"]["part"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Stats"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
+        get: operations["getStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
+        /**
+         * The project's dataset imports in flight (queued or importing)
+         * @description Imports run on their own bounded workers; a full queue answers 503 to a new upload.
+         */
+        get: operations["getImports"];
         put?: never;
         post?: never;
         delete?: never;
@@ -471,68 +163,13 @@ export interface paths {
             cookie?: never;
         };
         /** List algorithms */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    q?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            algorithms?: components["schemas"]["Algorithm"][];
-                        };
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getAlgorithms"];
         put?: never;
-        /** Upload an algorithm archive (zip or tar with environment.yml) as a new version */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    /** @description default: the archive's name inside it */
-                    name?: string;
-                    description?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/zip": string;
-                    "application/x-tar": string;
-                    "application/octet-stream": string;
-                };
-            };
-            responses: {
-                /** @description Created (or the same content already stored) */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["AlgorithmVersion"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        /**
+         * Upload an algorithm archive (zip or tar with environment.yml) as a new version
+         * @description Same content again answers the same version.
+         */
+        post: operations["postAlgorithms"];
         delete?: never;
         options?: never;
         head?: never;
@@ -541,72 +178,17 @@ export interface paths {
     };
     "/algorithms/{name}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** An algorithm and its versions */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Algorithm"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getAlgorithm"];
         put?: never;
         post?: never;
-        /** Delete every version of an algorithm (409 while a job uses one) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        /** Delete every version of an algorithm (409 while a job uses it) */
+        delete: operations["deleteAlgorithm"];
         options?: never;
         head?: never;
         patch?: never;
@@ -614,78 +196,17 @@ export interface paths {
     };
     "/algorithms/{name}/versions/{version}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** One algorithm version with functions, resources, inputs, outputs and the parameter schema */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["AlgorithmVersionDetail"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getAlgorithmVersion"];
         put?: never;
         post?: never;
         /** Delete one algorithm version (409 while a job uses it) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        delete: operations["deleteAlgorithmVersion"];
         options?: never;
         head?: never;
         patch?: never;
@@ -699,33 +220,7 @@ export interface paths {
             cookie?: never;
         };
         /** List models */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    q?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            models?: components["schemas"]["Model"][];
-                        };
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getModels"];
         put?: never;
         post?: never;
         delete?: never;
@@ -736,72 +231,17 @@ export interface paths {
     };
     "/models/{name}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** A model and its versions */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Model"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getModel"];
         put?: never;
         post?: never;
-        /** Delete every version of a model (409 while a job uses one) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        /** Delete every version of a model (409 while a job uses it) */
+        delete: operations["deleteModel"];
         options?: never;
         head?: never;
         patch?: never;
@@ -809,78 +249,17 @@ export interface paths {
     };
     "/models/{name}/versions/{version}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                name: components["parameters"]["name"];
-                /** @description A version, or a unique prefix of one. */
-                version: components["parameters"]["version"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** One model version with its files and lineage */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ModelVersion"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getModelVersion"];
         put?: never;
         post?: never;
         /** Delete one model version (409 while a job uses it) */
-        delete: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    name: components["parameters"]["name"];
-                    /** @description A version, or a unique prefix of one. */
-                    version: components["parameters"]["version"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Deleted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        delete: operations["deleteModelVersion"];
         options?: never;
         head?: never;
         patch?: never;
@@ -894,66 +273,13 @@ export interface paths {
             cookie?: never;
         };
         /** List jobs, newest first */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    state?: "queued" | "running" | "succeeded" | "failed" | "stopped" | "lost";
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            jobs?: components["schemas"]["Job"][];
-                        };
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getJobs"];
         put?: never;
         /**
          * Submit a job (queued, started at once when it fits)
-         * @description A request that can never fit (more than the machine or the project quota) answers 400 naming the resource.
+         * @description A request that can never fit (more than the machine or the project quota) answers 400 naming the resource; invalid parameters answer 400 listing each one.
          */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["JobRequest"];
-                };
-            };
-            responses: {
-                /** @description Created */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobs"];
         delete?: never;
         options?: never;
         head?: never;
@@ -962,43 +288,13 @@ export interface paths {
     };
     "/jobs/{job_id}": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** One job */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getJob"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1009,45 +305,15 @@ export interface paths {
     };
     "/jobs/{job_id}/stop": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         get?: never;
         put?: never;
         /** Stop a job (409 when it has already ended) */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobStop"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1056,45 +322,15 @@ export interface paths {
     };
     "/jobs/{job_id}/rerun": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         get?: never;
         put?: never;
         /** Run the same algorithm version, inputs, parameters and resources again */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Created */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobRerun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1103,49 +339,15 @@ export interface paths {
     };
     "/jobs/{job_id}/copy": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         get?: never;
         put?: never;
         /** Run a job again with some parameters or resources changed */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: {
-                content: {
-                    "application/json": components["schemas"]["CopyRequest"];
-                };
-            };
-            responses: {
-                /** @description Created */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobCopy"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1154,49 +356,15 @@ export interface paths {
     };
     "/jobs/{job_id}/resume": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         get?: never;
         put?: never;
         /** Run a copy that starts from the model this job registered */
-        post: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: {
-                content: {
-                    "application/json": components["schemas"]["ResumeRequest"];
-                };
-            };
-            responses: {
-                /** @description Created */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Job"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobResume"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1205,55 +373,16 @@ export interface paths {
     };
     "/jobs/{job_id}/logs": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /**
          * The job's output, a chunk at a time, or followed live
-         * @description Without `follow`: a JSON LogChunk of at most `limit` bytes from `offset`. With
-         *     `wait=S`, a request with nothing new waits up to S seconds for output or the job's
-         *     end (long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that
-         *     sends new output as it is written and ends when the job ends (bounded memory).
+         * @description Without `follow`: a JSON LogChunk of at most `limit` bytes from `offset`. With `wait=S`, a request with nothing new waits up to S seconds for output or the job's end (long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new output as it is written and ends when the job ends (bounded memory).
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    offset?: number;
-                    limit?: number;
-                    /** @description seconds */
-                    wait?: number;
-                    follow?: 0 | 1;
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description A chunk (JSON) or the followed output (text/plain) */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["LogChunk"];
-                        "text/plain": string;
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getJobLogs"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1264,44 +393,13 @@ export interface paths {
     };
     "/jobs/{job_id}/metrics": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
-        /** Metric series, downsampled to at most max_points per series */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                    max_points?: number;
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Metrics"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        /** Metric points grouped by figure, then series, at most max_points per series */
+        get: operations["getJobMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1312,43 +410,13 @@ export interface paths {
     };
     "/jobs/{job_id}/progress": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** Fraction done and seconds left */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Progress"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getJobProgress"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1359,43 +427,13 @@ export interface paths {
     };
     "/jobs/{job_id}/usage": {
         parameters: {
-            query?: {
-                /** @description Project of the objects (default `default`). */
-                project?: components["parameters"]["project"];
-            };
+            query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /** Live resource use of the job */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Usage"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getJobUsage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1408,9 +446,7 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                job_id: components["parameters"]["jobId"];
-            };
+            path?: never;
             cookie?: never;
         };
         get?: never;
@@ -1419,33 +455,7 @@ export interface paths {
          * Events pushed by a job that shares no folder with the platform (Kubernetes)
          * @description The body is a JSON array of kpl-helper events; the job's own token authenticates it, not the server token.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    job_id: components["parameters"]["jobId"];
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": Record<string, unknown>[];
-                };
-            };
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["EventsAccepted"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        post: operations["postJobEvents"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1460,30 +470,7 @@ export interface paths {
             cookie?: never;
         };
         /** The machine's capacity, its accelerators and what is in use */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Project of the objects (default `default`). */
-                    project?: components["parameters"]["project"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OK */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Devices"];
-                    };
-                };
-                default: components["responses"]["Error"];
-            };
-        };
+        get: operations["getDevices"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1496,56 +483,82 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        Error: {
-            /** @description BadRequest, Forbidden, NotFound or Conflict */
-            error: string;
-            message: string;
-            /** @description the request field at fault (dotted path) */
-            field?: string | null;
+        /**
+         * Algorithm
+         * @description An algorithm with its versions, oldest first.
+         */
+        Algorithm: {
+            name: string;
+            description: string;
+            created: string | null;
+            versions: components["schemas"]["AlgorithmVersion"][];
         };
-        Version: {
-            /** @constant */
-            name?: "kpl-lab";
-            version?: string;
+        /**
+         * AlgorithmList
+         * @description The algorithms of a project.
+         */
+        AlgorithmList: {
+            algorithms: components["schemas"]["Algorithm"][];
         };
-        Deleted: {
-            /** @description NAME:VERSION of every version deleted */
-            deleted?: string[];
-        };
-        /** @description Fields shared by dataset, model and algorithm versions. */
-        CatalogVersion: {
+        /**
+         * AlgorithmVersion
+         * @description An algorithm version: its functions and parameter.yml defaults.
+         */
+        AlgorithmVersion: {
             name: string;
             version: string;
             /** @description NAME:VERSION */
             ref: string;
-            description?: string;
-            size_bytes?: number;
-            /** @description job_id, algorithm, function, inputs, parameters */
-            lineage?: Record<string, unknown> | null;
-            /** Format: date-time */
-            created?: string | null;
-        };
-        DatasetVersion: components["schemas"]["CatalogVersion"] & {
-            record_count?: number;
-            /** @description part -> record count */
-            parts?: {
-                [key: string]: number;
+            description: string;
+            size_bytes: number;
+            /** @description the job that made it: job_id, algorithm, function, inputs, parameters */
+            lineage: {
+                [key: string]: unknown;
+            } | null;
+            created: string | null;
+            functions: string[];
+            /** @description parameter.yml defaults */
+            parameters: {
+                [key: string]: unknown;
             };
         };
-        DatasetVersionDetail: components["schemas"]["DatasetVersion"] & {
-            /** @description part -> record_type (kpl-dataset field types: String, Int, Float, ByteArray, File, Bool, lists and dicts) */
-            schemas?: {
-                [key: string]: Record<string, unknown>;
+        /**
+         * AlgorithmVersionDetail
+         * @description An algorithm version in full, with the JSON Schema of its parameters (for a form).
+         */
+        AlgorithmVersionDetail: {
+            name: string;
+            version: string;
+            /** @description NAME:VERSION */
+            ref: string;
+            description: string;
+            size_bytes: number;
+            /** @description the job that made it: job_id, algorithm, function, inputs, parameters */
+            lineage: {
+                [key: string]: unknown;
+            } | null;
+            created: string | null;
+            functions: string[];
+            /** @description parameter.yml defaults */
+            parameters: {
+                [key: string]: unknown;
+            };
+            image: components["schemas"]["ImageSpec"];
+            function_specs: {
+                [key: string]: components["schemas"]["FunctionSpec"];
+            };
+            parameter_descriptions: {
+                [key: string]: string;
+            };
+            /** @description JSON Schema of the parameters */
+            parameter_schema: {
+                [key: string]: unknown;
             };
         };
-        Dataset: {
-            name?: string;
-            description?: string;
-            /** Format: date-time */
-            created?: string | null;
-            versions?: components["schemas"]["DatasetVersion"][];
-        };
-        /** @description A bytes or File value, replaced by its size, content type and where to fetch it. */
+        /**
+         * BytesRef
+         * @description A bytes or File value of a record, replaced by its size, content type and where to fetch it.
+         */
         BytesRef: {
             /** @description size in bytes */
             $bytes: number;
@@ -1553,113 +566,343 @@ export interface components {
             /** @description path of the field route (relative to the server base URL) */
             url: string;
             /** @description URL of a small PNG, for images */
-            thumbnail?: string | null;
+            thumbnail: string | null;
         };
-        Record: {
-            index?: number;
-            /** @description The record's fields (projected by `columns`); bytes and File values anywhere in the record are BytesRef objects. Pascal VOC / COCO / labelme `object` lists (name, xmin, ymin, xmax, ymax, ...) and masks pass through for the UI to draw. */
-            fields?: Record<string, unknown>;
+        /**
+         * CopyRequest
+         * @description What a copy changes.
+         */
+        CopyRequest: {
+            /** @default null */
+            parameters?: {
+                [key: string]: unknown;
+            } | null;
+            /** @default null */
+            resources?: components["schemas"]["ResourceRequest"] | null;
         };
-        RecordsPage: {
+        /**
+         * Dataset
+         * @description A dataset with its versions, oldest first.
+         */
+        Dataset: {
+            name: string;
+            description: string;
+            created: string | null;
+            versions: components["schemas"]["DatasetVersion"][];
+        };
+        /**
+         * DatasetImport
+         * @description A dataset import in flight: waiting for an import worker, or importing.
+         */
+        DatasetImport: {
+            id: string;
+            dataset: string;
+            /** @enum {string} */
+            format: "import" | "imagefolder" | "voc" | "coco" | "labelme";
+            filename: string;
+            /** @enum {string} */
+            state: "queued" | "importing";
+            /** Format: date-time */
+            queued_at: string;
+            started_at: string | null;
+            /** @description imports of any project queued before this one */
+            ahead: number;
+        };
+        /**
+         * DatasetList
+         * @description The datasets of a project.
+         */
+        DatasetList: {
+            datasets: components["schemas"]["Dataset"][];
+        };
+        /**
+         * DatasetVersion
+         * @description A dataset version: its parts and record count.
+         */
+        DatasetVersion: {
+            name: string;
+            version: string;
             /** @description NAME:VERSION */
-            dataset?: string;
-            part?: string;
-            offset?: number;
-            limit?: number;
-            /** @description records in the part */
-            total?: number;
-            columns?: string[];
-            /** @description record_type of the returned columns */
-            schema?: Record<string, unknown>;
-            records?: components["schemas"]["Record"][];
-        };
-        FieldStats: {
-            /** @description String, Int, Float, Bool, ByteArray, File, list or dict */
-            type?: string;
-            /** @description values (list fields: items) */
-            count?: number;
-            min?: number | null;
-            max?: number | null;
-            mean?: number | null;
-            /** @description distinct strings, capped */
-            distinct?: number | null;
-            /** @description true when there are more distinct strings than counted */
-            distinct_capped?: boolean;
-            /** @description total size of bytes and File values */
-            total_bytes?: number | null;
-        };
-        Stats: {
-            dataset?: string;
-            part?: string;
-            records?: number;
-            /** @description field path -> stats (nested fields as object.name) */
-            fields?: {
-                [key: string]: components["schemas"]["FieldStats"];
-            };
-            /** @description class_name or object.name, whichever the records have */
-            class_field?: string | null;
-            /** @description class -> count */
-            classes?: {
+            ref: string;
+            description: string;
+            size_bytes: number;
+            /** @description the job that made it: job_id, algorithm, function, inputs, parameters */
+            lineage: {
+                [key: string]: unknown;
+            } | null;
+            created: string | null;
+            record_count: number;
+            /** @description part -> record count */
+            parts: {
                 [key: string]: number;
             };
         };
-        AlgorithmVersion: components["schemas"]["CatalogVersion"] & {
-            functions?: string[];
-            /** @description parameter.yml defaults */
-            parameters?: Record<string, unknown>;
-        };
-        AlgorithmVersionDetail: components["schemas"]["AlgorithmVersion"] & {
-            image?: {
-                from_image?: string;
-                runs?: string[];
+        /**
+         * DatasetVersionDetail
+         * @description A dataset version with the record type of each part.
+         */
+        DatasetVersionDetail: {
+            name: string;
+            version: string;
+            /** @description NAME:VERSION */
+            ref: string;
+            description: string;
+            size_bytes: number;
+            /** @description the job that made it: job_id, algorithm, function, inputs, parameters */
+            lineage: {
+                [key: string]: unknown;
+            } | null;
+            created: string | null;
+            record_count: number;
+            /** @description part -> record count */
+            parts: {
+                [key: string]: number;
             };
-            function_specs?: {
-                [key: string]: {
-                    cmd?: string;
-                    /** @description limits and requests: cpu, gpu, npu, memory (MB), shm (MB) */
-                    resource?: Record<string, unknown>;
-                    inputs?: {
-                        key?: string;
-                        name?: string;
-                    }[];
-                    outputs?: {
-                        key?: string;
-                        name?: string;
-                    }[];
-                };
+            /** @description part -> record_type (kpl-dataset field types: String, Int, Float, ByteArray, File, Bool, lists and dicts) */
+            schemas: {
+                [key: string]: unknown;
             };
-            parameter_descriptions?: {
-                [key: string]: string;
-            };
-            /** @description JSON Schema of the parameters (for a form) */
-            parameter_schema?: Record<string, unknown>;
         };
-        Algorithm: {
-            name?: string;
-            description?: string;
-            /** Format: date-time */
-            created?: string | null;
-            versions?: components["schemas"]["AlgorithmVersion"][];
+        /**
+         * Deleted
+         * @description What a delete removed.
+         */
+        Deleted: {
+            /** @description NAME:VERSION of every version deleted */
+            deleted: string[];
         };
-        ModelVersion: components["schemas"]["CatalogVersion"] & {
-            files?: string[];
+        /**
+         * Device
+         * @description One accelerator and who holds it.
+         */
+        Device: {
+            /** @description gpu or npu */
+            kind: string;
+            index: number;
+            name: string;
+            memory_mb: number;
+            /** @description job:ID or notebook:ID holding it in this project, 'other project' or null */
+            used_by: string | null;
         };
-        Model: {
-            name?: string;
-            description?: string;
-            /** Format: date-time */
-            created?: string | null;
-            versions?: components["schemas"]["ModelVersion"][];
+        /**
+         * Devices
+         * @description The machine's capacity, what all projects and this one hold, the quota and each device.
+         */
+        Devices: {
+            capacity: components["schemas"]["Held"];
+            /** @description held by all projects */
+            used: components["schemas"]["Held"];
+            /** @description held by this project */
+            project_used: components["schemas"]["Held"];
+            /** @description this project's quota (cpu, memory MB, gpu, npu; a missing kind is unlimited), or null */
+            quota: {
+                [key: string]: number;
+            } | null;
+            devices: components["schemas"]["Device"][];
         };
-        Resources: {
-            cpu?: number | null;
+        /**
+         * Error
+         * @description What went wrong; a refused request names every field at fault.
+         */
+        Error: {
+            /** @description BadRequest (400), Forbidden (403), NotFound (404), Conflict (409), HTTPError or InternalError (500) */
+            error: string;
+            message: string;
+            /** @description the first field at fault (dotted path), or null */
+            field: string | null;
+            /** @description every field at fault, in the order found */
+            errors: components["schemas"]["FieldError"][];
+        };
+        /**
+         * EventsAccepted
+         * @description How many events were taken in.
+         */
+        EventsAccepted: {
+            accepted: number;
+        };
+        /**
+         * FieldError
+         * @description One problem with one field of the request.
+         */
+        FieldError: {
+            /** @description dotted path of the field at fault, e.g. `parameters.steps` */
+            field: string;
+            message: string;
+        };
+        /**
+         * FieldStats
+         * @description Stats of one field.
+         */
+        FieldStats: {
+            /** @description String, Int, Float, Bool, ByteArray, File, list or dict */
+            type: string;
+            /** @description values (list fields: items) */
+            count: number;
+            min: number | null;
+            max: number | null;
+            mean: number | null;
+            /** @description distinct strings, capped */
+            distinct: number | null;
+            /** @description true when there are more distinct strings than counted */
+            distinct_capped: boolean;
+            /** @description total size of bytes and File values */
+            total_bytes: number | null;
+        };
+        /**
+         * FigureLabels
+         * @description The axis names of a figure.
+         */
+        FigureLabels: {
+            x_name: string | null;
+            y1_name: string | null;
+            y2_name: string | null;
+        };
+        /**
+         * FunctionResource
+         * @description The limits a function runs under, and the requests it is scheduled by.
+         */
+        FunctionResource: {
+            limits: components["schemas"]["ResourceAmounts"];
+            requests: components["schemas"]["ResourceAmounts"] | null;
+        };
+        /**
+         * FunctionSpec
+         * @description One function of an algorithm.
+         */
+        FunctionSpec: {
+            cmd: string;
+            resource: components["schemas"]["FunctionResource"];
+            inputs: components["schemas"]["Port"][];
+            outputs: components["schemas"]["Port"][];
+        };
+        /**
+         * GpuSample
+         * @description One GPU as a job's sample sees it.
+         */
+        GpuSample: {
+            index: number;
+            /** @description busy time of the GPU over the last sample period */
+            utilization_percent: number;
+            /** @description memory used on the GPU by every process */
+            memory_mb: number;
+            /** @description memory used on the GPU by the job's processes */
+            job_memory_mb: number;
+        };
+        /**
+         * Held
+         * @description CPUs, memory and device indexes.
+         */
+        Held: {
+            cpu: number;
             /** @description MB */
-            memory?: number | null;
-            /** @description MB */
-            shm?: number | null;
-            gpu?: number | null;
-            npu?: number | null;
+            memory: number;
+            /** @description kind -> device indexes */
+            devices: {
+                [key: string]: number[];
+            };
         };
+        /**
+         * ImageSpec
+         * @description The image the algorithm runs in.
+         */
+        ImageSpec: {
+            from_image: string | null;
+            runs: string[];
+        };
+        /**
+         * ImportList
+         * @description The project's imports in flight, oldest first (an import leaves the list when it ends).
+         */
+        ImportList: {
+            imports: components["schemas"]["DatasetImport"][];
+        };
+        /**
+         * Job
+         * @description A job with its progress and the seconds left.
+         */
+        Job: {
+            id: string;
+            project: string;
+            /** @description NAME:VERSION */
+            algorithm: string;
+            function: string;
+            state: components["schemas"]["JobState"];
+            /** @description fraction done */
+            progress: number;
+            /** @description seconds left, null when unknown */
+            eta_seconds: number | null;
+            inputs: {
+                [key: string]: components["schemas"]["JobInput"];
+            };
+            parameters: {
+                [key: string]: unknown;
+            };
+            outputs: {
+                [key: string]: components["schemas"]["JobOutput"];
+            };
+            /** @description the save events of the job (kpl-helper) */
+            saves: {
+                [key: string]: unknown;
+            }[];
+            /** @description the result events of the job (kpl-helper) */
+            results: {
+                [key: string]: unknown;
+            }[];
+            /** @description titles of the metric figures */
+            figures: string[];
+            limits: components["schemas"]["JobResources"];
+            requests: components["schemas"]["JobResources"] | null;
+            /** @description kind -> device indexes held */
+            assigned_devices: {
+                [key: string]: number[];
+            };
+            executor: string;
+            /** @description how the limits are enforced */
+            enforcement: string;
+            exit_code: number | null;
+            reason: string;
+            /** @description the end of output.log once the job has ended */
+            last_log_lines: string;
+            created: string | null;
+            started: string | null;
+            finished: string | null;
+            copied_from: string | null;
+            resumed_from: string | null;
+        };
+        /**
+         * JobInput
+         * @description An input as asked and as resolved.
+         */
+        JobInput: {
+            /** @description what was asked, e.g. dataset:digits */
+            ref: string;
+            /** @description dataset or model */
+            kind: string;
+            version_id: number;
+            /** @description NAME:VERSION it resolved to */
+            version: string;
+        };
+        /**
+         * JobList
+         * @description The jobs of a project, newest first.
+         */
+        JobList: {
+            jobs: components["schemas"]["Job"][];
+        };
+        /**
+         * JobOutput
+         * @description An output and the catalog version it was registered as.
+         */
+        JobOutput: {
+            /** @description catalog name */
+            name: string;
+            /** @description dataset:NAME:VER or model:NAME:VER once registered */
+            registered: string | null;
+        };
+        /**
+         * JobRequest
+         * @description What to run: one function of an algorithm with inputs, parameters and resources.
+         */
         JobRequest: {
             /** @description NAME or NAME:VERSION */
             algorithm: string;
@@ -1670,105 +913,299 @@ export interface components {
                 [key: string]: string;
             };
             /** @description parameter name (dotted or nested) -> value, checked against parameter.yml */
-            parameters?: Record<string, unknown>;
-            resources?: components["schemas"]["Resources"];
+            parameters?: {
+                [key: string]: unknown;
+            };
+            /** @default null */
+            resources?: components["schemas"]["ResourceRequest"] | null;
             /** @default 0 */
             priority?: number;
         };
-        CopyRequest: {
-            parameters?: Record<string, unknown>;
-            resources?: components["schemas"]["Resources"];
-        };
-        ResumeRequest: {
-            parameters?: Record<string, unknown>;
-        };
-        Job: {
-            id?: string;
-            project?: string;
-            /** @description NAME:VERSION */
-            algorithm?: string;
-            function?: string;
-            /** @enum {string} */
-            state?: "queued" | "running" | "succeeded" | "failed" | "stopped" | "lost";
-            progress?: number;
-            eta_seconds?: number | null;
-            inputs?: Record<string, unknown>;
-            parameters?: Record<string, unknown>;
-            /** @description key -> {name, registered: dataset:NAME:VER | model:NAME:VER | null} */
-            outputs?: Record<string, unknown>;
-            saves?: Record<string, unknown>[];
-            results?: Record<string, unknown>[];
-            /** @description titles of the metric figures */
-            figures?: string[];
-            limits?: Record<string, unknown>;
-            requests?: Record<string, unknown> | null;
-            assigned_devices?: Record<string, unknown>;
-            executor?: string;
-            enforcement?: string;
-            exit_code?: number | null;
-            reason?: string;
-            last_log_lines?: string;
-            /** Format: date-time */
-            created?: string | null;
-            /** Format: date-time */
-            started?: string | null;
-            /** Format: date-time */
-            finished?: string | null;
-            copied_from?: string | null;
-            resumed_from?: string | null;
-        };
-        LogChunk: {
-            /** @description UTF-8 text of output.log from offset (a multi-byte character cut at the end is left for the next chunk) */
-            text?: string;
-            offset?: number;
-            next_offset?: number;
-            /** @description bytes of output.log now */
-            size?: number;
-            /** @description the job has ended and next_offset is the end of the log */
-            done?: boolean;
-            state?: string;
-        };
-        Metrics: {
-            max_points?: number;
-            /** @description series (or figure/series when two figures share a name) -> [[x, value], ...], at most max_points */
-            series?: {
-                [key: string]: number[][];
+        /**
+         * JobResources
+         * @description Resources of a job: cpu, memory and shm (MB), device counts by kind.
+         */
+        JobResources: {
+            cpu: number;
+            memory: number;
+            shm: number | null;
+            devices: {
+                [key: string]: number;
             };
-            /** @description title -> figure fields (x/y labels) without the internal envelopes */
-            figures?: Record<string, unknown>;
         };
+        /**
+         * JobState
+         * @description Where a job is: queued until its resources are free, running, then one final state.
+         * @enum {string}
+         */
+        JobState: "queued" | "running" | "succeeded" | "failed" | "stopped" | "lost";
+        /**
+         * JobUsage
+         * @description A job's resource use: the latest sample, the peak memory and the recent samples.
+         */
+        JobUsage: {
+            /** @description null before the first sample */
+            latest: components["schemas"]["UsageSample"] | null;
+            peak_memory_mb: number | null;
+            /** @description the last samples, oldest first */
+            history: components["schemas"]["UsageSample"][];
+        };
+        /**
+         * LogChunk
+         * @description A chunk of output.log.
+         */
+        LogChunk: {
+            /** @description UTF-8 text from offset (a multi-byte character cut at the end is left for the next chunk) */
+            text: string;
+            offset: number;
+            next_offset: number;
+            /** @description bytes of output.log now */
+            size: number;
+            /** @description the job has ended and next_offset is the end of the log */
+            done: boolean;
+            state: components["schemas"]["JobState"];
+        };
+        /**
+         * Metrics
+         * @description Metric points grouped by figure, then by series.
+         */
+        Metrics: {
+            /** @description points per series at most */
+            max_points: number;
+            /** @description figure -> series -> [[x, value], ...] */
+            figures: {
+                [key: string]: {
+                    [key: string]: [
+                        number,
+                        number
+                    ][];
+                };
+            };
+            /** @description figure -> its axis names */
+            labels: {
+                [key: string]: components["schemas"]["FigureLabels"];
+            };
+        };
+        /**
+         * Model
+         * @description A model with its versions, oldest first.
+         */
+        Model: {
+            name: string;
+            description: string;
+            created: string | null;
+            versions: components["schemas"]["ModelVersion"][];
+        };
+        /**
+         * ModelList
+         * @description The models of a project.
+         */
+        ModelList: {
+            models: components["schemas"]["Model"][];
+        };
+        /**
+         * ModelVersion
+         * @description A model version: its files.
+         */
+        ModelVersion: {
+            name: string;
+            version: string;
+            /** @description NAME:VERSION */
+            ref: string;
+            description: string;
+            size_bytes: number;
+            /** @description the job that made it: job_id, algorithm, function, inputs, parameters */
+            lineage: {
+                [key: string]: unknown;
+            } | null;
+            created: string | null;
+            files: string[];
+        };
+        /**
+         * Port
+         * @description An input or output of a function.
+         */
+        Port: {
+            key: string;
+            name: string;
+        };
+        /**
+         * Progress
+         * @description The fraction done and the seconds left.
+         */
         Progress: {
-            state?: string;
-            fraction?: number;
-            eta_seconds?: number | null;
+            state: components["schemas"]["JobState"];
+            /** @description fraction done */
+            progress: number;
+            /** @description seconds left, null when unknown */
+            eta_seconds: number | null;
         };
-        /** @description Live resource use of a running job (cpu, memory, devices), as JobService.usage reports it. */
-        Usage: Record<string, unknown>;
-        EventsAccepted: {
-            accepted?: number;
+        /**
+         * Record
+         * @description One record of a page.
+         */
+        Record: {
+            index: number;
+            /** @description The record's fields (projected by `columns`); bytes and File values anywhere in the record are BytesRef objects. Pascal VOC / COCO / labelme `object` lists (name, xmin, ymin, xmax, ymax, ...) and masks pass through for the UI to draw. */
+            fields: {
+                [key: string]: unknown;
+            };
         };
-        Device: {
-            kind?: string;
-            index?: number;
-            name?: string;
-            memory_mb?: number;
-            /** @description job:ID or notebook:ID holding it in this project, 'other project' or null */
-            used_by?: string | null;
+        /**
+         * RecordsPage
+         * @description A page of records with only the columns asked for.
+         */
+        RecordsPage: {
+            /** @description NAME:VERSION */
+            dataset: string;
+            part: string;
+            offset: number;
+            limit: number;
+            /** @description records in the part */
+            total: number;
+            columns: string[];
+            /** @description record_type of the returned columns */
+            schema: {
+                [key: string]: unknown;
+            };
+            records: components["schemas"]["Record"][];
         };
-        Devices: {
-            /** @description cpu, memory (MB), devices: kind -> [index, ...] */
-            capacity?: Record<string, unknown>;
-            /** @description cpu, memory (MB), devices: kind -> [index, ...] held by all projects */
-            used?: Record<string, unknown>;
-            /** @description the same, held by this project */
-            project_used?: Record<string, unknown>;
-            /** @description this project's quota (cpu, memory, gpu, npu) or null */
-            quota?: Record<string, unknown> | null;
-            devices?: components["schemas"]["Device"][];
+        /**
+         * ResourceAmounts
+         * @description Amounts of each resource; null when not set.
+         */
+        ResourceAmounts: {
+            cpu: number | null;
+            /** @description MB */
+            memory: number | null;
+            /** @description MB */
+            shm: number | null;
+            gpu: number | null;
+            npu: number | null;
+        };
+        /**
+         * ResourceRequest
+         * @description Resource overrides of a job; null keeps the algorithm's environment.yml value.
+         */
+        ResourceRequest: {
+            /** @default null */
+            cpu?: number | null;
+            /**
+             * @description MB
+             * @default null
+             */
+            memory?: number | null;
+            /**
+             * @description MB
+             * @default null
+             */
+            shm?: number | null;
+            /** @default null */
+            gpu?: number | null;
+            /** @default null */
+            npu?: number | null;
+            /**
+             * @description distributed workers, each with the amounts above
+             * @default null
+             */
+            workers?: number | null;
+        };
+        /**
+         * ResumeRequest
+         * @description What a resumed run changes.
+         */
+        ResumeRequest: {
+            /** @default null */
+            parameters?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * ServerVersion
+         * @description The product name and version of the running server.
+         */
+        ServerVersion: {
+            /** @constant */
+            name: "kpl-lab";
+            version: string;
+        };
+        /**
+         * Stats
+         * @description Per-field stats and per-class counts of a part.
+         */
+        Stats: {
+            dataset: string;
+            part: string;
+            records: number;
+            /** @description field path -> stats (nested fields as object.name) */
+            fields: {
+                [key: string]: components["schemas"]["FieldStats"];
+            };
+            /** @description class_name or object.name, whichever the records have */
+            class_field: string | null;
+            /** @description class -> count, most frequent first */
+            classes: {
+                [key: string]: number;
+            };
+        };
+        /**
+         * UsageSample
+         * @description The job's use at one moment.
+         */
+        UsageSample: {
+            /** @description Unix time */
+            time: number;
+            /** @description 100 per busy CPU; null on the first sample */
+            cpu_percent: number | null;
+            /** @description resident memory of the job's processes */
+            memory_mb: number;
+            peak_memory_mb: number;
+            processes: number;
+            /**
+             * @description the job's GPUs; null without a GPU driver
+             * @default null
+             */
+            gpus: components["schemas"]["GpuSample"][] | null;
         };
     };
     responses: {
-        /** @description 400 bad request (with `field`), 403 forbidden, 404 not found, 409 conflict */
+        /** @description Bad request: `field` and `errors` name every field at fault */
+        Error400: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Forbidden: the project or the object is not yours to use */
+        Error403: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Not found in this project */
+        Error404: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Conflict with the object's state */
+        Error409: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Internal error (500), without a traceback */
         Error: {
             headers: {
                 [name: string]: unknown;
@@ -1779,20 +1216,1130 @@ export interface components {
         };
     };
     parameters: {
-        /** @description Project of the objects (default `default`). */
+        /** @description project of the objects (default `default`) */
         project: string;
-        name: string;
-        /** @description A version, or a unique prefix of one. */
-        version: string;
-        jobId: string;
-        /** @description Dataset part (default `root`, or the first part when there is no `root`). */
-        part: string;
     };
     requestBodies: never;
     headers: never;
     pathItems: never;
 }
 export type $defs = Record<string, never>;
+export interface operations {
+    getVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDatasets: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description case-insensitive search in names and descriptions */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDatasets: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                name: string;
+                description?: string;
+                /** @description import: every file becomes a path/contentType/content record */
+                format?: "import" | "imagefolder" | "voc" | "coco" | "labelme";
+                part?: string;
+                /** @description the uploaded file's name, used in error messages */
+                filename?: string;
+                /** @description imagefolder only: e.g. test=0.2 */
+                split?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": string;
+                "application/x-tar": string;
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDataset: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDataset: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDatasetVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetVersionDetail"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDatasetVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getRecords: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                part?: string;
+                offset?: number;
+                limit?: number;
+                /** @description comma-separated top-level fields (default: all) */
+                columns?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordsPage"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getField: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                part?: string;
+                thumbnail?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+                index: number;
+                /** @description field path: a top-level field, or e.g. object.0.mask */
+                field: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                    "image/png": string;
+                    "*/*": string;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getStats: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                part?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stats"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getImports: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAlgorithms: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description case-insensitive search in names and descriptions */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlgorithmList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postAlgorithms: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description default: the archive's name inside it */
+                name?: string;
+                description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": string;
+                "application/x-tar": string;
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlgorithmVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAlgorithm: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Algorithm"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteAlgorithm: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAlgorithmVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlgorithmVersionDetail"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteAlgorithmVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModels: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description case-insensitive search in names and descriptions */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModel: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteModel: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModelVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteModelVersion: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobs: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                state?: components["schemas"]["JobState"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobs: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJob: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobStop: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobRerun: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobCopy: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CopyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobResume: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ResumeRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobLogs: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                offset?: number;
+                limit?: number;
+                /** @description seconds */
+                wait?: number;
+                follow?: 0 | 1;
+                /** @description worker (rank) of the job */
+                worker?: number;
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogChunk"];
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobMetrics: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                max_points?: number;
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Metrics"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobProgress: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Progress"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobUsage: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobUsage"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postJobEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, unknown>[];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventsAccepted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDevices: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Devices"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+}
 type FlattenedDeepRequired<T> = {
     [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
 };
@@ -1802,7 +2349,7 @@ type ReadonlyArray<T> = [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const pathsDatasetsPostParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/datasets"]["post"]["parameters"]["query"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
-export const pathsJobsGetParametersQueryStateValues: ReadonlyArray<FlattenedDeepRequired<paths>["/jobs"]["get"]["parameters"]["query"]["state"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
 export const pathsJobsJob_idLogsGetParametersQueryFollowValues: ReadonlyArray<FlattenedDeepRequired<paths>["/jobs/{job_id}/logs"]["get"]["parameters"]["query"]["follow"]> = [0, 1];
-export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Job"]["state"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
-export type operations = Record<string, never>;
+export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
+export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["state"]> = ["queued", "importing"];
+export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];

@@ -21,6 +21,7 @@ cannot, `ForkServerError` tells the caller to start the supervisor the slow way.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import json
@@ -159,7 +160,14 @@ def _after_fork_in_child() -> None:
         server.process, server._socket, server._lock = None, None, threading.Lock()
 
 
+def _close_all() -> None:
+    """Let this process's forkservers exit with it (they would on their own, a moment later)."""
+    for server in list(_shared.values()):
+        server.close()
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all)
 
 
 # the forkserver's side

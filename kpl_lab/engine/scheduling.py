@@ -128,5 +128,6 @@ class Scheduler:
             row.handle = {**(row.handle or {}), **handle}
 
     async def _start(self, launch: JobLaunch) -> dict:
+        """Prepare and start a job through the executor, both in one event loop."""
         await self.executor.before_start(launch)
         return await self.executor.execute(launch)

@@ -140,6 +140,7 @@ class JobService(LoggingConfigurable):
         if self.supervised:
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
+            self.executor.users_dir = str(Path(platform.home) / "users")
             self.executor.callbacks = "kpl_lab.engine.service:supervisor_callbacks"
             self.executor.callbacks_config = self._platform_config()
 
@@ -159,9 +160,17 @@ class JobService(LoggingConfigurable):
     # submitting
 
     def submit(
-        self, request: JobRequest, copied_from: str | None = None, resumed_from: str | None = None
+        self,
+        request: JobRequest,
+        copied_from: str | None = None,
+        resumed_from: str | None = None,
+        user: str = "",
     ) -> Job:
-        """Check and queue a job, then start it at once if it fits; refuse what can never fit."""
+        """Check and queue a job, then start it at once if it fits; refuse what can never fit.
+
+        `user`: the hub user who submits it; the job runs as their OS account where the
+        executor runs jobs as their users (docs/multi-user.md).
+        """
         from ..algorithms.errors import AlgorithmError, ParameterError
         from ..algorithms.parameters import apply_overrides
 
@@ -221,6 +230,7 @@ class JobService(LoggingConfigurable):
                 algorithm_version_id=version.id,
                 algorithm_ref=version.ref,
                 function=request.function,
+                user=user,
                 priority=request.priority,
                 inputs=inputs,
                 parameters=parameters,
@@ -262,13 +272,18 @@ class JobService(LoggingConfigurable):
             priority=job.priority,
         )
 
-    def rerun(self, project: str, job_id: str) -> Job:
-        """Run the same algorithm version, inputs, parameters and resources again."""
+    def rerun(self, project: str, job_id: str, user: str = "") -> Job:
+        """Run the same algorithm version, inputs, parameters and resources again (as `user`)."""
         job = self.get(project, job_id)
-        return self.submit(self._request_of(job), copied_from=job.id)
+        return self.submit(self._request_of(job), copied_from=job.id, user=user)
 
     def copy(
-        self, project: str, job_id: str, parameters: dict | None = None, resources: dict | None = None
+        self,
+        project: str,
+        job_id: str,
+        parameters: dict | None = None,
+        resources: dict | None = None,
+        user: str = "",
     ) -> Job:
         """Run a job again with some parameters or resources changed."""
         job = self.get(project, job_id)
@@ -278,9 +293,9 @@ class JobService(LoggingConfigurable):
         if resources:
             merged = request.resources.model_dump() | resources
             request.resources = ResourceRequest(**merged)
-        return self.submit(request, copied_from=job.id)
+        return self.submit(request, copied_from=job.id, user=user)
 
-    def resume(self, project: str, job_id: str, parameters: dict | None = None) -> Job:
+    def resume(self, project: str, job_id: str, parameters: dict | None = None, user: str = "") -> Job:
         """Run a copy whose `checkpoint` (or first model) input is the model this job produced."""
         job = self.get(project, job_id)
         produced = [
@@ -306,7 +321,7 @@ class JobService(LoggingConfigurable):
         request.inputs[key] = produced[0]
         if parameters:
             request.parameters = {**request.parameters, **parameters}
-        return self.submit(request, resumed_from=job.id)
+        return self.submit(request, resumed_from=job.id, user=user)
 
     # scheduling
 
@@ -357,6 +372,7 @@ class JobService(LoggingConfigurable):
             job_id=job.id,
             project=job.project.name,
             function=job.function,
+            user=job.user,
             cmd=function.cmd,
             algorithm_dir=catalog.path(job.algorithm_version),
             run_dir=self.run_dir(job),

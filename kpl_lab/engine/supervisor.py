@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from .identity import Identity
 from .launch import JobLaunch
 from .limits import JobLimits, group_rss_bytes
 from .runfolder import is_alive, job_environment, process_start_time, read_json, write_atomic
@@ -159,17 +160,19 @@ class Supervisor:
             log.exception("could not start the job")
             self._record(None, f"could not start: {error}", stopped=False)
             return
+        identity = Identity.from_json(self.config.get("identity"))  # the submitter's account (multi-user)
         with open(self.run_dir / "output.log", "ab") as output:
             try:
                 process = subprocess.Popen(
                     argv,
                     cwd=self.launch.algorithm_dir,
-                    env=env,
+                    env=identity.job_env(env) if identity else env,
                     stdin=subprocess.DEVNULL,
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=limits.enter,  # joins the cgroup before exec: no escape window
+                    # joins the cgroup before exec (no escape window), then drops to the submitter
+                    preexec_fn=identity.preexec(limits.enter) if identity else limits.enter,
                 )
             except (FileNotFoundError, PermissionError):
                 limits.remove()

@@ -68,6 +68,11 @@ def utf8_prefix(data: bytes, final: bool) -> tuple[str, int]:
 class JobBase(KPLHandler):
     """A handler that answers jobs."""
 
+    @property
+    def submitter(self) -> str:
+        """Return the hub name of the caller, whose account runs the jobs they submit."""
+        return self.current_user.username
+
     def job_reply(self, job, status: int = 200) -> None:
         """Answer a job with its progress."""
         fraction, eta = self.platform.jobs.progress(job.project.name, job.id)
@@ -106,7 +111,7 @@ class JobsHandler(JobBase):
     async def post(self) -> None:
         """Submit a job."""
         request = self.body_as(JobRequest, project=self.project)
-        await self.answer_job(lambda: self.platform.jobs.submit(request), status=201)
+        await self.answer_job(lambda: self.platform.jobs.submit(request, user=self.submitter), status=201)
 
 
 class JobHandler(JobBase):
@@ -133,7 +138,9 @@ class JobRerunHandler(JobBase):
     @web.authenticated
     async def post(self, job_id: str) -> None:
         """Re-run a job."""
-        await self.answer_job(lambda: self.platform.jobs.rerun(self.project, job_id), status=201)
+        await self.answer_job(
+            lambda: self.platform.jobs.rerun(self.project, job_id, user=self.submitter), status=201
+        )
 
 
 class JobCopyHandler(JobBase):
@@ -145,7 +152,10 @@ class JobCopyHandler(JobBase):
         body = self.body_as(CopyRequest)
         resources = body.resources.model_dump(exclude_none=True) if body.resources else None
         await self.answer_job(
-            lambda: self.platform.jobs.copy(self.project, job_id, body.parameters, resources), status=201
+            lambda: self.platform.jobs.copy(
+                self.project, job_id, body.parameters, resources, user=self.submitter
+            ),
+            status=201,
         )
 
 
@@ -157,7 +167,8 @@ class JobResumeHandler(JobBase):
         """Resume a job."""
         body = self.body_as(ResumeRequest)
         await self.answer_job(
-            lambda: self.platform.jobs.resume(self.project, job_id, body.parameters), status=201
+            lambda: self.platform.jobs.resume(self.project, job_id, body.parameters, user=self.submitter),
+            status=201,
         )
 
 

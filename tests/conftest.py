@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import os
 import pwd
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kpl_lab.engine.identity import group_prefix
+from kpl_lab.hub import userenv
 from kpl_lab.platform import Platform
 
 
@@ -54,3 +56,17 @@ def open_folder():
     folder.chmod(0o711)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def user_python() -> str:
+    """Return the users' Python (`kpl-lab up`'s user-env), built once per machine and kept between runs.
+
+    Its folder is $KPL_TEST_USER_ENV, default /tmp/kpl-test-user-env; the first build takes minutes.
+    """
+    if os.geteuid() != 0 or not userenv.reachable_by_others(userenv.DEFAULT_PYTHON):
+        pytest.skip(f"needs root and {userenv.DEFAULT_PYTHON}")
+    folder = Path(os.environ.get("KPL_TEST_USER_ENV", "/tmp/kpl-test-user-env"))
+    with open(f"{folder}.lock", "a") as lock:  # test runs beside this one build it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return str(userenv.build(folder))

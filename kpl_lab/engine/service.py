@@ -30,6 +30,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import joinedload
 from traitlets import Float, Integer, Type
 from traitlets.config import Config, LoggingConfigurable
+from traitlets.config.loader import DeferredConfigString
 
 from ..catalog.jobs import FINAL_STATES, Job, Metric
 from ..catalog.models import Project
@@ -146,9 +147,21 @@ class JobService(LoggingConfigurable):
 
     def _platform_config(self) -> dict:
         """Return what a supervisor needs to open the same platform (JSON-serialisable)."""
-        config = {
-            name: dict(self.platform.config[name]) for name in CONFIG_SECTIONS if name in self.platform.config
+        live = {
+            "Platform": self.platform,
+            "JobService": self,
+            "Ledger": self.ledger,
+            "LocalExecutor": self.executor,
         }
+        config = {}
+        for name in CONFIG_SECTIONS:
+            section = dict(self.platform.config.get(name, {}))
+            # a command-line value (`--LocalExecutor.run_as_users=True`) is text until a trait reads it
+            for key, value in section.items():
+                if isinstance(value, DeferredConfigString) and live[name].has_trait(key):
+                    section[key] = live[name].traits()[key].from_string(value)
+            if section:
+                config[name] = section
         config = json.loads(json.dumps(config, default=str))
         config.setdefault("Platform", {}).update(
             home=self.platform.home,

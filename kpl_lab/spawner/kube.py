@@ -6,6 +6,10 @@ asks for the time-sliced `nvidia.com/gpu.shared`), a memory-backed emptyDir at
 /dev/shm, node selectors and tolerations. Notebooks of project P run in namespace
 `kpl-P`, whose ResourceQuota (`resource_quota_manifest`) is the cluster's backstop for
 the project quota in the group properties.
+
+Pods run as a non-root user (uid 1000, gid 100 as in the Jupyter images; no privilege
+escalation, no capabilities) and, when `project_storage` names the storage volume, see
+only their project's folder of it (subPath `projects/<project>`), as job pods do.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .profiles import Choice
 
 MB = 1024 * 1024
 SHM_VOLUME = "kpl-dshm"
+PROJECT_VOLUME = "kpl-project"
 # traits a profile sets: restored to their configured values before every start
 PER_SPAWN_TRAITS = (
     "image",
@@ -105,6 +110,33 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
         help="Extended resource of a gpu_sharing profile (NVIDIA device plugin time-slicing with renamed resources).",
     ).tag(config=True)
 
+    project_storage = Dict(
+        {},
+        help="Volume source of the platform's storage root, e.g. {'persistentVolumeClaim': {'claimName': "
+        "'kpl-storage'}}: each notebook mounts its project's folder of it (subPath projects/<project>) "
+        "at project_storage_path. Empty: no project storage in notebooks.",
+    ).tag(config=True)
+
+    project_storage_path = Unicode(
+        "/home/jovyan/project", help="Where a notebook sees its project's storage."
+    ).tag(config=True)
+
+    @default("uid")
+    def _default_uid(self) -> int:
+        return 1000  # jovyan in the Jupyter images: never root
+
+    @default("gid")
+    def _default_gid(self) -> int:
+        return 100
+
+    @default("fs_gid")
+    def _default_fs_gid(self) -> int:
+        return 100  # mounted volumes are writable by the notebook's group
+
+    @default("container_security_context")
+    def _default_container_security_context(self) -> dict:
+        return {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+
     manage_resource_quota = Bool(
         True, help="Create or update each project's ResourceQuota from its group properties at every start."
     ).tag(config=True)
@@ -150,6 +182,12 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
         self.node_selector = {**self.node_selector, **profile.node_selector}
         for position, toleration in enumerate(profile.tolerations):
             self.tolerations = _with(self.tolerations, f"kpl-{profile.slug}-{position}", dict(toleration))
+        if self.project_storage:
+            volume = {"name": PROJECT_VOLUME, **self.project_storage}
+            mount = {"name": PROJECT_VOLUME, "mountPath": self.project_storage_path}
+            mount["subPath"] = f"projects/{choice.project}"  # this project's folder, none of the others'
+            self.volumes = _with(self.volumes, PROJECT_VOLUME, volume)
+            self.volume_mounts = _with(self.volume_mounts, PROJECT_VOLUME, mount)
         self.environment = {**self.environment, "KPL_PROJECT": choice.project, "KPL_PROFILE": profile.slug}
         self.namespace = namespace_of(self.project_namespace_template, choice.project)
         self.choice = choice

@@ -164,8 +164,23 @@ def sync_groups(account: str, projects: list[str], prefix: str = USER_PREFIX) ->
 
 
 def secure_project(project_dir: Path, gid: int) -> None:
-    """Give a project's folder, and the folders directly in it, to its group only (2770, setgid)."""
+    """Give a project's folder to its group only: 2770 (setgid) for it and the folders directly in it.
+
+    The first time (the folder is not the group's yet), everything below is given to the
+    group too, readable by it and by nobody else: what was stored before the group existed.
+    """
     project_dir.mkdir(parents=True, exist_ok=True)
+    if project_dir.stat().st_gid != gid:
+        for folder, folders, files in os.walk(project_dir):
+            for name in folders:
+                path = os.path.join(folder, name)
+                os.lchown(path, -1, gid)
+                os.chmod(path, (os.stat(path).st_mode | 0o2050) & 0o7770)
+            for name in files:
+                path = os.path.join(folder, name)
+                os.lchown(path, -1, gid)
+                if not os.path.islink(path):
+                    os.chmod(path, (os.stat(path).st_mode | 0o040) & 0o7770)
     for folder in (project_dir, *(p for p in project_dir.iterdir() if p.is_dir() and not p.is_symlink())):
         if folder.stat().st_gid != gid:
             os.chown(folder, -1, gid)

@@ -86,11 +86,17 @@ def test_accounts_are_made_once_and_groups_follow_the_projects(account_prefix, o
 def test_a_project_folder_is_its_groups_only(account_prefix, open_folder):
     gid = identity.ensure_group(group_name("vision", account_prefix))
     project = open_folder / "projects" / "vision"
-    (project / "datasets").mkdir(parents=True)
+    version = project / "datasets" / "digits" / "1"
+    version.mkdir(parents=True, mode=0o750)
+    (version / "part-0.arrow").write_text("records")
+    (version / "part-0.arrow").chmod(0o400)  # stored before the group existed: root's only
     identity.secure_project(project, gid)
     for folder in (project, project / "datasets"):
         assert folder.stat().st_gid == gid
         assert stat.S_IMODE(folder.stat().st_mode) == identity.PROJECT_MODE
+    assert (version.stat().st_gid, stat.S_IMODE(version.stat().st_mode)) == (gid, 0o2750)
+    part = (version / "part-0.arrow").stat()
+    assert (part.st_gid, stat.S_IMODE(part.st_mode)) == (gid, 0o440)  # the group reads it, still read-only
 
 
 def run_as(who: identity.Identity, code: str) -> dict:

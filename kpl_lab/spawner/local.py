@@ -14,6 +14,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 import uuid
 from pathlib import Path
 from subprocess import Popen
@@ -27,6 +28,7 @@ from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
 from ..engine.limits import CGROUP_ROOT, JobLimits
 from ..errors import KPLError
+from ..hub.userenv import reachable_by_others
 from ..platform import Platform
 from .base import KPLSpawner, http_error
 from .profiles import Choice, Profile
@@ -224,6 +226,19 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             )
         return [str(python), "-m", "jupyterhub.singleuser"]
 
+    def check_runnable(self, program: str) -> None:
+        """Refuse to start a server whose program the user's account cannot execute (a Python under /root)."""
+        path = shutil.which(program) or program
+        if not (os.path.exists(path) and reachable_by_others(path)):
+            raise http_error(
+                ValueError(
+                    f"the notebook's program {path} cannot be run by {self.account}: set "
+                    "c.KPLLocalSpawner.user_python to a Python every account can run "
+                    "(`kpl-lab up --regenerate` builds one)"
+                ),
+                500,
+            )
+
     def prepare_workspace(self, project: str) -> Path:
         """Create the workspace and point its `datasets` at the project's datasets (created if absent)."""
         workspace = self.workspace
@@ -293,6 +308,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             if self.port == 0:
                 self.port = random_port()
             cmd = self.notebook_cmd(choice.profile) + self.get_args()
+            if self.run_as_user:
+                self.check_runnable(cmd[0])
             if self.shell_cmd:
                 cmd = self.shell_cmd + [" ".join(shlex.quote(s) for s in cmd)]
             self.log.info(

@@ -95,7 +95,11 @@ def prepare_runtime(
         try:
             if (folder / COMPLETE_MARKER).is_file():
                 return runtime
-            _build(list(runs), folder, runtime, log, base_path, line_timeout)
+            previous = os.umask(0o022)  # shared by the jobs of every user: readable and executable by all
+            try:
+                _build(list(runs), folder, runtime, log, base_path, line_timeout)
+            finally:
+                os.umask(previous)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return runtime

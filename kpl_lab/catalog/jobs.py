@@ -43,6 +43,7 @@ class Job(Base):
     )
     algorithm_ref: Mapped[str] = mapped_column(String(200), default="")  # NAME:VERSION, kept if deleted
     function: Mapped[str] = mapped_column(String(20))
+    user: Mapped[str] = mapped_column(String(200), default="")  # the hub user it runs as ("": the platform's)
     state: Mapped[str] = mapped_column(String(16), default=JobState.queued.value, index=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     # key -> {"ref": what was asked, "kind": "dataset"|"model", "version_id": int, "version": "NAME:VER"}

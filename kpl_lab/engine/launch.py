@@ -48,6 +48,7 @@ class JobLaunch:
     requests: Resources | None = None
     assigned_devices: dict[str, list[int]] = field(default_factory=dict)  # kind -> device indexes
     env: dict[str, str] = field(default_factory=dict)  # extra variables
+    user: str = ""  # the hub user who submitted it ("": the platform's own account runs it)
 
     def to_json(self) -> dict:
         data = asdict(self)

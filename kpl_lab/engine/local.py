@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 from traitlets import Bool, Dict, Float, Unicode
 
-from . import forkserver
+from . import forkserver, identity
 from .executor import ExecutionState, Executor
 from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
@@ -51,6 +51,16 @@ class LocalExecutor(Executor):
     environments_dir = Unicode(
         "", config=True, help="Folder caching the virtual environments built for `image.runs`."
     )
+    run_as_users = Bool(
+        False,
+        config=True,
+        help="Run each job as the OS account of the user who submitted it, in its project's group "
+        "(docs/multi-user.md); the supervisor must run as root.",
+    )
+    account_prefix = Unicode(
+        identity.USER_PREFIX, config=True, help="Prefix of users' OS accounts, as the spawner's."
+    )
+    users_dir = Unicode("", help="Folder of users' homes (<home>/users), for accounts made here first.")
     callbacks = Unicode(
         "", help="`module:factory` the supervisor calls with `callbacks_config` to ingest and finish."
     )
@@ -81,9 +91,24 @@ class LocalExecutor(Executor):
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
         }
-        write_atomic(run_dir / "supervisor.json", json.dumps(supervision), durable=False)
         for name in ("output.log", "events.jsonl"):
             (run_dir / name).touch()
+        if self.run_as_users and launch.user:
+            supervision["identity"] = self._give_run_folder(launch).to_json()
+        write_atomic(run_dir / "supervisor.json", json.dumps(supervision), durable=False)
+
+    def _give_run_folder(self, launch: JobLaunch) -> identity.Identity:
+        """Return the submitter's identity in the project's group; the run folder becomes theirs (0700)."""
+        name = identity.account_name(launch.user, self.account_prefix)
+        identity.ensure_account(name, Path(self.users_dir) / launch.user)
+        gid = identity.ensure_group(identity.group_name(launch.project, self.account_prefix))
+        identity.secure_project(launch.run_dir.parents[1], gid)  # <storage>/projects/<project>
+        who = identity.identity_of(name, [gid])
+        for folder, folders, files in os.walk(launch.run_dir):
+            for entry in (*folders, *files):
+                os.lchown(os.path.join(folder, entry), who.uid, gid)
+        identity.give(launch.run_dir, who, 0o700)  # the job writes its outputs; nobody else reads them
+        return who
 
     async def execute(self, launch: JobLaunch) -> dict:
         """Start the job's detached supervisor and return its handle."""

@@ -101,6 +101,7 @@ class Scheduler:
             job_id=job.id,
             project=job.project.name,
             function=job.function,
+            user=job.user,
             cmd=function.cmd,
             algorithm_dir=catalog.path(job.algorithm_version),
             run_dir=self.records.run_dir(job),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from traitlets import Float, Integer, Type
 from traitlets.config import LoggingConfigurable
+from traitlets.config.loader import DeferredConfigString
 
 from ..api.jobs import JobRequest, ResourceRequest  # noqa: F401 - kept importable from here
 from ..catalog.jobs import FINAL_STATES, Job
@@ -61,6 +62,7 @@ class JobService(LoggingConfigurable):
         if self.supervised:
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
+            self.executor.users_dir = str(Path(platform.home) / "users")
             self.executor.callbacks = "kpl_lab.engine.callbacks:supervisor_callbacks"
             self.executor.callbacks_config = self._platform_config()
         self.records = JobRecords(platform)
@@ -99,9 +101,21 @@ class JobService(LoggingConfigurable):
 
     def _platform_config(self) -> dict:
         """Return what a supervisor needs to open the same platform (JSON-serialisable)."""
-        config = {
-            name: dict(self.platform.config[name]) for name in CONFIG_SECTIONS if name in self.platform.config
+        live = {
+            "Platform": self.platform,
+            "JobService": self,
+            "Ledger": self.ledger,
+            "LocalExecutor": self.executor,
         }
+        config = {}
+        for name in CONFIG_SECTIONS:
+            section = dict(self.platform.config.get(name, {}))
+            # a command-line value (`--LocalExecutor.run_as_users=True`) is text until a trait reads it
+            for key, value in section.items():
+                if isinstance(value, DeferredConfigString) and live[name].has_trait(key):
+                    section[key] = live[name].traits()[key].from_string(value)
+            if section:
+                config[name] = section
         config = json.loads(json.dumps(config, default=str))
         config.setdefault("Platform", {}).update(
             home=self.platform.home,
@@ -113,24 +127,33 @@ class JobService(LoggingConfigurable):
     # submitting
 
     def submit(
-        self, request: JobRequest, copied_from: str | None = None, resumed_from: str | None = None
+        self,
+        request: JobRequest,
+        copied_from: str | None = None,
+        resumed_from: str | None = None,
+        user: str = "",
     ) -> Job:
-        """Check and queue a job, then start it at once if it fits; refuse what can never fit."""
-        return self.submitter.submit(request, copied_from=copied_from, resumed_from=resumed_from)
+        """Check and queue a job (as the hub `user`), then start it at once if it fits."""
+        return self.submitter.submit(request, copied_from=copied_from, resumed_from=resumed_from, user=user)
 
-    def rerun(self, project: str, job_id: str) -> Job:
-        """Run the same algorithm version, inputs, parameters and resources again."""
-        return self.submitter.rerun(project, job_id)
+    def rerun(self, project: str, job_id: str, user: str = "") -> Job:
+        """Run the same algorithm version, inputs, parameters and resources again (as `user`)."""
+        return self.submitter.rerun(project, job_id, user=user)
 
     def copy(
-        self, project: str, job_id: str, parameters: dict | None = None, resources: dict | None = None
+        self,
+        project: str,
+        job_id: str,
+        parameters: dict | None = None,
+        resources: dict | None = None,
+        user: str = "",
     ) -> Job:
         """Run a job again with some parameters or resources changed."""
-        return self.submitter.copy(project, job_id, parameters=parameters, resources=resources)
+        return self.submitter.copy(project, job_id, parameters=parameters, resources=resources, user=user)
 
-    def resume(self, project: str, job_id: str, parameters: dict | None = None) -> Job:
+    def resume(self, project: str, job_id: str, parameters: dict | None = None, user: str = "") -> Job:
         """Run a copy whose `checkpoint` (or first model) input is the model this job produced."""
-        return self.submitter.resume(project, job_id, parameters=parameters)
+        return self.submitter.resume(project, job_id, parameters=parameters, user=user)
 
     # scheduling
 

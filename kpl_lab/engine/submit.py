@@ -48,9 +48,17 @@ class Submitter:
         self.default_resources = default_resources
 
     def submit(
-        self, request: JobRequest, copied_from: str | None = None, resumed_from: str | None = None
+        self,
+        request: JobRequest,
+        copied_from: str | None = None,
+        resumed_from: str | None = None,
+        user: str = "",
     ) -> Job:
-        """Check and queue a job, then start it at once if it fits; refuse what can never fit."""
+        """Check and queue a job, then start it at once if it fits; refuse what can never fit.
+
+        `user`: the hub user who submits it; the job runs as their OS account where the
+        executor runs jobs as their users (docs/multi-user.md).
+        """
         from ..algorithms.errors import AlgorithmError, ParameterError
         from ..algorithms.parameters import apply_overrides
 
@@ -120,6 +128,7 @@ class Submitter:
                 algorithm_version_id=version.id,
                 algorithm_ref=version.ref,
                 function=request.function,
+                user=user,
                 priority=request.priority,
                 inputs=inputs,
                 parameters=parameters,
@@ -161,13 +170,18 @@ class Submitter:
             priority=job.priority,
         )
 
-    def rerun(self, project: str, job_id: str) -> Job:
-        """Run the same algorithm version, inputs, parameters and resources again."""
+    def rerun(self, project: str, job_id: str, user: str = "") -> Job:
+        """Run the same algorithm version, inputs, parameters and resources again (as `user`)."""
         job = self.records.get(project, job_id)
-        return self.submit(self._request_of(job), copied_from=job.id)
+        return self.submit(self._request_of(job), copied_from=job.id, user=user)
 
     def copy(
-        self, project: str, job_id: str, parameters: dict | None = None, resources: dict | None = None
+        self,
+        project: str,
+        job_id: str,
+        parameters: dict | None = None,
+        resources: dict | None = None,
+        user: str = "",
     ) -> Job:
         """Run a job again with some parameters or resources changed."""
         job = self.records.get(project, job_id)
@@ -177,9 +191,9 @@ class Submitter:
         if resources:
             merged = request.resources.model_dump() | resources
             request.resources = ResourceRequest(**merged)
-        return self.submit(request, copied_from=job.id)
+        return self.submit(request, copied_from=job.id, user=user)
 
-    def resume(self, project: str, job_id: str, parameters: dict | None = None) -> Job:
+    def resume(self, project: str, job_id: str, parameters: dict | None = None, user: str = "") -> Job:
         """Run a copy whose `checkpoint` (or first model) input is the model this job produced."""
         job = self.records.get(project, job_id)
         produced = [
@@ -205,4 +219,4 @@ class Submitter:
         request.inputs[key] = produced[0]
         if parameters:
             request.parameters = {**request.parameters, **parameters}
-        return self.submit(request, resumed_from=job.id)
+        return self.submit(request, resumed_from=job.id, user=user)

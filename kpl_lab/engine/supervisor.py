@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .identity import Identity
 from .launch import JobLaunch
 from .limits import JobLimits, group_rss_bytes
 from .runfolder import (
@@ -237,11 +238,16 @@ class Supervisor:
             log.exception("could not start the job")
             self._record(None, f"could not start: {error}", stopped=False)
             return
+        identity = Identity.from_json(self.config.get("identity"))  # the submitter's account (multi-user)
         port = free_port() if len(workers) > 1 else 0
         for worker in workers:
             worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
+            if identity:
+                worker_env = identity.job_env(worker_env)
             worker.log.parent.mkdir(exist_ok=True)
             with open(worker.log, "ab") as output:
+                if identity:  # the run folder is the submitter's: so are the workers' logs
+                    identity.own(worker.log.parent, worker.log)
                 try:
                     with worker.limits.starting() as preexec:  # the child is under the limits before exec
                         worker.process = subprocess.Popen(
@@ -252,7 +258,8 @@ class Supervisor:
                             stdout=output,
                             stderr=subprocess.STDOUT,
                             start_new_session=True,
-                            preexec_fn=preexec,
+                            # joined the limits (no escape window), then dropped to the submitter
+                            preexec_fn=identity.preexec(preexec) if identity else preexec,
                         )
                 except (FileNotFoundError, PermissionError):
                     for started in workers[: worker.rank]:

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from tornado import web
 
 from ..catalog.jobs import Reservation
-from ..catalog.serialize import iso
+from ..catalog.serialize import utc
 from ..catalog.storage import check_name
 from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
 from ..errors import BadRequest, Forbidden, KPLError
@@ -38,7 +38,7 @@ def reservations(platform) -> list[dict]:
                 "cpu": row.cpu,
                 "memory": row.memory,
                 "devices": row.devices or {},
-                "since": iso(row.created),
+                "since": row.created and utc(row.created).isoformat(),
             }
             for row in session.scalars(select(Reservation).order_by(Reservation.id))
         ]

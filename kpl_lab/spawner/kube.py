@@ -11,6 +11,10 @@ Only KubeSpawner's public mechanisms are used: the validated choice becomes the 
 entry of `profile_list`, whose `kubespawner_override` KubeSpawner applies itself;
 `modify_pod_hook` writes the project's ResourceQuota before the pod is created; `start`
 names the project when the cluster's quota refuses the pod.
+
+Pods run as a non-root user (uid 1000, gid 100 as in the Jupyter images; no privilege
+escalation, no capabilities) and, when `project_storage` names the storage volume, see
+only their project's folder of it (subPath `projects/<project>`), as job pods do.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from .profiles import Choice
 
 MB = 1024 * 1024
 SHM_VOLUME = "kpl-dshm"
+PROJECT_VOLUME = "kpl-project"
 # traits a profile sets: restored to their configured values before every start
 PER_SPAWN_TRAITS = (
     "image",
@@ -112,6 +117,33 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
         help="Extended resource of a gpu_sharing profile (NVIDIA device plugin time-slicing with renamed resources).",
     ).tag(config=True)
 
+    project_storage = Dict(
+        {},
+        help="Volume source of the platform's storage root, e.g. {'persistentVolumeClaim': {'claimName': "
+        "'kpl-storage'}}: each notebook mounts its project's folder of it (subPath projects/<project>) "
+        "at project_storage_path. Empty: no project storage in notebooks.",
+    ).tag(config=True)
+
+    project_storage_path = Unicode(
+        "/home/jovyan/project", help="Where a notebook sees its project's storage."
+    ).tag(config=True)
+
+    @default("uid")
+    def _default_uid(self) -> int:
+        return 1000  # jovyan in the Jupyter images: never root
+
+    @default("gid")
+    def _default_gid(self) -> int:
+        return 100
+
+    @default("fs_gid")
+    def _default_fs_gid(self) -> int:
+        return 100  # mounted volumes are writable by the notebook's group
+
+    @default("container_security_context")
+    def _default_container_security_context(self) -> dict:
+        return {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+
     manage_resource_quota = Bool(
         True, help="Create or update each project's ResourceQuota from its group properties at every start."
     ).tag(config=True)
@@ -149,11 +181,20 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
             resource = {names[profile.accelerator]: str(choice.accelerators)}
             overrides["extra_resource_limits"] = resource
             overrides["extra_resource_guarantees"] = dict(resource)
+        volumes, mounts = self.volumes, self.volume_mounts
         if choice.shm:
             shm = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{choice.shm}Mi"}}
-            overrides["volumes"] = _with(self.volumes, SHM_VOLUME, shm)
-            mount = {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
-            overrides["volume_mounts"] = _with(self.volume_mounts, SHM_VOLUME, mount)
+            volumes = _with(volumes, SHM_VOLUME, shm)
+            mounts = _with(mounts, SHM_VOLUME, {"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        if self.project_storage:
+            volume = {"name": PROJECT_VOLUME, **self.project_storage}
+            mount = {"name": PROJECT_VOLUME, "mountPath": self.project_storage_path}
+            mount["subPath"] = f"projects/{choice.project}"  # this project's folder, none of the others'
+            volumes = _with(volumes, PROJECT_VOLUME, volume)
+            mounts = _with(mounts, PROJECT_VOLUME, mount)
+        if choice.shm or self.project_storage:
+            overrides["volumes"] = volumes
+            overrides["volume_mounts"] = mounts
         if profile.node_selector:
             overrides["node_selector"] = dict(profile.node_selector)
         tolerations = self.tolerations

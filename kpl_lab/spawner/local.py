@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import re
 import shlex
+import shutil
 import uuid
 from pathlib import Path
 from subprocess import Popen
@@ -21,10 +23,12 @@ from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
 from jupyterhub.utils import random_port
 from traitlets import Bool, Unicode, default
 
+from ..engine import identity
 from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
 from ..engine.limits import CGROUP_ROOT, JobLimits
 from ..errors import KPLError
+from ..hub.userenv import reachable_by_others
 from ..platform import Platform
 from .base import KPLSpawner, http_error
 from .profiles import Choice, Profile
@@ -36,10 +40,20 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     """Start notebooks as local processes within profile, project quota, cgroup limits and devices."""
 
-    switch_user = Bool(
-        False,
-        help="Run each notebook as the system user of the same name (LocalProcessSpawner); "
-        "False: run as the hub's user, with HOME under the platform home.",
+    run_as_user = Bool(
+        help="Run each notebook as the user's own OS account (docs/multi-user.md), created on the first "
+        "spawn, in their projects' groups; default: when the hub runs as root. False: as the hub's account.",
+    ).tag(config=True)
+
+    account_prefix = Unicode(
+        identity.USER_PREFIX,
+        help="Prefix of users' OS accounts (kpl-alice); project groups get it with a p (kplp-vision).",
+    ).tag(config=True)
+
+    user_python = Unicode(
+        "",
+        help="Python that runs notebooks whose profile names no environment; it must be executable by "
+        "every account (kpl-lab up builds <home>/user-env). Empty: the `cmd` as configured.",
     ).tag(config=True)
 
     use_cgroups = Bool(
@@ -55,6 +69,10 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     _platforms: dict[tuple, Platform] = {}
     _platform: Platform | None = None
+
+    @default("run_as_user")
+    def _default_run_as_user(self) -> bool:
+        return os.geteuid() == 0
 
     @default("notebook_dir")
     def _default_notebook_dir(self) -> str:
@@ -154,10 +172,28 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     # environment of the notebook
 
+    @property
+    def account(self) -> str:
+        """Return the OS account the user's notebook runs as (docs/multi-user.md: the name mapping)."""
+        return identity.account_name(self.user.name, self.account_prefix)
+
+    def prepare_account(self, project: str) -> None:
+        """Create the user's account and home if needed, and put it in exactly its projects' groups.
+
+        Done at every spawn: a join or leave of a hub group takes effect now. Each of the user's
+        project folders is given to its group (2770, setgid).
+        """
+        users = self.user_home.parent
+        users.mkdir(parents=True, exist_ok=True)
+        os.chmod(users, 0o711)  # users reach their own home; nobody lists the others
+        identity.ensure_account(self.account, self.user_home)
+        projects = sorted(set(self.user_projects()) | {project})
+        gids = identity.sync_groups(self.account, projects, self.account_prefix)
+        for name, gid in zip(projects, gids, strict=True):
+            identity.secure_project(self.platform.storage.project_dir(name), gid)
+
     def user_env(self, env: dict) -> dict:
-        if self.switch_user:
-            return super().user_env(env)
-        env["USER"] = self.user.name
+        env["USER"] = self.account if self.run_as_user else self.user.name
         env["HOME"] = str(self.user_home)
         env["SHELL"] = "/bin/bash"
         return env
@@ -177,9 +213,9 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     def notebook_cmd(self, profile: Profile) -> list[str]:
         """Return the command of the single-user server in the profile's Python environment."""
-        if not profile.environment:
+        if not profile.environment and not self.user_python:
             return list(self.cmd)
-        environment = Path(profile.environment)
+        environment = Path(profile.environment or self.user_python)
         python = environment / "bin" / "python" if environment.is_dir() else environment
         if not os.access(python, os.X_OK):
             raise http_error(
@@ -190,10 +226,26 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             )
         return [str(python), "-m", "jupyterhub.singleuser"]
 
+    def check_runnable(self, program: str) -> None:
+        """Refuse to start a server whose program the user's account cannot execute (a Python under /root)."""
+        path = shutil.which(program) or program
+        if not (os.path.exists(path) and reachable_by_others(path)):
+            raise http_error(
+                ValueError(
+                    f"the notebook's program {path} cannot be run by {self.account}: set "
+                    "c.KPLLocalSpawner.user_python to a Python every account can run "
+                    "(`kpl-lab up --regenerate` builds one)"
+                ),
+                500,
+            )
+
     def prepare_workspace(self, project: str) -> Path:
         """Create the workspace and point its `datasets` at the project's datasets (created if absent)."""
         workspace = self.workspace
         workspace.mkdir(parents=True, exist_ok=True)
+        if self.run_as_user:
+            account = pwd.getpwnam(self.account)
+            os.chown(workspace, account.pw_uid, account.pw_gid)
         datasets = self.platform.storage.kind_dir(project, "datasets")
         datasets.mkdir(parents=True, exist_ok=True)
         link = workspace / "datasets"
@@ -207,8 +259,9 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         return workspace
 
     def make_preexec_fn(self, name: str):
-        limits, workspace, switch = self.limits, str(self.workspace), self.switch_user
-        become = set_user_setuid(name, chdir=False) if switch else None
+        limits, workspace = self.limits, str(self.workspace)
+        # JupyterHub's own drop: initgroups from /etc/group (the project groups just synced), gid, uid
+        become = set_user_setuid(self.account, chdir=False) if self.run_as_user else None
 
         def preexec() -> None:
             if limits is not None:
@@ -245,6 +298,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             self.user_options = choice.to_options()
             if self.orm_spawner is not None:
                 self.orm_spawner.user_options = self.user_options  # the hub commits after start()
+            if self.run_as_user:
+                await asyncio.to_thread(self.prepare_account, choice.project)
             self.prepare_workspace(choice.project)
             name = "notebook-" + _UNSAFE.sub("-", self.owner_id) + "-" + uuid.uuid4().hex[:8]
             self.limits = JobLimits.create(
@@ -253,6 +308,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             if self.port == 0:
                 self.port = random_port()
             cmd = self.notebook_cmd(choice.profile) + self.get_args()
+            if self.run_as_user:
+                self.check_runnable(cmd[0])
             if self.shell_cmd:
                 cmd = self.shell_cmd + [" ".join(shlex.quote(s) for s in cmd)]
             self.log.info(
@@ -265,6 +322,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
                 self.limits.enforcement,
             )
             kwargs = dict(preexec_fn=self.make_preexec_fn(self.user.name), start_new_session=True)
+            if self.run_as_user:
+                kwargs["umask"] = identity.USERS_UMASK  # new files: the user's and the project group's
             kwargs.update(self.popen_kwargs)
             kwargs["env"] = self.get_env()
             self.proc = Popen(cmd, **kwargs)

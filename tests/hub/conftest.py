@@ -19,7 +19,8 @@ import requests
 from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Reservation
-from kpl_lab.hub.up import free_port, load_secrets, parse, render_config
+from kpl_lab.engine.identity import USER_PREFIX
+from kpl_lab.hub.up import free_port, load_secrets, parse, render_config, secure_home
 from kpl_lab.platform import Platform
 
 DEADLINE = 120.0  # seconds: only so that a broken hub fails instead of hanging
@@ -57,8 +58,10 @@ def wait_for(check: Callable[[], Any], what: str, deadline: float = DEADLINE) ->
 class Hub:
     """A JupyterHub process on loopback with an admin API token; stopped and cleaned by the fixture."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, user_python: str = "", account_prefix: str = USER_PREFIX) -> None:
         self.root = root
+        self.user_python = user_python  # given: notebooks and jobs run as the users' accounts
+        self.account_prefix = account_prefix
         self.home = root / "home"
         (self.home / "hub").mkdir(parents=True)
         self.port = free_port()
@@ -73,7 +76,9 @@ class Hub:
         self.starts = 0
 
     def _config_text(self) -> str:
-        args = parse(["--authenticator", "dummy", "--port", str(self.port)])
+        args = parse(
+            ["--authenticator", "dummy", "--port", str(self.port), "--account-prefix", self.account_prefix]
+        )
         creds, _ = load_secrets(self.home / "hub", "admin")
         extra = [
             f"c.KPLSpawner.profiles = {PROFILES!r}",
@@ -83,11 +88,13 @@ class Hub:
             f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {self.token!r}}})",
             f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {ADMIN_SCOPES!r}}})",
         ]
-        return render_config(args, self.home, creds) + "\n".join(extra) + "\n"
+        return render_config(args, self.home, creds, self.user_python) + "\n".join(extra) + "\n"
 
     def start(self, cleanup_servers: bool = True) -> None:
         """Start the hub and wait until its API and the platform service answer."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
+        if self.user_python:  # as `kpl-lab up` does as root: the platform's files are its own
+            secure_home(self.home, self.home / "storage", self.account_prefix)
         self.starts += 1
         log = open(self.root / f"hub-{self.starts}.log", "w")  # noqa: SIM115 - closed right after Popen
         with log:
@@ -105,6 +112,7 @@ class Hub:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                umask=0o027 if self.user_python else -1,
             )
         wait_for(lambda: self._answers("/hub/api/") == 200, "the hub API", deadline=DEADLINE)
         # the service itself answers (a service token is no user: 403), not the proxy's 503

@@ -59,6 +59,11 @@ def utf8_prefix(data: bytes, final: bool) -> tuple[str, int]:
 class JobBase(KPLHandler):
     """A handler that answers jobs."""
 
+    @property
+    def submitter(self) -> str:
+        """Return the hub name of the caller, whose account runs the jobs they submit."""
+        return self.current_user.username
+
     async def answer_job(self, work, status: int = 200) -> None:
         """Run `work` (returning a job) off the event loop and answer the job."""
 
@@ -94,7 +99,7 @@ class JobsHandler(JobBase):
     async def post(self) -> None:
         """Submit a job."""
         request = self.body_as(JobRequest, project=self.project)
-        await self.answer_job(lambda: self.platform.jobs.submit(request), status=201)
+        await self.answer_job(lambda: self.platform.jobs.submit(request, user=self.submitter), status=201)
 
 
 class JobHandler(JobBase):
@@ -121,7 +126,9 @@ class JobRerunHandler(JobBase):
     @web.authenticated
     async def post(self, job_id: str) -> None:
         """Re-run a job."""
-        await self.answer_job(lambda: self.platform.jobs.rerun(self.project, job_id), status=201)
+        await self.answer_job(
+            lambda: self.platform.jobs.rerun(self.project, job_id, user=self.submitter), status=201
+        )
 
 
 class JobCopyHandler(JobBase):
@@ -133,7 +140,10 @@ class JobCopyHandler(JobBase):
         body = self.body_as(CopyRequest)
         resources = body.resources.model_dump(exclude_none=True) if body.resources else None
         await self.answer_job(
-            lambda: self.platform.jobs.copy(self.project, job_id, body.parameters, resources), status=201
+            lambda: self.platform.jobs.copy(
+                self.project, job_id, body.parameters, resources, user=self.submitter
+            ),
+            status=201,
         )
 
 
@@ -145,7 +155,8 @@ class JobResumeHandler(JobBase):
         """Resume a job."""
         body = self.body_as(ResumeRequest)
         await self.answer_job(
-            lambda: self.platform.jobs.resume(self.project, job_id, body.parameters), status=201
+            lambda: self.platform.jobs.resume(self.project, job_id, body.parameters, user=self.submitter),
+            status=201,
         )
 
 

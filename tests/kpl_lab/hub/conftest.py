@@ -223,7 +223,8 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_
         monkeypatch.setenv(name, value)
     config = Config()
     config.Platform.home = str(tmp_path / "kpl-home")
-    config.Platform.database_url = database_url or ""
+    if database_url:  # else the platform's SQLite under its home
+        config.Platform.database_url = database_url
     config.Ledger.cpu, config.Ledger.memory, config.Ledger.devices = 4.0, 4096, {"gpu": []}
     app = KPLService(config=config)
     app.setup()

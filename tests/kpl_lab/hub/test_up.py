@@ -170,7 +170,7 @@ async def poll(url: str, what: str, **kwargs) -> tuple[int, dict | None]:
 
 @pytest.mark.slow
 @pytest.mark.databases
-async def test_kpl_lab_up_end_to_end(tmp_path, database_url):
+async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
     # what an administrator types: postgresql:// (the platform picks psycopg 3)
     chosen = (
         ["--database-url", database_url.replace("postgresql+psycopg://", "postgresql://")]
@@ -194,6 +194,8 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url):
                 str(port),
                 "--no-sample-data",
                 *chosen,
+                "--user-python",
+                user_python,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -206,6 +208,12 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url):
         )
         password = re.search(r"log in as 'admin' with password (\S+) \(shown once\)", text).group(1)
         assert (home / "hub" / "jupyterhub_config.py").exists()
+        # as root: the platform's own files are its own, users pass through to theirs
+        modes = {path: path.stat().st_mode & 0o7777 for path in (home, home / "hub", home / "users")}
+        assert modes == {home: 0o711, home / "hub": 0o700, home / "users": 0o711}
+        config = (home / "hub" / "jupyterhub_config.py").read_text()
+        assert f"c.KPLLocalSpawner.user_python = {user_python!r}" in config
+        assert "--LocalExecutor.run_as_users=True" in config
         base = f"http://127.0.0.1:{port}"
         status, info = await poll(f"{base}/hub/api/", "the hub API")
         assert info["version"]

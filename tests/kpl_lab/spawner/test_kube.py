@@ -215,3 +215,19 @@ async def test_a_pod_refused_by_the_cluster_quota_names_the_project(make_kube, m
         await spawner.start()
     assert caught.value.status_code == 403
     assert caught.value.jupyterhub_message == "project vision: the cluster quota of kpl-vision is used up"
+
+
+async def test_pods_run_non_root_and_mount_only_their_project(make_kube):
+    spawner = make_kube(make_user("alice", Group("vision")), {"profile": "cpu"})
+    spawner.project_storage = {"persistentVolumeClaim": {"claimName": "kpl-storage"}}
+    await spawner.load_user_options()
+    pod = await spawner.get_pod_manifest()
+    security = container(pod).security_context  # a dict, camelCase, as KubeSpawner merges it
+    assert (security["runAsUser"], security["runAsGroup"]) == (1000, 100)
+    assert security["runAsNonRoot"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert pod.spec.security_context["fsGroup"] == 100
+    [mount] = [m for m in container(pod).volume_mounts if m.name == "kpl-project"]
+    assert (mount.mount_path, mount.sub_path) == ("/home/jovyan/project", "projects/vision")
+    [volume] = [v for v in pod.spec.volumes if v.name == "kpl-project"]
+    assert volume.persistent_volume_claim == {"claimName": "kpl-storage"}

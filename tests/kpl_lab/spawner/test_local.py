@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import threading
 import time
 from pathlib import Path
@@ -223,3 +224,20 @@ def test_environment_without_python_is_named(make_spawner, tmp_path):
     os.symlink(os.sys.executable, venv / "python")
     cmd = spawner.notebook_cmd(replace(profile, environment=str(tmp_path / "venv")))
     assert cmd == [str(venv / "python"), "-m", "jupyterhub.singleuser"]
+
+
+async def test_a_python_the_users_account_cannot_run_is_refused(make_spawner, account_prefix):
+    # the hub's own Python under /root (mode 700) as the notebook's command
+    spawner = make_spawner(
+        make_user("alice", Group("vision")), run_as_user=True, account_prefix=account_prefix
+    )
+    spawner.cmd = ["/root/.pyenv/shims/python"]
+    spawner.user_options = {"profile": "cpu"}
+    with pytest.raises(web.HTTPError) as caught:
+        await spawner.start()
+    assert caught.value.status_code == 500
+    assert "cannot be run by kt" in caught.value.log_message and "user_python" in caught.value.log_message
+    assert reservations(spawner, "vision") == reservations(spawner, "nobody")  # nothing held
+    assert pwd.getpwnam(f"{account_prefix}alice").pw_dir == str(
+        Path(spawner.platform.home) / "users" / "alice"
+    )

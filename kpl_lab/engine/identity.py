@@ -1,0 +1,209 @@
+"""Users and projects as OS accounts and groups, and dropping a process to one user.
+
+A hub user runs as the account `account_name(hub name)` (created on first use, as
+JupyterHub's `LocalAuthenticator.create_system_users` does); a project is the group
+`group_name(project)`, and project storage is readable and writable only through it.
+The mapping keeps a valid Unix name as it is (`alice` -> `kpl-alice`) and escapes any
+other (`Alice.Smith@lab` -> `kpl-alice-smith-lab--<hash>`): an escaped name always holds
+`--` and a kept one never does, so two hub names never share an account.
+
+Kept free of heavy imports: the job supervisor imports it before starting its job.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+NAME_MAX = 32  # useradd's limit on Linux
+HASH_LENGTH = 12  # hex digits of sha256: 48 bits against collisions between escaped names
+USER_PREFIX = "kpl-"
+USERS_UMASK = 0o007  # users' files: readable and writable by their project group, nobody else
+PROJECT_MODE = 0o2770  # setgid: what is created inside belongs to the project's group
+# the service's hub token and OAuth settings: a job must not act as the platform
+PLATFORM_VARIABLES = ("JUPYTERHUB_",)
+_KEPT = re.compile(r"[a-z0-9_][a-z0-9_-]*")  # after the prefix: a digit may come first
+_UNSAFE = re.compile(r"[^a-z0-9_]+")
+_accounts_lock = threading.Lock()  # useradd/groupadd lock /etc/passwd and refuse when it is taken
+
+
+def group_prefix(user_prefix: str = USER_PREFIX) -> str:
+    """Return the prefix of project groups that goes with a prefix of user accounts (kpl- -> kplp-)."""
+    return user_prefix.rstrip("-") + "p-"
+
+
+def unix_name(name: str, prefix: str) -> str:
+    """Return the Unix name of a hub user or project: prefix + the name, escaped when not valid as is."""
+    room = NAME_MAX - len(prefix)
+    if _KEPT.fullmatch(name) and "--" not in name and len(name) <= room:
+        return prefix + name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:HASH_LENGTH]
+    readable = _UNSAFE.sub("-", name.lower()).strip("-")[: room - HASH_LENGTH - 2].rstrip("-")
+    return f"{prefix}{readable}--{digest}"
+
+
+def account_name(user: str, prefix: str = USER_PREFIX) -> str:
+    """Return the OS account of a hub user."""
+    return unix_name(user, prefix)
+
+
+def group_name(project: str, prefix: str = USER_PREFIX) -> str:
+    """Return the OS group of a project."""
+    return unix_name(project, group_prefix(prefix))
+
+
+@dataclass
+class Identity:
+    """Who a process runs as: account, uid, gid, supplementary groups and home."""
+
+    user: str
+    uid: int
+    gid: int
+    groups: list[int] = field(default_factory=list)
+    home: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Identity | None:
+        return cls(**data) if data else None
+
+    def become(self) -> None:
+        """Drop this process to the identity for good (groups, then gid, then uid) with the users' umask."""
+        os.setgroups(self.groups)
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+        os.umask(USERS_UMASK)
+
+    def job_env(self, env: dict[str, str]) -> dict[str, str]:
+        """Return a job's environment as this identity: its names and home, no platform credentials."""
+        kept = {key: value for key, value in env.items() if not key.startswith(PLATFORM_VARIABLES)}
+        return kept | {"USER": self.user, "LOGNAME": self.user, "HOME": self.home}
+
+    def preexec(self, enter_limits: Callable[[], None] | None) -> Callable[[], None]:
+        """Return the child's step before exec: join the job's limits (as root), then become the user.
+
+        `enter_limits` is None where the child is born under its limits (cgroup v1): it only
+        drops to the user then.
+        """
+
+        def preexec() -> None:
+            if enter_limits is not None:
+                enter_limits()
+            self.become()
+
+        return preexec
+
+    def own(self, *paths: Path) -> None:
+        """Give files and folders the supervisor (root) made in the identity's run folder to it."""
+        for path in paths:
+            os.chown(path, self.uid, self.groups[0] if self.groups else self.gid)
+
+
+def _run(argv: list[str], exists_code: int) -> None:
+    """Run useradd/groupadd/gpasswd; an account or group made meanwhile by another process is fine."""
+    for attempt in range(20):
+        with _accounts_lock:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode in (0, exists_code):
+            return
+        if "lock" not in done.stderr:  # another process (another hub or test) holds /etc/passwd: retry
+            raise OSError(f"{' '.join(argv)}: {done.stderr.strip()}")
+        time.sleep(0.05 * (attempt + 1))
+    raise OSError(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
+def ensure_group(name: str) -> int:
+    """Return the gid of an OS group, creating it if needed."""
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        _run(["groupadd", name], exists_code=9)
+        return grp.getgrnam(name).gr_gid
+
+
+def ensure_account(name: str, home: Path) -> pwd.struct_passwd:
+    """Return an OS account, creating it (with its own group) if needed; its home is its own, 0700."""
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        _run(
+            [
+                "useradd",
+                "--no-create-home",
+                "--home-dir",
+                str(home),
+                "--shell",
+                "/bin/bash",
+                "--user-group",
+                name,
+            ],
+            9,
+        )
+        account = pwd.getpwnam(name)
+    home = Path(account.pw_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    stat = home.stat()
+    if (stat.st_uid, stat.st_gid) != (account.pw_uid, account.pw_gid):
+        os.chown(home, account.pw_uid, account.pw_gid)
+    os.chmod(home, 0o700)
+    return account
+
+
+def sync_groups(account: str, projects: list[str], prefix: str = USER_PREFIX) -> list[int]:
+    """Make the account a member of exactly its projects' groups (of this prefix); return their gids."""
+    wanted = {group_name(project, prefix): ensure_group(group_name(project, prefix)) for project in projects}
+    ours = group_prefix(prefix)
+    for group in grp.getgrall():
+        member = account in group.gr_mem
+        if group.gr_name in wanted and not member:
+            _run(["gpasswd", "--add", account, group.gr_name], exists_code=-1)
+        elif group.gr_name.startswith(ours) and group.gr_name not in wanted and member:
+            _run(["gpasswd", "--delete", account, group.gr_name], exists_code=-1)
+    return sorted(wanted.values())
+
+
+def secure_project(project_dir: Path, gid: int) -> None:
+    """Give a project's folder to its group only: 2770 (setgid) for it and the folders directly in it.
+
+    The first time (the folder is not the group's yet), everything below is given to the
+    group too, readable by it and by nobody else: what was stored before the group existed.
+    """
+    project_dir.mkdir(parents=True, exist_ok=True)
+    if project_dir.stat().st_gid != gid:
+        for folder, folders, files in os.walk(project_dir):
+            for name in folders:
+                path = os.path.join(folder, name)
+                os.lchown(path, -1, gid)
+                os.chmod(path, (os.stat(path).st_mode | 0o2050) & 0o7770)
+            for name in files:
+                path = os.path.join(folder, name)
+                os.lchown(path, -1, gid)
+                if not os.path.islink(path):
+                    os.chmod(path, (os.stat(path).st_mode | 0o040) & 0o7770)
+    for folder in (project_dir, *(p for p in project_dir.iterdir() if p.is_dir() and not p.is_symlink())):
+        if folder.stat().st_gid != gid:
+            os.chown(folder, -1, gid)
+        os.chmod(folder, PROJECT_MODE)
+
+
+def identity_of(name: str, groups: list[int]) -> Identity:
+    """Return the identity of an existing account with these supplementary groups."""
+    account = pwd.getpwnam(name)
+    return Identity(name, account.pw_uid, account.pw_gid, sorted(set(groups)), account.pw_dir)
+
+
+def give(path: Path, identity: Identity, mode: int) -> None:
+    """Make `path` the identity's own, group-owned by its first project group, with `mode`."""
+    os.chown(path, identity.uid, identity.groups[0] if identity.groups else identity.gid)
+    os.chmod(path, mode)

@@ -1,0 +1,175 @@
+"""A real hub run as root: alice's notebook and jobs run as her account and read her project only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import pwd
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+from kpl_lab.engine.identity import account_name
+from kpl_lab.platform import Platform
+
+from .conftest import Hub, wait_for
+
+# the kernel and the job report what each path gives them: "read" or "refused"
+PROBE = textwrap.dedent(
+    """
+    import json, os
+    def probe(path):
+        try:
+            os.listdir(path) if os.path.isdir(path) else open(path, "rb").read(1)
+            return "read"
+        except PermissionError:
+            return "refused"
+    print("PROBE " + json.dumps({"uid": os.getuid(), **{key: probe(path) for key, path in PATHS.items()}}))
+    """
+)
+
+
+async def run_in_kernel(hub: Hub, server_url: str, token: str, code: str) -> str:
+    """Start a kernel in the user's server, run `code` over its websocket, return what it printed."""
+    kernel = hub.http.post(
+        f"{hub.url}{server_url}api/kernels", headers={"Authorization": f"token {token}"}, timeout=60
+    )
+    assert kernel.status_code == 201, kernel.text
+    url = f"ws://127.0.0.1:{hub.port}{server_url}api/kernels/{kernel.json()['id']}/channels"
+    socket = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"}))
+    msg_id = uuid.uuid4().hex
+    header = {
+        "msg_id": msg_id,
+        "msg_type": "execute_request",
+        "session": msg_id,
+        "username": "",
+        "version": "5.3",
+    }
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": False,
+        "allow_stdin": False,
+        "stop_on_error": True,
+    }
+    socket.write_message(
+        json.dumps(
+            {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"}
+        )
+    )
+    printed = []
+    while True:
+        message = json.loads(await asyncio.wait_for(socket.read_message(), 120))
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind = message["header"]["msg_type"]
+        if kind == "stream":
+            printed.append(message["content"]["text"])
+        elif kind == "error":
+            printed.append("\n".join(message["content"]["traceback"]))
+        elif kind == "status" and message["content"]["execution_state"] == "idle":
+            socket.close()
+            return "".join(printed)
+
+
+def probed(text: str) -> dict:
+    """Return the probe's report in printed text."""
+    line = next((line for line in text.splitlines() if line.startswith("PROBE ")), None)
+    assert line is not None, text
+    return json.loads(line.removeprefix("PROBE "))
+
+
+def add_dataset_file(home: Path, project: str) -> Path:
+    """Put a dataset file in a project's storage (as the catalog lays datasets out)."""
+    folder = home / "storage" / "projects" / project / "datasets" / "sample" / "1"
+    folder.mkdir(parents=True)
+    (folder / "part-0.txt").write_text(f"{project} data")
+    return folder / "part-0.txt"
+
+
+@pytest.fixture
+def isolated_hub(open_folder: Path, user_python: str, account_prefix: str):
+    """Return a started hub whose notebooks and jobs run as their users (like `kpl-lab up` as root)."""
+    hub = Hub(open_folder / "hub", user_python=user_python, account_prefix=account_prefix)
+    try:
+        yield hub
+    finally:
+        hub.close()
+
+
+def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
+    hub = isolated_hub
+    home = hub.home
+    mine, theirs = add_dataset_file(home, "vision"), add_dataset_file(home, "audio")
+    hub.start()
+    hub.add_project("vision", ["alice"], {})
+    hub.add_project("audio", ["bob"], {})
+    for user in ("alice", "bob"):
+        assert hub.spawn(user).status_code in (201, 202)
+    server = hub.wait_ready("alice")
+    hub.wait_ready("bob")
+    hub.stop_server("bob")  # his home stays; his CPU is free for alice's job (the service sees 2 CPUs)
+    alice = pwd.getpwnam(account_name("alice", hub.account_prefix))
+    paths = {
+        "own dataset": str(mine),
+        "own datasets folder": str(mine.parents[1]),
+        "bob's dataset": str(theirs),
+        "bob's project": str(theirs.parents[3]),
+        "bob's home": str(home / "users" / "bob"),
+        "secrets": str(home / "hub" / "secrets.json"),
+        "hub database": str(home / "hub" / "jupyterhub.sqlite"),
+        "cookie secret": str(home / "hub" / "jupyterhub_cookie_secret"),
+        "hub configuration": str(home / "hub" / "jupyterhub_config.py"),
+        "catalog database": str(home / "kpl.sqlite"),
+        "uploads": str(home / "uploads"),
+    }
+    refused = {key: "refused" for key in paths if not key.startswith("own")}
+    code = f"PATHS = {paths!r}\n{PROBE}"
+
+    report = probed(asyncio.run(run_in_kernel(hub, server["url"], hub.user_token("alice"), code)))
+    assert report == {"uid": alice.pw_uid, "own dataset": "read", "own datasets folder": "read", **refused}
+    assert alice.pw_uid != 0
+
+    # a job alice submits through the shared service runs as her, with the same limits on what it reads
+    algorithm = home.parent / "probe"
+    algorithm.mkdir()
+    (algorithm / "probe.py").write_text(code)
+    (algorithm / "environment.yml").write_text(
+        "version: 1\nimage:\n  runs: []\ntrain:\n  resource:\n    limits:\n      cpu: 1\n"
+        "      memory: 512\n  cmd: python probe.py\n"
+    )
+    platform = Platform(home=str(home))
+    try:
+        platform.catalog.add_algorithm("vision", algorithm, name="probe")
+    finally:
+        platform.close()
+    submitted = hub.http.post(
+        f"{hub.url}/services/kpl/api/jobs?project=vision",
+        json={"algorithm": "probe", "function": "train"},
+        headers={"Authorization": f"token {hub.user_token('alice')}"},
+        timeout=60,
+    )
+    assert submitted.status_code == 201, submitted.text
+    job_url = f"/services/kpl/api/jobs/{submitted.json()['id']}?project=vision"
+    token = hub.user_token("alice")
+    ended = ("succeeded", "failed", "lost")
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: hub.get(job_url, token).json()["state"] in ended, "the job's end")
+    job = hub.get(job_url, token).json()
+    if job["state"] not in ended:
+        run_dir = home / "storage" / "projects" / "vision" / "jobs" / job["id"]
+        logs = {
+            name: (run_dir / name).read_text()
+            for name in ("supervisor.log", "output.log")
+            if (run_dir / name).exists()
+        }
+        listing = sorted(str(p) for p in run_dir.parent.rglob("*"))
+        raise AssertionError(f"the job did not end: {job}\n{logs}\n{listing}\n{hub.log()[-3000:]}")
+    assert job["state"] == "succeeded", job
+    report = probed(job["last_log_lines"])
+    assert report == {"uid": alice.pw_uid, "own dataset": "read", "own datasets folder": "read", **refused}

@@ -1,0 +1,249 @@
+"""Users and projects as OS accounts and groups: the name mapping, group sync, dropping to a user."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import pwd
+import re
+import stat
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kpl_lab.engine import identity
+from kpl_lab.engine.identity import account_name, group_name, unix_name
+from kpl_lab.engine.launch import JobLaunch, Resources
+from kpl_lab.engine.local import LocalExecutor
+from kpl_lab.engine.runfolder import worker_log
+
+VALID = re.compile(r"[a-z_][a-z0-9_-]*")
+
+
+@pytest.mark.parametrize(
+    ("hub_name", "account"),
+    [
+        ("alice", "kpl-alice"),
+        ("bob_2", "kpl-bob_2"),
+        ("Alice", "kpl-alice--" + identity.hashlib.sha256(b"Alice").hexdigest()[:12]),
+        (
+            "a.smith@lab.org",
+            "kpl-a-smith-lab-or--" + identity.hashlib.sha256(b"a.smith@lab.org").hexdigest()[:12],
+        ),
+    ],
+)
+def test_hub_names_map_to_accounts(hub_name, account):
+    assert account_name(hub_name) == account
+
+
+def test_an_escaped_name_never_equals_a_kept_one():
+    escaped = account_name("Alice")
+    impostor = escaped.removeprefix("kpl-")  # a hub user who names herself like the escaped account
+    assert account_name(impostor) != escaped
+    assert "--" in account_name(impostor)  # a kept name never holds "--": hers is escaped too
+
+
+def test_long_names_are_cut_and_stay_apart():
+    first, second = "x" * 40 + "1", "x" * 40 + "2"
+    assert len(account_name(first)) == identity.NAME_MAX
+    assert account_name(first) != account_name(second)
+    assert group_name("vision") == "kplp-vision"
+
+
+@given(st.text(min_size=1, max_size=60), st.text(min_size=1, max_size=60))
+def test_every_name_maps_to_a_valid_distinct_unix_name(one, other):
+    for name in (one, other):
+        mapped = unix_name(name, "kpl-")
+        assert VALID.fullmatch(mapped) and len(mapped) <= identity.NAME_MAX, mapped
+    if one != other:
+        assert unix_name(one, "kpl-") != unix_name(other, "kpl-")
+
+
+def members(group: str) -> list[str]:
+    return grp.getgrnam(group).gr_mem
+
+
+def test_accounts_are_made_once_and_groups_follow_the_projects(account_prefix, open_folder):
+    name = account_name("alice", account_prefix)
+    home = open_folder / "users" / "alice"
+    made = identity.ensure_account(name, home)
+    assert identity.ensure_account(name, home).pw_uid == made.pw_uid  # idempotent
+    assert made.pw_uid != 0 and made.pw_dir == str(home)
+    assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (made.pw_uid, 0o700)
+
+    gids = identity.sync_groups(name, ["vision", "audio"], account_prefix)
+    vision, audio = group_name("vision", account_prefix), group_name("audio", account_prefix)
+    assert sorted(gids) == sorted([grp.getgrnam(vision).gr_gid, grp.getgrnam(audio).gr_gid])
+    assert name in members(vision) and name in members(audio)
+    assert sorted(os.getgrouplist(name, made.pw_gid)) == sorted([made.pw_gid, *gids])
+
+    identity.sync_groups(name, ["audio"], account_prefix)  # she left vision
+    assert name not in members(vision) and name in members(audio)
+
+
+def test_a_project_folder_is_its_groups_only(account_prefix, open_folder):
+    gid = identity.ensure_group(group_name("vision", account_prefix))
+    project = open_folder / "projects" / "vision"
+    version = project / "datasets" / "digits" / "1"
+    version.mkdir(parents=True, mode=0o750)
+    (version / "part-0.arrow").write_text("records")
+    (version / "part-0.arrow").chmod(0o400)  # stored before the group existed: root's only
+    identity.secure_project(project, gid)
+    for folder in (project, project / "datasets"):
+        assert folder.stat().st_gid == gid
+        assert stat.S_IMODE(folder.stat().st_mode) == identity.PROJECT_MODE
+    assert (version.stat().st_gid, stat.S_IMODE(version.stat().st_mode)) == (gid, 0o2750)
+    part = (version / "part-0.arrow").stat()
+    assert (part.st_gid, stat.S_IMODE(part.st_mode)) == (gid, 0o440)  # the group reads it, still read-only
+
+
+def run_as(who: identity.Identity, code: str) -> dict:
+    """Run Python code in a child dropped to `who`; return what it reported."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop, run, report, never return into pytest
+        os.close(read)
+        try:
+            who.become()
+            scope: dict = {}
+            exec(code, scope)
+            report = scope["report"]
+        except BaseException as error:  # noqa: BLE001 - reported to the parent
+            report = {"error": repr(error)}
+        os.write(write, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_a_dropped_process_reads_its_project_and_nothing_else(account_prefix, open_folder):
+    name = account_name("alice", account_prefix)
+    identity.ensure_account(name, open_folder / "users" / "alice")
+    mine = identity.ensure_group(group_name("vision", account_prefix))
+    other = identity.ensure_group(group_name("audio", account_prefix))
+    for project, gid in (("vision", mine), ("audio", other)):
+        folder = open_folder / "projects" / project
+        folder.mkdir(parents=True)
+        (folder / "data.txt").write_text(project)
+        identity.secure_project(folder, gid)
+    secret = open_folder / "secrets.json"
+    secret.write_text("{}")
+    secret.chmod(0o600)
+    who = identity.identity_of(name, [mine])
+    report = run_as(
+        who,
+        f"""
+import os
+report = {{"uid": os.getuid(), "groups": os.getgroups(), "umask": os.umask(0)}}
+report["mine"] = open({str(open_folder / "projects/vision/data.txt")!r}).read()
+for key, path in (("other", {str(open_folder / "projects/audio/data.txt")!r}), ("secret", {str(secret)!r})):
+    try:
+        open(path).read()
+        report[key] = "read"
+    except PermissionError:
+        report[key] = "refused"
+""",
+    )
+    assert report == {
+        "uid": pwd.getpwnam(name).pw_uid,
+        "groups": [mine],
+        "umask": identity.USERS_UMASK,
+        "mine": "vision",
+        "other": "refused",
+        "secret": "refused",
+    }
+
+
+def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_folder):
+    storage = open_folder / "storage"
+    algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
+    algorithm.mkdir(parents=True)
+    secret = open_folder / "kpl.sqlite"
+    secret.write_text("catalog")
+    secret.chmod(0o600)
+    launch = JobLaunch(
+        job_id="j1",
+        project="vision",
+        function="train",
+        cmd=f"id -u; id -G; touch $KPL_ENV_OUTPUT_ROOT_PATH/model/weights; cat {secret}; echo $HOME",
+        algorithm_dir=algorithm,
+        run_dir=storage / "projects" / "vision" / "jobs" / "j1",
+        outputs=["model"],
+        user="alice",
+    )
+    executor = LocalExecutor(
+        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
+    )
+
+    async def run() -> None:
+        await executor.before_start(launch)
+        handle = await executor.execute(launch)
+        while (await executor.poll(launch, handle)).running:
+            await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    account = pwd.getpwnam(account_name("alice", account_prefix))
+    gid = grp.getgrnam(group_name("vision", account_prefix)).gr_gid
+    uid, groups, *rest = (launch.run_dir / "output.log").read_text().splitlines()
+    assert int(uid) == account.pw_uid
+    assert [int(g) for g in groups.split()] == [account.pw_gid, gid]
+    assert "Permission denied" in rest[0]
+    assert rest[1] == str(open_folder / "users" / "alice")
+    weights = launch.run_dir / "outputs" / "model" / "weights"
+    assert weights.stat().st_uid == account.pw_uid
+    run_dir = launch.run_dir.stat()
+    assert (run_dir.st_uid, stat.S_IMODE(run_dir.st_mode)) == (account.pw_uid, 0o700)
+
+
+def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, open_folder):
+    storage = open_folder / "storage"
+    algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
+    algorithm.mkdir(parents=True)
+    launch = JobLaunch(
+        job_id="j2",
+        project="vision",
+        function="train",
+        cmd="id -u; echo $HOME",
+        algorithm_dir=algorithm,
+        run_dir=storage / "projects" / "vision" / "jobs" / "j2",
+        limits=Resources(cpu=0.5, memory=256, workers=2),
+        user="alice",
+    )
+    executor = LocalExecutor(
+        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
+    )
+
+    async def run() -> None:
+        await executor.before_start(launch)
+        handle = await executor.execute(launch)
+        while (await executor.poll(launch, handle)).running:
+            await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    account = pwd.getpwnam(account_name("alice", account_prefix))
+    for rank in (0, 1):
+        log = worker_log(launch.run_dir, rank)
+        assert log.read_text().splitlines() == [str(account.pw_uid), str(open_folder / "users" / "alice")]
+        assert log.stat().st_uid == account.pw_uid
+
+
+def test_a_child_born_under_its_limits_only_drops_to_the_user(account_prefix, open_folder):
+    name = account_name("alice", account_prefix)
+    identity.ensure_account(name, open_folder / "users" / "alice")
+    who = identity.identity_of(name, [])
+    pid = os.fork()
+    if pid == 0:  # the child: the preexec of a cgroup v1 start (no limits to enter), then report
+        code = 1
+        try:
+            who.preexec(None)()
+            code = 0 if os.getuid() == who.uid else 1
+        finally:
+            os._exit(code)  # never return into pytest
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -64,8 +64,8 @@ def test_train_the_example_on_digits_from_the_command_line(tmp_path, clean_env):
     assert "model" in shown["outputs"]
 
     metrics = json.loads(kpl_lab(home, "job", "metrics", job_id, "--json").stdout)
-    accuracy = [value for _step, value in metrics["eval_accuracy"]]
-    losses = [value for _step, value in metrics["train_loss"]]
+    accuracy = [value for _step, value in metrics["figures"]["accuracy"]["eval_accuracy"]]
+    losses = [value for _step, value in metrics["figures"]["loss"]["train_loss"]]
     assert len(accuracy) == 2
     assert accuracy[-1] > 0.8  # ten classes: chance is 0.1
     assert losses[-1] < losses[0]

@@ -239,6 +239,29 @@ def test_supervisor_killed_job_adopted(lab):
     assert job.exit_code is None
 
 
+def test_job_that_reported_done_after_its_supervisor_died_succeeds(lab):
+    lab = lab()
+    script = WAIT_RELEASE + (
+        "import kpl_helper as kh\n"
+        "open(os.path.join(kh.io.get_output_path('model', '/nonexistent'), 'w.bin'), 'w').close()\n"
+        "kh.done()\n"
+    )
+    lab.algorithm("wait", "python wait.py", {"wait.py": script}, outputs=("model",))
+    job = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    lab.wait_for(lambda: lab.jobs.get("p", job.id).handle.get("pid"), "the job's pid")
+    handle = lab.jobs.get("p", job.id).handle
+    os.kill(handle["supervisor_pid"], signal.SIGKILL)
+    lab.release_file.touch()
+    lab.wait_for(lambda: not is_alive(handle["pid"], handle["pid_start"]), "the job to end")
+    lab.wait_for(lambda: not is_alive(handle["supervisor_pid"], handle["supervisor_start"]), "the supervisor")
+    assert lab.jobs.tick() == [job.id]  # the background round notices, no restart needed
+    job = lab.jobs.get("p", job.id)
+    assert (job.state, job.exit_code) == ("succeeded", None)
+    assert job.outputs["model"]["registered"].startswith("model:")
+    with lab.platform.session() as session:
+        assert session.scalar(select(func.count()).select_from(Reservation)) == 0
+
+
 def test_concurrent_submits_never_over_reserve(lab):
     lab = lab(cpu=5.0)
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})

@@ -14,7 +14,7 @@ from kpl_lab.catalog.jobs import Metric, Reservation
 from kpl_lab.engine.records import LOG_CHUNK
 from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.engine.service import JobRequest
-from kpl_lab.errors import BadRequest, Conflict
+from kpl_lab.errors import BadRequest, Conflict, NotFound
 
 pytestmark = pytest.mark.databases
 
@@ -391,7 +391,7 @@ def test_a_job_of_two_workers_is_one_job(lab):
     assert job.state == "succeeded"
     assert list(lab.jobs.follow_logs("p", job.id)) == ["worker 0 of 2 devices 0"]
     assert list(lab.jobs.follow_logs("p", job.id, worker=1)) == ["worker 1 of 2 devices 1"]
-    with pytest.raises(BadRequest, match="job .* has 2 workers: worker 2 does not exist"):
+    with pytest.raises(NotFound, match="job .* has 2 workers: worker 2 does not exist"):
         lab.jobs.follow_logs("p", job.id, worker=2).__next__()
     assert lab.jobs.metrics("p", job.id) == {"loss": {"train": [(0.0, 0.0)]}}  # rank 0's only
     assert job.progress == 0.5

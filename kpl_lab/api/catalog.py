@@ -9,6 +9,13 @@ from pydantic import Field
 
 from .base import Body
 
+# a name of a project, dataset, model, algorithm or version: one safe path component
+# (`\w` is Unicode in Python: names in any language)
+NAME_PATTERN = r"^\w[\w.\-]{0,99}$"
+NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 100}
+# NAME or NAME:VERSION
+REF_PATTERN = r"^\w[\w.\-]{0,99}(:\w[\w.\-]{0,99})?$"
+
 
 class CatalogVersion(Body):
     """Fields shared by dataset, model and algorithm versions."""

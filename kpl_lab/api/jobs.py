@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from .base import Body
+from .catalog import REF_PATTERN
+
+# dataset:NAME[:VERSION], model:NAME[:VERSION] or NAME[:VERSION]
+INPUT_PATTERN = r"^((dataset|model):)?" + REF_PATTERN.removeprefix("^")
+MAX_WORKER = 2**31 - 1  # the largest worker rank a request may name
 
 
 class JobState(str, Enum):
@@ -49,9 +54,9 @@ class JobRequest(BaseModel):
 
     # from the query (?project=), never the body
     project: SkipJsonSchema[str] = "default"
-    algorithm: str = Field(description="NAME or NAME:VERSION")
+    algorithm: str = Field(description="NAME or NAME:VERSION", pattern=REF_PATTERN)
     function: str = "train"
-    inputs: dict[str, str] = Field(
+    inputs: dict[str, Annotated[str, Field(pattern=INPUT_PATTERN)]] = Field(
         default_factory=dict, description="input key -> dataset:NAME[:VERSION], model:NAME[:VERSION] or NAME"
     )
     parameters: dict[str, Any] = Field(

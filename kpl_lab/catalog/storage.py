@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..api.catalog import NAME_PATTERN
 from ..errors import BadRequest
 
-NAME_RE = re.compile(r"^\w[\w.\-]{0,99}$")  # \w is Unicode: names in any language
+NAME_RE = re.compile(NAME_PATTERN)
 SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints"}
 KINDS = ("datasets", "models", "algorithms", "jobs")
 _CHUNK = 1 << 20
@@ -28,7 +29,7 @@ _CHUNK = 1 << 20
 
 def check_name(name: str, what: str = "name") -> str:
     """Return `name` if it is a safe single path component, else raise BadRequest."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise BadRequest(
             f"{what} {name!r} is not valid: use 1-100 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit",

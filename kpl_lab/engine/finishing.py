@@ -108,9 +108,13 @@ class Finisher:
             reason = job.reason or reason
             if status.get("killed_after_seconds") is not None:
                 reason += f" (SIGKILL after {status['killed_after_seconds']:g} s)"
+        elif exit_code is None and job.handle.get("done_event_time") and (status.get("lost") or not reason):
+            # its supervisor died, so its exit code is unknown, but it reported done
+            state = "succeeded"
+            reason = "its supervisor died; the job reported done" if status.get("lost") else ""
         elif status.get("lost") and exit_code is None:
             state = "lost"
-        elif exit_code == 0 or (exit_code is None and not reason and job.handle.get("done_event_time")):
+        elif exit_code == 0:
             state = "succeeded"
         else:
             state = "failed"

@@ -16,7 +16,7 @@ from .finishing import Finisher, end_job, status_of
 from .launch import JobLaunch
 from .ledger import Ledger
 from .records import JobRecords
-from .runfolder import read_json
+from .runfolder import is_alive, read_json
 from .scheduling import Scheduler
 from .supervisor import last_line, tail_lines
 
@@ -60,46 +60,47 @@ class Poller:
             ).all()
         if not active:
             return {}
-        running = [job_id for job_id, state in active if state == "running"]
-        outcome = {}
-        for job_id in running:
-            job = self.records.job(job_id)
-            launch = self.records.stored_launch(job)
-            if launch is None:
-                end_job(
-                    self.ledger,
-                    job_id,
-                    "lost",
-                    reason="lost: its run folder has no job.json (it never started)",
-                )
-                outcome[job_id] = "lost"
-                continue
-            state = run_sync(self.executor.attach(launch, job.handle))
-            if state.running:
-                if state.handle != job.handle:
-                    self.records.store_handle(job_id, state.handle)
-                outcome[job_id] = "running"
-                continue
-            if not self.supervised:
-                self._settle(job_id, launch, state)
-                outcome[job_id] = self.records.job(job_id).state
-                continue
-            status = read_json(launch.run_dir / "status.json")
-            self.finisher.finish(job_id, status if status is not None else status_of(state))
-            if status is None:  # its supervisor died: clean up after it
-                run_sync(self.executor.on_failure(launch, state))
-            outcome[job_id] = self.records.job(job_id).state
+        outcome = {job_id: self._reattach(job_id) for job_id, state in active if state == "running"}
         self.scheduler.schedule()
         return outcome
 
-    def tick(self) -> list[str]:
-        """Poll the jobs no local supervisor watches: ingest, stop, finish; then start queued ones.
+    def _reattach(self, job_id: str) -> str:
+        """Re-attach to a running job, adopt it, or record its end; return its state."""
+        job = self.records.job(job_id)
+        launch = self.records.stored_launch(job)
+        if launch is None:
+            end_job(
+                self.ledger,
+                job_id,
+                "lost",
+                reason="lost: its run folder has no job.json (it never started)",
+            )
+            return "lost"
+        state = run_sync(self.executor.attach(launch, job.handle))
+        if state.running:
+            if state.handle != job.handle:
+                self.records.store_handle(job_id, state.handle)
+            return "running"
+        if not self.supervised:
+            self._settle(job_id, launch, state)
+            return self.records.job(job_id).state
+        status = read_json(launch.run_dir / "status.json")
+        self.finisher.finish(job_id, status if status is not None else status_of(state))
+        if status is None:  # its supervisor died: clean up after it
+            run_sync(self.executor.on_failure(launch, state))
+        return self.records.job(job_id).state
 
-        The server calls this every few seconds. With the local executor each job's
-        supervisor does this work, and `tick()` only schedules. Returns the jobs that ended.
+    def tick(self) -> list[str]:
+        """Watch the running jobs, record the ends, then start queued ones. Returns the jobs that ended.
+
+        The server calls this every few seconds. Without supervisors it polls each job's
+        executor (ingest, stop, finish). With the local executor each job's supervisor does
+        that work, and `tick()` only checks that the supervisors live (pid and start time).
         """
         ended = []
-        if not self.supervised:
+        if self.supervised:
+            ended = self._check_supervisors()
+        else:
             with self.platform.session() as session:
                 running = session.scalars(select(Job.id).where(Job.state == "running")).all()
             for job_id in running:
@@ -109,6 +110,22 @@ class Poller:
                 except KPLError as error:  # the cluster cannot be reached now: try again next tick
                     self.log.warning("job %s: %s", job_id, error.message)
         self.scheduler.schedule()
+        return ended
+
+    def _check_supervisors(self) -> list[str]:
+        """Adopt or finish the running jobs whose supervisor died; return those that ended."""
+        with self.platform.session() as session:
+            running = session.execute(select(Job.id, Job.handle).where(Job.state == "running")).all()
+        ended = []
+        for job_id, handle in running:
+            handle = handle or {}
+            if "supervisor_pid" not in handle:
+                continue  # still being started
+            if is_alive(handle["supervisor_pid"], handle.get("supervisor_start")):
+                continue
+            self.log.warning("job %s: its supervisor (pid %s) is gone", job_id, handle["supervisor_pid"])
+            if self._reattach(job_id) != "running":
+                ended.append(job_id)
         return ended
 
     def _poll(self, job_id: str) -> bool:

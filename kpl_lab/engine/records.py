@@ -14,7 +14,7 @@ from sqlalchemy.orm import joinedload
 
 from ..catalog.jobs import Job, Metric
 from ..catalog.models import Project
-from ..errors import BadRequest, NotFound
+from ..errors import NotFound
 from . import envelope, usage
 from .launch import JobLaunch
 from .runfolder import read_json, worker_log
@@ -107,7 +107,7 @@ class JobRecords:
         """Return the log of one worker of a job (rank 0's is output.log)."""
         workers = (job.limits or {}).get("workers", 1)
         if not 0 <= worker < workers:
-            raise BadRequest(
+            raise NotFound(
                 f"job {job.id} has {workers} worker{'s' if workers > 1 else ''}: worker {worker} does not exist "
                 "(workers are numbered from 0)",
                 field="worker",

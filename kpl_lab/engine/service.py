@@ -236,7 +236,7 @@ class JobService(LoggingConfigurable):
         return self.poller.reconcile()
 
     def tick(self) -> list[str]:
-        """Poll the jobs no local supervisor watches: ingest, stop, finish; then start queued ones."""
+        """Check local supervisors and poll the other jobs: record ends, then start queued ones."""
         return self.poller.tick()
 
 

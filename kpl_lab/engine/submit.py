@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
 from ..catalog.storage import check_name
-from ..errors import BadRequest, KPLError, invalid, parameter_error
+from ..errors import BadRequest, KPLError, NotFound, invalid, parameter_error
 from .launch import Resources
 from .ledger import Ledger
 from .records import JobRecords
@@ -202,6 +202,8 @@ class Submitter:
         produced += [s["registered"] for s in job.saves if (s.get("registered") or "").startswith("model:")]
         if not produced:
             raise BadRequest(f"job {job_id} registered no model to resume from (state: {job.state})")
+        if job.algorithm_version is None:
+            raise NotFound(f"the algorithm {job.algorithm_ref} of job {job_id} was deleted")
         algorithm = self.platform.catalog.read_algorithm(job.algorithm_version)
         ports = [port.key for port in algorithm.spec.function(job.function).inputs]
         if "checkpoint" in ports:

@@ -99,7 +99,7 @@ class KPLLab(ExtensionApp):
             self._tick_running = False
 
     def _background_round(self) -> None:
-        # Local jobs are watched by their supervisors; jobs elsewhere (Kubernetes) are polled here.
+        # Local jobs: their supervisors are checked (pid and start time); jobs elsewhere are polled.
         self.platform.jobs.tick()
 
     async def stop_extension(self) -> None:

@@ -48,7 +48,9 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
     @functools.cached_property
     def project(self) -> str:
         """Return the project of this request: `?project=` if the user may use it, else `default`."""
-        name = self.get_query_argument("project", None) or self.platform.default_project
+        name = self.get_query_argument("project", None)
+        if name is None:
+            name = self.platform.default_project
         check_name(name, "project")
         if not self.app.may_use_project(self.current_user, name):
             raise Forbidden(f"project {name!r}: you may not use this project", field="project")
@@ -122,8 +124,18 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
                 field=None,
                 errors=[],
             )
+        if self.get_status() == 405:  # RFC 9110: a 405 lists the methods the path takes
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.set_header("Content-Type", "application/json")
         self.finish(body.model_dump_json())
+
+    def allowed_methods(self) -> list[str]:
+        """Return the HTTP methods this handler answers."""
+        return [
+            method
+            for method in self.SUPPORTED_METHODS
+            if getattr(type(self), method.lower()) is not getattr(web.RequestHandler, method.lower())
+        ]
 
     def log_exception(self, typ, value, tb) -> None:  # noqa: ANN001 - tornado's signature
         """Log a person's mistake in one line; keep tracebacks for real failures."""
@@ -131,3 +143,14 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
             self.log.info("%s %s: %s", self.request.method, self.request.path, value)
             return
         super().log_exception(typ, value, tb)
+
+
+class NotFoundHandler(KPLHandler):
+    """Answer a path under /kpl/api/ that no route takes: 404 in the `Error` shape, for any method."""
+
+    async def prepare(self) -> None:
+        """Refuse the request before any method runs (403 first when not logged in, as elsewhere)."""
+        await super().prepare()
+        if self.current_user is None:
+            raise web.HTTPError(403)
+        raise web.HTTPError(404, "no such path in the KPL API: %s", self.request.path)

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from ..api.catalog import NAME_SCHEMA
 from ..api.datasets import BytesRef
 from ..api.errors import Error
 from .routes import ROUTES, Route
@@ -26,9 +27,10 @@ ERROR_STATUSES = {
     "404": "Not found in this project",
     "409": "Conflict with the object's state",
 }
+MORE_STATUSES = {"503": "Unavailable: the import queue is full, try again later"}
 PATH_PARAMETERS = {
-    "name": {"schema": {"type": "string"}},
-    "version": {"schema": {"type": "string"}, "description": "a version, or a unique prefix of one"},
+    "name": {"schema": NAME_SCHEMA},
+    "version": {"schema": NAME_SCHEMA, "description": "a version, or a unique prefix of one"},
     "job_id": {"schema": {"type": "string"}},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "field": {
@@ -49,8 +51,15 @@ Every object belongs to a project. Without `?project=` the project is `default`;
 the user may not use answers 403, and another project's object answers 404.
 
 Errors answer the `Error` schema with status 400 (bad request), 403 (forbidden), 404 (not
-found), 409 (conflict with the object's state) or 500: `field` is the dotted path of the
-first field at fault (`parameters.steps`, `resources.cpu`) and `errors` lists every one.
+found), 409 (conflict with the object's state), 503 (where said) or 500: `field` is the
+dotted path of the first field at fault (`parameters.steps`, `resources.cpu`) and `errors`
+lists every one. A request without valid credentials answers 403, as Jupyter Server does
+(not 401). A path under /kpl/api/ that no route takes answers 404, and a method a path
+does not take answers 405 with an `Allow` header, both in the `Error` shape.
+
+Names of projects, datasets, models, algorithms and versions are 1-100 letters, digits,
+`_`, `-` or `.`, starting with a letter, digit or `_` (the `pattern` of each; `\\w` is
+Unicode, as in Python).
 """
 UPLOAD_TYPES = ("application/zip", "application/x-tar", "application/octet-stream")
 
@@ -129,7 +138,7 @@ def _operation(route: Route, method: str, operation: Operation) -> dict[str, Any
     responses: dict[str, Any] = {
         str(operation.status): {"description": success, "content": content | operation.content}
     }
-    for status in ERROR_STATUSES:
+    for status in (*ERROR_STATUSES, *operation.errors):
         responses[status] = {"$ref": f"#/components/responses/Error{status}"}
     responses["default"] = {"$ref": "#/components/responses/Error"}
     item["responses"] = responses
@@ -141,7 +150,7 @@ def document() -> dict[str, Any]:
     _, schemas = models_json_schema(_models(), ref_template=REF)
     responses = {
         f"Error{status}": {"description": text, "content": _json({"$ref": REF.format(model="Error")})}
-        for status, text in ERROR_STATUSES.items()
+        for status, text in (ERROR_STATUSES | MORE_STATUSES).items()
     }
     responses["Error"] = {
         "description": "Internal error (500), without a traceback",
@@ -173,7 +182,7 @@ def document() -> dict[str, Any]:
                     "in": "query",
                     "required": False,
                     "description": "project of the objects (default `default`)",
-                    "schema": {"type": "string", "default": "default"},
+                    "schema": {**NAME_SCHEMA, "default": "default"},
                 }
             },
             "responses": responses,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
-from ..api.catalog import Deleted
+from ..api.catalog import NAME_SCHEMA, Deleted
 from ..api.datasets import (
     Dataset,
     DatasetList,
@@ -20,6 +20,7 @@ from ..api.datasets import (
 )
 from ..api.devices import Devices
 from ..api.jobs import (
+    MAX_WORKER,
     CopyRequest,
     EventsAccepted,
     Job,
@@ -35,6 +36,7 @@ from ..api.models import Model, ModelList, ModelVersion
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
+from .base import NotFoundHandler
 from .handlers import algorithms, datasets, devices, jobs, models
 from .spec import Operation, Query, Route
 from .version import VersionHandler
@@ -70,8 +72,9 @@ ROUTES: list[Route] = [
                 "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
                 "the entry. A failed import leaves no dataset. Same content again answers the same version.",
                 upload=True,
+                errors=("503",),
                 query=(
-                    Query("name", required=True),
+                    Query("name", NAME_SCHEMA, required=True),
                     Query("description"),
                     Query(
                         "format",
@@ -176,7 +179,7 @@ ROUTES: list[Route] = [
                 description="Same content again answers the same version.",
                 upload=True,
                 query=(
-                    Query("name", description="default: the archive's name inside it"),
+                    Query("name", NAME_SCHEMA, "default: the archive's name inside it"),
                     Query("description"),
                 ),
             ),
@@ -300,7 +303,9 @@ ROUTES: list[Route] = [
                     ),
                     Query("follow", {"type": "integer", "enum": [0, 1], "default": 0}),
                     Query(
-                        "worker", {"type": "integer", "minimum": 0, "default": 0}, "worker (rank) of the job"
+                        "worker",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_WORKER, "default": 0},
+                        "worker (rank) of the job",
                     ),
                 ),
                 content={"text/plain": {"schema": {"type": "string"}}},
@@ -365,4 +370,5 @@ def tornado_pattern(path: str) -> str:
 
 def handlers() -> list[tuple[str, type]]:
     """Return the tornado handler list."""
-    return [(tornado_pattern(route.path), route.handler) for route in ROUTES]
+    routes = [(tornado_pattern(route.path), route.handler) for route in ROUTES]
+    return [*routes, (API_PREFIX + "/.*", NotFoundHandler)]

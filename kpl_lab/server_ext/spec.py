@@ -37,6 +37,9 @@ class Operation:
     content: dict[str, Any] = field(default_factory=dict)  # other media types of the success answer
     project: bool = True  # takes ?project=
     job_token: bool = False  # authenticated by the job's token, not the server's
+    errors: tuple[
+        str, ...
+    ] = ()  # error statuses besides 400, 403, 404 and 409 (keys of openapi.MORE_STATUSES)
 
 
 class Route(NamedTuple):

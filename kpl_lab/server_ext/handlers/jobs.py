@@ -12,6 +12,7 @@ from tornado.iostream import StreamClosedError
 
 from ...api.jobs import (
     JOB_STATES,
+    MAX_WORKER,
     CopyRequest,
     EventsAccepted,
     Job,
@@ -175,7 +176,7 @@ class JobLogsHandler(KPLHandler):
         follow = self.query_int("follow", 0, 0, 1)
         limit = self.query_int("limit", LOG_CHUNK, 1, LOG_CHUNK_MAX)
         wait = self.query_int("wait", 0, 0, WAIT_MAX_SECONDS)
-        worker = self.query_int("worker", 0, 0, 2**31)
+        worker = self.query_int("worker", 0, 0, MAX_WORKER)
         jobs = self.platform.jobs
         job = await self.blocking(jobs.get, self.project, job_id)
         path = jobs.log_path(job, worker)

@@ -1205,6 +1205,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Unavailable: the import queue is full, try again later */
+        Error503: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Internal error (500), without a traceback */
         Error: {
             headers: {
@@ -1320,6 +1329,7 @@ export interface operations {
             403: components["responses"]["Error403"];
             404: components["responses"]["Error404"];
             409: components["responses"]["Error409"];
+            503: components["responses"]["Error503"];
             default: components["responses"]["Error"];
         };
     };

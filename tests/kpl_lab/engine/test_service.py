@@ -14,7 +14,7 @@ from kpl_lab.catalog.jobs import Metric, Reservation
 from kpl_lab.engine.records import LOG_CHUNK
 from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.engine.service import JobRequest
-from kpl_lab.errors import BadRequest, Conflict
+from kpl_lab.errors import BadRequest, Conflict, NotFound
 
 pytestmark = pytest.mark.databases
 
@@ -239,6 +239,29 @@ def test_supervisor_killed_job_adopted(lab):
     assert job.exit_code is None
 
 
+def test_job_that_reported_done_after_its_supervisor_died_succeeds(lab):
+    lab = lab()
+    script = WAIT_RELEASE + (
+        "import kpl_helper as kh\n"
+        "open(os.path.join(kh.io.get_output_path('model', '/nonexistent'), 'w.bin'), 'w').close()\n"
+        "kh.done()\n"
+    )
+    lab.algorithm("wait", "python wait.py", {"wait.py": script}, outputs=("model",))
+    job = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    lab.wait_for(lambda: lab.jobs.get("p", job.id).handle.get("pid"), "the job's pid")
+    handle = lab.jobs.get("p", job.id).handle
+    os.kill(handle["supervisor_pid"], signal.SIGKILL)
+    lab.release_file.touch()
+    lab.wait_for(lambda: not is_alive(handle["pid"], handle["pid_start"]), "the job to end")
+    lab.wait_for(lambda: not is_alive(handle["supervisor_pid"], handle["supervisor_start"]), "the supervisor")
+    assert lab.jobs.tick() == [job.id]  # the background round notices, no restart needed
+    job = lab.jobs.get("p", job.id)
+    assert (job.state, job.exit_code) == ("succeeded", None)
+    assert job.outputs["model"]["registered"].startswith("model:")
+    with lab.platform.session() as session:
+        assert session.scalar(select(func.count()).select_from(Reservation)) == 0
+
+
 def test_concurrent_submits_never_over_reserve(lab):
     lab = lab(cpu=5.0)
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
@@ -368,7 +391,7 @@ def test_a_job_of_two_workers_is_one_job(lab):
     assert job.state == "succeeded"
     assert list(lab.jobs.follow_logs("p", job.id)) == ["worker 0 of 2 devices 0"]
     assert list(lab.jobs.follow_logs("p", job.id, worker=1)) == ["worker 1 of 2 devices 1"]
-    with pytest.raises(BadRequest, match="job .* has 2 workers: worker 2 does not exist"):
+    with pytest.raises(NotFound, match="job .* has 2 workers: worker 2 does not exist"):
         lab.jobs.follow_logs("p", job.id, worker=2).__next__()
     assert lab.jobs.metrics("p", job.id) == {"loss": {"train": [(0.0, 0.0)]}}  # rank 0's only
     assert job.progress == 0.5

@@ -1,12 +1,13 @@
 """The routes table, the handlers and docs/openapi.yaml agree: same paths, same methods, up to date."""
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kpl_lab.server_ext.openapi import render
-from kpl_lab.server_ext.routes import ROUTES, tornado_pattern
+from kpl_lab.server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
 
 OPENAPI = Path(__file__).parents[3] / "docs" / "openapi.yaml"
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -69,4 +70,14 @@ def test_registered_handlers_are_the_routes(jp_serverapp):
         p.removesuffix("$") for p in _patterns(jp_serverapp.web_app.default_router) if "/kpl/api/" in p
     }
     base = jp_serverapp.base_url.rstrip("/")
-    assert registered == {base + tornado_pattern(route.path) for route in ROUTES}
+    # and, last, the JSON 404 of every other path under /kpl/api/
+    expected = {base + tornado_pattern(route.path) for route in ROUTES} | {f"{base}{API_PREFIX}/.*"}
+    assert registered == expected
+
+
+async def test_unknown_paths_and_methods_answer_the_error_shape(api):
+    response = await api.raw("GET", "datasets/d/versions/v/records/-1/fields/f")
+    assert response.code == 404 and json.loads(response.body)["error"] == "HTTPError"
+    response = await api.raw("PUT", "datasets")
+    assert response.code == 405 and response.headers["Allow"] == "GET, POST, OPTIONS"
+    assert (await api.get("datasets", project=""))[0] == 400

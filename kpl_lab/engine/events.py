@@ -131,6 +131,8 @@ class EventIngest:
                         }
                     )
             elif kind == "progress":
+                if job.state == "succeeded":
+                    continue  # read after its end: a succeeded job stays at 100 %
                 try:
                     fraction = min(1.0, max(0.0, float(event["value"])))
                 except (KeyError, TypeError, ValueError):

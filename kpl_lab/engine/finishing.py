@@ -27,6 +27,8 @@ def end_job(ledger: Ledger, job_id: str, state: str, reason: str = "", **fields)
         if job.is_final:
             return
         job.state, job.reason, job.finished = state, reason, now()
+        if state == "succeeded":  # stored, so every list and view shows 100 %, not the last report
+            job.progress, job.eta_seconds = 1.0, 0.0
         if fields.get("handle"):
             job.handle = {**job.handle, **fields["handle"]}
             job.enforcement = fields["handle"].get("enforcement", job.enforcement)
@@ -43,6 +45,7 @@ def status_of(state: ExecutionState, stopped: bool = False) -> dict:
 
 
 def _catalog_name(name: str | None, fallback: str) -> str:
+    """Return name when it is a valid catalog name, else fallback."""
     try:
         return check_name(name or fallback)
     except BadRequest:
@@ -148,13 +151,15 @@ class Finisher:
             "inputs": {key: spec["version"] for key, spec in job.inputs.items()},
             "parameters": job.parameters,
         }
+        algorithm = job.algorithm_ref.split(":", 1)[0]
         outputs = {key: dict(spec) for key, spec in job.outputs.items()}
         for key, spec in outputs.items():
             folder = run_dir / "outputs" / key
             if spec.get("registered") or not folder.is_dir() or not any(folder.iterdir()):
                 continue
-            name = _catalog_name(spec.get("name"), key)
-            description = f"output {key} of job {job.id}"
+            # the port's name describes it ("trained model"); the catalog name says whose it is
+            name = _catalog_name(f"{algorithm}-{key}", key)
+            description = f"{spec.get('name') or key}: output {key} of job {job.id}"
             if any(p.name.endswith(MANIFEST_SUFFIX) for p in folder.iterdir()):
                 row = catalog.add_dataset(
                     project, name, folder, description, lineage={**lineage, "output": key}
@@ -174,7 +179,7 @@ class Finisher:
                 raise BadRequest(
                     f"save {save.get('kind')} {save.get('name')!r}: {path} is outside the job's run folder"
                 )
-            name = _catalog_name(save.get("name"), "saved")
+            name = _catalog_name(save.get("name"), f"{algorithm}-saved")
             description = save.get("description") or f"saved by job {job.id}"
             if save["kind"] == "dataset":
                 row = catalog.add_dataset(project, name, path, description, lineage=lineage)

@@ -51,7 +51,7 @@ print("data parts", sorted(os.listdir(data)), "resumed at", start, flush=True)
 fig = metric.MetricFigure("training", y1_name="loss", y2_name="accuracy")
 for step in range(start, start + p.steps):
     fig.push_metric(x=step, y1=1.0 / (step + 1), y2=step / 10)
-    progress.send_progress((step - start + 1) / p.steps)
+    progress.send_progress(p.report * (step - start + 1) / p.steps)
     print("step", step, flush=True)
     time.sleep(p.pause)
 with open(os.path.join(out, "weights.txt"), "w") as f:
@@ -70,7 +70,7 @@ def setup(tmp_path, capsys):
     algo = tmp_path / "toy"
     algo.mkdir()
     (algo / "environment.yml").write_text(ENVIRONMENT)
-    (algo / "parameter.yml").write_text("steps: 3\npause: 0.0\nfail: false\n")
+    (algo / "parameter.yml").write_text("steps: 3\npause: 0.0\nfail: false\nreport: 1.0\n")
     (algo / "train.py").write_text(TRAIN)
     data = tmp_path / "data"
     writer = WriteOnlyDataset(str(data), "train", {"x": BasicType.Int})
@@ -111,7 +111,7 @@ def test_submit_follow_show_logs_metrics(setup):
     jid = lines[0].split()[2]
     assert any(line.startswith(f"{jid} succeeded [####") and "loss=0.25" in line for line in lines)
     assert f"job {jid} succeeded after" in out
-    assert "output model: model:net:" in out
+    assert "output model: model:toy-model:" in out  # <algorithm>-<output key>
 
     status, out, _ = run("job", "show", jid)
     assert "state:       succeeded" in out and "exit code:   0" in out
@@ -144,9 +144,20 @@ def test_submit_follow_show_logs_metrics(setup):
     status, out, _ = run("job", "list")
     assert out.splitlines()[2].split()[:2] == [jid, "succeeded"]
 
-    status, out, _ = run("model", "show", "net", "--json")
+    status, out, _ = run("model", "show", "toy-model", "--json")
     lineage = json.loads(out)["lineage"]
     assert lineage["job_id"] == jid and lineage["inputs"]["data"].startswith("digits:")
+
+
+def test_list_and_show_agree_on_a_finished_jobs_progress(setup):
+    run = setup
+    # the job's last report says 99 %; it succeeded, so every view says 100 %
+    jid = job_id(run, "job", "submit", "toy", "--input", "data=digits", "--param", "report=0.99")
+    assert wait_final(run, jid)["progress"] == 1.0
+    listed = next(line for line in run("job", "list")[1].splitlines() if line.startswith(jid))
+    assert listed.split()[4] == "100%"
+    assert "[########################] 100%" in run("job", "show", jid)[1]
+    assert json.loads(run("job", "list", "--json")[1])[0]["progress"] == 1.0
 
 
 def test_failed_job_shows_reason_and_last_lines(setup):

@@ -160,7 +160,7 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
     assert "lr 0.5" in followed and "step 3" in followed
     done = wait_job_end(client, job["id"])
     assert done["state"] == "succeeded", done
-    assert done["outputs"]["model"]["registered"].startswith("model:toy-net:")
+    assert done["outputs"]["model"]["registered"].startswith("model:toy-model:")
     assert any(j["id"] == job["id"] for j in client.jobs(state="succeeded"))
 
     chunk = client.logs(job["id"], offset=0, limit=10)
@@ -174,7 +174,7 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
 
     with pytest.raises(Conflict):
         client.stop(job["id"])
-    model = client.model_version("toy-net")
+    model = client.model_version("toy-model")
     assert model["lineage"]["job_id"] == job["id"]
 
 

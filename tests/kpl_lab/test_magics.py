@@ -75,7 +75,7 @@ def test_train_wait_logs_metrics_jobs(shell):
     job_id = re.match(r"submitted job (\S+) \(toy:\S+ train\): (queued|running)", out).group(1)
     assert re.search(rf"^{job_id} succeeded .*\[#+\] 100%$", out, re.M)
     assert f"job {job_id} succeeded" in out
-    assert re.search(r"^output model: model:toy-net:\S+$", out, re.M)
+    assert re.search(r"^output model: model:toy-model:\S+$", out, re.M)
     summary = outputs[-1].data
     assert "<td style='text-align:left'>loss</td>" in summary["text/html"]
     assert re.search(r"^loss\s+training\s+3\s+2\s+0.3333\s+0.3333\s+1\s", summary["text/plain"], re.M)

@@ -68,7 +68,7 @@ def test_submit_runs_and_ingests_events(lab):
         "epoch 3",
     ]
     registered = job.outputs["model"]["registered"]
-    assert registered.startswith("model:model:")
+    assert registered.startswith("model:train-model:")  # <algorithm>-<output key>
     model = lab.platform.catalog.get_model("p", registered.removeprefix("model:"))
     assert model.lineage["job_id"] == job.id
     assert model.lineage["algorithm"] == version.ref
@@ -386,15 +386,22 @@ def test_a_job_of_two_workers_is_one_job(lab):
     with pytest.raises(BadRequest, match="asks 6 CPUs \\(2 workers × 3 CPUs\\), the machine has 4 CPUs"):
         lab.jobs.submit(JobRequest(project="p", algorithm="ddp", resources={"workers": 2, "cpu": 3}))
     lab.wait_for(lambda: len(lab.jobs.get("p", job.id).handle.get("workers", [])) == 2, "both workers")
+
+    def reported() -> float:
+        lab.jobs.ingest(job.id)
+        return lab.jobs.get("p", job.id).progress
+
+    lab.wait_for(lambda: reported() > 0, "a progress report")
+    assert reported() == 0.5  # rank 0's: rank 1's 0.75 is not sent
     lab.release_file.touch()
     job = lab.wait(job.id)
     assert job.state == "succeeded"
+    assert job.progress == 1.0
     assert list(lab.jobs.follow_logs("p", job.id)) == ["worker 0 of 2 devices 0"]
     assert list(lab.jobs.follow_logs("p", job.id, worker=1)) == ["worker 1 of 2 devices 1"]
     with pytest.raises(NotFound, match="job .* has 2 workers: worker 2 does not exist"):
         lab.jobs.follow_logs("p", job.id, worker=2).__next__()
     assert lab.jobs.metrics("p", job.id) == {"loss": {"train": [(0.0, 0.0)]}}  # rank 0's only
-    assert job.progress == 0.5
     assert lab.jobs.rerun("p", job.id).limits["workers"] == 2
 
 

@@ -120,13 +120,13 @@ async def test_job_runs_to_success_with_logs_metrics_progress_and_model(api):
     }
 
     registered = job["outputs"]["model"]["registered"]
-    assert registered.startswith("model:model:")
+    assert registered.startswith("model:trainer-model:")  # <algorithm>-<output key>
     code, models = await api.get("models")
-    assert code == 200 and [m["name"] for m in models["models"]] == ["model"]
+    assert code == 200 and [m["name"] for m in models["models"]] == ["trainer-model"]
     version = registered.rsplit(":", 1)[1]
-    code, model = await api.get(f"models/model/versions/{version}")
+    code, model = await api.get(f"models/trainer-model/versions/{version}")
     assert code == 200 and model["files"] == ["weights.bin"] and model["lineage"]["job_id"] == job["id"]
-    assert (await api.get("models/model"))[1]["versions"][0]["version"] == version
+    assert (await api.get("models/trainer-model"))[1]["versions"][0]["version"] == version
 
     code, listed = await api.get("jobs", state="succeeded")
     assert [j["id"] for j in listed["jobs"]] == [job["id"]]
@@ -139,7 +139,7 @@ async def test_job_runs_to_success_with_logs_metrics_progress_and_model(api):
     assert code == 201 and rerun["parameters"]["epochs"] == 4
     for other in (copy, rerun):
         assert (await api.wait_job(other["id"]))["state"] == "succeeded"
-    code, body = await api.delete(f"models/model/versions/{version}")
+    code, body = await api.delete(f"models/trainer-model/versions/{version}")
     assert code == 200
 
 

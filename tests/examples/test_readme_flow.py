@@ -71,5 +71,6 @@ def test_train_the_example_on_digits_from_the_command_line(tmp_path, clean_env):
     assert losses[-1] < losses[0]
 
     models = json.loads(kpl_lab(home, "model", "list", "--json").stdout)
-    assert [version["name"] for model in models for version in model["versions"]] == ["image-classification-model"]  # <algorithm>-<output key>
+    names = [version["name"] for model in models for version in model["versions"]]
+    assert names == ["image-classification-model"]  # <algorithm>-<output key>
     assert shown["outputs"]["model"]["registered"].endswith(models[0]["versions"][0]["version"])

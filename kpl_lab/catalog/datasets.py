@@ -20,6 +20,14 @@ if TYPE_CHECKING:
     from .service import Catalog
 
 FORMATS = ("import", "imagefolder", "voc", "coco", "labelme")
+# The usual splits in the order people read them; other parts follow by name.
+SPLITS = ("root", "train", "training", "val", "valid", "validation", "dev", "test", "testing")
+
+
+def part_order(parts: list[str]) -> list[str]:
+    """Return parts as a viewer lists them: root, train, validation, test, then the others by name."""
+    rank = {name: i for i, name in enumerate(SPLITS)}
+    return sorted(parts, key=lambda part: (rank.get(part.lower(), len(rank)), part))
 
 
 def cache_dir(storage: Storage, project: str, name: str, version: str) -> Path:

@@ -27,6 +27,7 @@ import kpl_dataset
 from kpl_dataset import KPLDatasetError, ReadOnlyDataset
 
 from ..errors import BadRequest, KPLError, NotFound
+from .datasets import part_order
 
 STRING_DISTINCT_CAP = 1000  # distinct strings counted per field before saying "capped"
 CLASS_CAP = 100_000  # distinct classes kept while counting
@@ -133,14 +134,14 @@ class DatasetView:
         self.ref = ref
 
     def parts(self) -> list[str]:
-        """Return the part names."""
-        return kpl_dataset.list_parts(str(self.folder))
+        """Return the part names in reading order (root, train, validation, test, the others)."""
+        return part_order(kpl_dataset.list_parts(str(self.folder)))
 
     def part(self, name: str | None) -> str:
-        """Return the part asked for: `root` by default, or the first part when there is no `root`."""
+        """Return the part asked for: by default the first in reading order (`train` before `test`)."""
         parts = self.parts()
         if name is None or name == "":
-            return "root" if "root" in parts else parts[0]
+            return parts[0]
         if name not in parts:
             raise NotFound(f"dataset {self.ref}: no part {name!r} (parts: {', '.join(parts)})")
         return name

@@ -15,6 +15,7 @@ from ..api.datasets import Dataset, DatasetVersion, DatasetVersionDetail
 from ..api.jobs import FigureLabels, Job, Metrics
 from ..api.models import Model, ModelVersion
 from ..api.usage import JobUsage
+from .datasets import part_order
 
 KIND_PARENT = {"dataset": "dataset", "model": "model", "algorithm": "algorithm"}
 VERSION_MODELS = {"dataset": DatasetVersion, "model": ModelVersion, "algorithm": AlgorithmVersion}
@@ -40,7 +41,10 @@ def version_model(kind: str, row: Any) -> CatalogVersion:
         "created": utc(row.created),
     }
     if kind == "dataset":
-        data |= {"record_count": row.record_count, "parts": row.parts}
+        data |= {
+            "record_count": row.record_count,
+            "parts": {p: row.parts[p] for p in part_order(list(row.parts))},
+        }
     elif kind == "model":
         data |= {"files": row.files}
     else:

@@ -422,7 +422,7 @@ def count_records(folder: Path, shown_as: Path) -> dict[str, int]:
     import kpl_dataset
 
     try:
-        parts = kpl_dataset.list_parts(str(folder))
+        parts = datasets.part_order(kpl_dataset.list_parts(str(folder)))
         if not parts:
             raise BadRequest(f"{shown_as}: not a kpl-dataset folder (no dataset part found)", field="path")
         counts = {}

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from ..catalog import serialize
+from ..catalog.datasets import part_order
 from ..text import emit_json, human_size, human_time, render_fields, render_table, short
 
 # ----------------------------------------------------------------- catalog objects as data
@@ -90,7 +91,7 @@ def cmd_show(args, platform) -> int:
     pairs = [(args.kind, data["ref"]), ("path", data["path"]), ("description", data["description"])]
     pairs.append(("size", human_size(row.size_bytes)))
     if args.kind == "dataset":
-        parts = ", ".join(f"{part} ({count})" for part, count in row.parts.items())
+        parts = ", ".join(f"{part} ({row.parts[part]})" for part in part_order(list(row.parts)))
         pairs += [("records", row.record_count), ("parts", parts)]
     elif args.kind == "model":
         pairs.append(("files", ", ".join(row.files[:20]) + (" ..." if len(row.files) > 20 else "")))

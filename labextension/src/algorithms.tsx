@@ -9,6 +9,12 @@ import { PollingListModel } from './model';
 import { KPLSidePanel } from './sidePanel';
 
 /**
+ * What the empty Algorithms panel says: the command that adds one.
+ */
+export const NO_ALGORITHMS =
+  'No algorithms yet: add one with `kpl-lab algorithm add FOLDER` in a terminal, or through the REST API.';
+
+/**
  * Opens the submit form of an algorithm version's function.
  */
 type OpenForm = (algorithm: string, version: string, fn: string) => void;
@@ -168,10 +174,7 @@ export class AlgorithmsPanel extends KPLSidePanel<Algorithm> {
               <div className="kpl-error">{model.error?.message ?? ''}</div>
               <ul className="kpl-list">
                 {model.loaded && model.items.length === 0 && !model.error && (
-                  <li className="kpl-empty">
-                    No algorithms yet: upload one with the REST API or `kpl`
-                    CLI.
-                  </li>
+                  <li className="kpl-empty">{NO_ALGORITHMS}</li>
                 )}
                 {model.items.map(algorithm => (
                   <AlgorithmItem

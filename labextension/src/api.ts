@@ -74,6 +74,13 @@ export function hasEnded(job: Pick<Job, 'finished'>): boolean {
 }
 
 /**
+ * Whether a job can be stopped: it is known and has not ended (ended jobs show no Stop).
+ */
+export function canStop(job: Pick<Job, 'finished'> | null): boolean {
+  return job !== null && !hasEnded(job);
+}
+
+/**
  * A query string from the given values; undefined, null and empty values are left out.
  */
 export function query(

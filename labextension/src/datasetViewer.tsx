@@ -10,7 +10,7 @@ import {
   RecordsPage,
   Stats
 } from './api';
-import { formatBytes, palette } from './format';
+import { formatBytes, palette, partOrder } from './format';
 
 /**
  * Whether a record value is a reference to bytes on the server.
@@ -436,8 +436,7 @@ function DatasetBrowser(props: {
     client.datasets
       .version(name, version)
       .then(loaded => {
-        const parts = Object.keys(loaded.parts ?? {});
-        setPart(parts.includes('root') ? 'root' : parts[0]);
+        setPart(partOrder(Object.keys(loaded.parts ?? {}))[0]);
         setDetail(loaded);
       })
       .catch(reason => setError((reason as Error).message));
@@ -481,7 +480,10 @@ function DatasetBrowser(props: {
   const last = page
     ? Math.min(page.offset + page.records.length, page.total)
     : 0;
-  const parts = Object.entries(detail?.parts ?? {});
+  const counts = detail?.parts ?? {};
+  const parts = partOrder(Object.keys(counts)).map(
+    key => [key, counts[key]] as const
+  );
   return (
     <>
       <div className="kpl-dataset-info">

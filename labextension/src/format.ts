@@ -74,3 +74,31 @@ export function nameFromFile(fileName: string): string {
   const name = stem.replace(/[^\w.-]+/g, '-').replace(/^[^\w]+/, '');
   return name.slice(0, 100) || 'dataset';
 }
+
+/**
+ * The usual splits in the order people read them; other parts follow by name.
+ */
+const SPLITS = [
+  'root',
+  'train',
+  'training',
+  'val',
+  'valid',
+  'validation',
+  'dev',
+  'test',
+  'testing'
+];
+
+/**
+ * Dataset parts in reading order: root, train, validation, test, then the others by name.
+ */
+export function partOrder(parts: string[]): string[] {
+  const rank = (part: string) => {
+    const index = SPLITS.indexOf(part.toLowerCase());
+    return index < 0 ? SPLITS.length : index;
+  };
+  return [...parts].sort(
+    (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
+  );
+}

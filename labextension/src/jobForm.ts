@@ -42,19 +42,51 @@ export function resourceSummary(spec: FunctionSpec): string {
 }
 
 /**
+ * The dataset and model refs a form may offer (`dataset:NAME:VERSION`, `model:NAME:VERSION`).
+ */
+export interface IRefs {
+  datasets: string[];
+  models: string[];
+}
+
+/**
+ * Words that name a model input (`checkpoint`, `init` as "starting model", `weights` ...).
+ */
+const MODEL_PORT = /model|checkpoint|ckpt|weight|pretrain|resume/i;
+
+/**
+ * The refs an input offers: models for a model or checkpoint input, datasets for the
+ * others; both when its key and name say neither.
+ */
+export function inputChoices(
+  port: { key?: string; name?: string },
+  refs: IRefs
+): string[] {
+  const words = `${port.key ?? ''} ${port.name ?? ''}`;
+  if (MODEL_PORT.test(words)) {
+    return refs.models;
+  }
+  if (/data|set|image|corpus|sample/i.test(words)) {
+    return refs.datasets;
+  }
+  return [...refs.datasets, ...refs.models];
+}
+
+/**
  * The JSON schema of the submit form of one function: its inputs (a choice of the
- * given dataset and model refs), the algorithm's parameter schema and the resources.
+ * dataset or model refs each takes), the algorithm's parameter schema and the resources.
  */
 export function jobFormSchema(
   detail: AlgorithmVersionDetail,
   fn: string,
-  refs: string[]
+  available: IRefs
 ): { schema: RJSFSchema; uiSchema: UiSchema<ReadonlyJSONObject> } {
   const spec = detail.function_specs[fn];
   const inputs: Record<string, RJSFSchema> = {};
   const inputsUi: UiSchema<ReadonlyJSONObject> = {};
   for (const port of spec?.inputs ?? []) {
     const key = port.key ?? '';
+    const refs = inputChoices(port, available);
     inputs[key] = {
       type: 'string',
       title: key,

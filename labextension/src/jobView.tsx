@@ -6,7 +6,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 import React, { useLayoutEffect, useRef, useState } from 'react';
 
-import { hasEnded, IMetrics, Job, KPLClient } from './api';
+import { canStop, hasEnded, IMetrics, Job, KPLClient } from './api';
 import { MetricChart } from './charts';
 import { formatSeconds, formatTime } from './format';
 import { ProgressBar, StateBadge } from './jobs';
@@ -18,16 +18,32 @@ import { PollingListModel } from './model';
 const MAX_LOG_CHARS = 2_000_000;
 
 /**
- * The job's output, kept scrolled to the end while `follow` is on.
+ * Scroll a log to its last line.
  */
-function LogView(props: { text: string; done: boolean }): JSX.Element {
+export function scrollToEnd(
+  element: Pick<HTMLElement, 'scrollTop' | 'scrollHeight' | 'clientHeight'>
+): void {
+  element.scrollTop = Math.max(0, element.scrollHeight - element.clientHeight);
+}
+
+/**
+ * The job's output, kept scrolled to the end while `follow` is on.
+ *
+ * `shown` changes each time the view is shown or resized: text that arrived while the
+ * view was hidden had no height to scroll by, so the log scrolls again then.
+ */
+function LogView(props: {
+  text: string;
+  done: boolean;
+  shown: number;
+}): JSX.Element {
   const [follow, setFollow] = useState(true);
   const pre = useRef<HTMLPreElement>(null);
   useLayoutEffect(() => {
     if (follow && pre.current) {
-      pre.current.scrollTop = pre.current.scrollHeight;
+      scrollToEnd(pre.current);
     }
-  }, [props.text, follow]);
+  }, [props.text, follow, props.shown]);
   return (
     <section className="kpl-log-section">
       <div className="kpl-item-title">
@@ -264,6 +280,7 @@ export class JobView extends ReactWidget {
 
   protected onResize(msg: Widget.ResizeMessage): void {
     super.onResize(msg);
+    this.shown++;
     this.update();
   }
 
@@ -271,7 +288,20 @@ export class JobView extends ReactWidget {
     super.onAfterShow(msg);
     // The poll skipped its fetches while the view was hidden.
     void this.model.poll.refresh();
+    this.shown++;
+    this.update();
   }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this.shown++;
+    this.update();
+  }
+
+  /**
+   * Times the view was shown or resized: the followed log scrolls to its end again.
+   */
+  private shown = 0;
 
   private renderJob(): JSX.Element {
     const { job, metrics, error } = this.model;
@@ -320,7 +350,11 @@ export class JobView extends ReactWidget {
               />
             ))}
         </div>
-        <LogView text={this.model.log} done={this.model.logDone} />
+        <LogView
+          text={this.model.log}
+          done={this.model.logDone}
+          shown={this.shown}
+        />
         <details className="kpl-job-more" open>
           <summary>Resources and details</summary>
           <table className="kpl-fields kpl-job-details">
@@ -362,16 +396,17 @@ export function jobWidget(
     'stop',
     ReactWidget.create(
       <UseSignal signal={content.model.changed}>
-        {() => (
-          <Button
-            className="jp-mod-styled jp-mod-warn kpl-stop"
-            small
-            disabled={!content.model.job || hasEnded(content.model.job)}
-            onClick={() => void content.stop()}
-          >
-            Stop
-          </Button>
-        )}
+        {() =>
+          canStop(content.model.job) ? (
+            <Button
+              className="jp-mod-styled jp-mod-warn kpl-stop"
+              small
+              onClick={() => void content.stop()}
+            >
+              Stop
+            </Button>
+          ) : null
+        }
       </UseSignal>
     )
   );

@@ -71,10 +71,10 @@ function JobForm(props: {
           setLoadError(`${detail.ref} has no function ${fn}`);
           return;
         }
-        const { schema, uiSchema } = jobFormSchema(detail, fn, [
-          ...datasets,
-          ...models
-        ]);
+        const { schema, uiSchema } = jobFormSchema(detail, fn, {
+          datasets,
+          models
+        });
         const first = jobFormData(detail, fn, datasets);
         setLoaded({ detail, schema, uiSchema, data: first });
         setData(first);

@@ -3,6 +3,7 @@ import type { RJSFSchema } from '@rjsf/utils';
 import type { AlgorithmVersionDetail } from '../api';
 import {
   fieldErrors,
+  inputChoices,
   jobFormData,
   jobFormSchema,
   jobRequest,
@@ -41,9 +42,10 @@ const detail = {
 
 describe('jobFormSchema', () => {
   it('offers the refs for each input and keeps the parameter schema', () => {
-    const { schema, uiSchema } = jobFormSchema(detail, 'train', [
-      'dataset:digits:1'
-    ]);
+    const { schema, uiSchema } = jobFormSchema(detail, 'train', {
+      datasets: ['dataset:digits:1'],
+      models: ['model:tiny-model:9']
+    });
     const inputs = schema.properties!.inputs as RJSFSchema;
     expect(Object.keys(inputs.properties!)).toEqual(['data', 'init']);
     expect((inputs.properties!.data as RJSFSchema).enum).toEqual([
@@ -54,6 +56,11 @@ describe('jobFormSchema', () => {
       '(none)',
       'dataset:digits:1'
     ]);
+    // `init` is a "starting model": it offers models, not datasets
+    expect((inputs.properties!.init as RJSFSchema).enum).toEqual([
+      '',
+      'model:tiny-model:9'
+    ]);
     const parameters = schema.properties!.parameters as RJSFSchema;
     expect(Object.keys(parameters.properties!)).toContain('steps');
     const resources = schema.properties!.resources as RJSFSchema;
@@ -63,6 +70,32 @@ describe('jobFormSchema', () => {
       'shm',
       'gpu',
       'npu'
+    ]);
+  });
+});
+
+describe('inputChoices', () => {
+  const refs = {
+    datasets: ['dataset:digits:1', 'dataset:voc:2'],
+    models: ['model:net-model:3']
+  };
+
+  it('offers models to a checkpoint input and datasets to a data input', () => {
+    const checkpoint = { key: 'checkpoint', name: 'to resume from' };
+    expect(inputChoices(checkpoint, refs)).toEqual(['model:net-model:3']);
+    expect(inputChoices({ key: 'weights', name: 'w' }, refs)).toEqual(
+      refs.models
+    );
+    expect(inputChoices({ key: 'data', name: 'training data' }, refs)).toEqual(
+      refs.datasets
+    );
+    expect(inputChoices({ key: 'images' }, refs)).toEqual(refs.datasets);
+  });
+
+  it('offers both when the input says neither', () => {
+    expect(inputChoices({ key: 'extra', name: 'anything' }, refs)).toEqual([
+      ...refs.datasets,
+      ...refs.models
     ]);
   });
 });
@@ -100,7 +133,10 @@ describe('jobFormData and jobRequest', () => {
 });
 
 describe('fieldErrors', () => {
-  const { schema } = jobFormSchema(detail, 'train', []);
+  const { schema } = jobFormSchema(detail, 'train', {
+    datasets: [],
+    models: []
+  });
 
   it('finds fields by dotted path, parameter names with dots included', () => {
     expect(schemaPath(schema, 'parameters.steps')).toEqual([

@@ -45,6 +45,20 @@ def test_add_dataset_counts_records_per_part(platform, digits):
     assert platform.catalog.get_dataset("p", "digits").version == row.version
 
 
+def test_viewers_open_the_first_part_in_reading_order(platform, digits):
+    from kpl_lab.catalog import serialize
+    from kpl_lab.catalog.datasets import open_view, part_order
+
+    assert part_order(["test", "zeta", "val", "train", "alpha"]) == ["train", "val", "test", "alpha", "zeta"]
+    assert part_order(["Test", "root", "Train"]) == ["root", "Train", "Test"]
+    row = platform.catalog.add_dataset("p", "digits", digits)
+    _, view = open_view(platform.catalog, "p", "digits", row.version)
+    assert view.parts() == ["train", "test"]
+    page = view.page(None, 0, 2, None, lambda part, index, path: "")  # what DatasetPreview asks for
+    assert page["part"] == "train" and page["total"] == 7
+    assert list(serialize.version_model("dataset", row).parts) == ["train", "test"]
+
+
 def test_new_content_is_a_new_version(platform, digits):
     first = platform.catalog.add_dataset("p", "d", digits)
     write_dataset(digits, {"extra": 2})
@@ -118,7 +132,7 @@ def test_cli_dataset_commands(platform, digits, capsys):
     assert main(["--home", platform.home, "dataset", "show", "digits"]) == 0
     out = capsys.readouterr().out
     assert "added dataset digits:" in out
-    assert "records:     10" in out and "parts:       test (3), train (7)" in out
+    assert "records:     10" in out and "parts:       train (7), test (3)" in out
     listing = [line.split() for line in out.splitlines() if line.startswith("digits ")]
     assert listing and listing[0][:2] == ["digits", "1"] and listing[0][3] == "10"
 

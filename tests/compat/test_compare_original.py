@@ -142,3 +142,121 @@ def test_differences_catch_what_old_code_would_notice():
     }
     found = differences(original, ours)
     assert [line.split(":")[0] for line in found] == ["gist", "other class", "raised", "value"]
+
+
+POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
+# Names the original defined for its own use, which no user code calls.
+INTERNALS = {
+    "kpl_dataset.record.RecordDefine": "its protobuf encoder",
+    "kpl_helper.save.Uploader": "its upload client",
+    "kpl_helper.save.assert_symbol_link": "an upload check",
+    "kpl_helper.save.is_archive_file": "an upload check",
+}
+
+
+def call_problems(where: str, original: list | None, ours: list | None) -> list[str]:
+    """Return how a call written for the original signature would fail or change with ours."""
+    if original is None:
+        return []
+    if ours is None:
+        return [f"{where}: ours has no signature to check"]
+    kinds = {kind for _, kind, _ in ours}
+    names = {name for name, _, _ in ours}
+    old = [p for p in original if p[1] in POSITIONAL]
+    new = [p for p in ours if p[1] in POSITIONAL]
+    problems = []
+    for i, (name, kind, default) in enumerate(old):
+        if i >= len(new):
+            if "VAR_POSITIONAL" not in kinds:
+                problems.append(f"{where}: takes no argument {i + 1} ({name})")
+            continue
+        their, _, their_default = new[i]
+        if their != name and kind != "POSITIONAL_ONLY":
+            problems.append(f"{where}: argument {i + 1} is {their!r}, was {name!r}")
+        if default is not None and their_default != default:
+            problems.append(f"{where}: {name} defaults to {their_default}, was {default}")
+    for name, kind, _ in original:
+        if kind == "KEYWORD_ONLY" and name not in names and "VAR_KEYWORD" not in kinds:
+            problems.append(f"{where}: no keyword {name}")
+        if kind in ("VAR_POSITIONAL", "VAR_KEYWORD") and kind not in kinds:
+            problems.append(f"{where}: no {'*' if kind == 'VAR_POSITIONAL' else '**'}{name}")
+    known = {name for name, _, _ in original}
+    for name, kind, default in ours:
+        if default is None and kind not in ("VAR_POSITIONAL", "VAR_KEYWORD") and name not in known:
+            problems.append(f"{where}: new required argument {name}")
+    return problems
+
+
+def signature_problems(original: dict, ours: dict) -> list[str]:
+    """Return each public name of the original that ours lacks or that old calls would break."""
+    problems = []
+    for module in sorted(original):
+        theirs = ours.get(module, {}).get("value", {})
+        for name, entry in sorted(original[module]["value"].items()):
+            where = f"{module}.{name}"
+            if "." in module and entry["defined in"] != module:
+                continue  # a module's import from its sibling, checked there (a package's exports count)
+            if where in INTERNALS:
+                continue
+            if name not in theirs:
+                problems.append(f"{where}: missing")
+                continue
+            old, new = entry["signature"], theirs[name]["signature"]
+            if isinstance(old, dict):
+                if not isinstance(new, dict):
+                    problems.append(f"{where}: no longer a class")
+                    continue
+                for method, signature in sorted(old["class"].items()):
+                    if method not in new["class"]:
+                        problems.append(f"{where}.{method}: missing")
+                    else:
+                        problems += call_problems(f"{where}.{method}", signature, new["class"][method])
+            elif isinstance(new, dict):
+                problems.append(f"{where}: now a class")
+            else:
+                problems += call_problems(where, old, new)
+    return problems
+
+
+@pytest.mark.slow  # builds a virtual environment on its first run
+def test_old_calls_fit_our_signatures(original_python, tmp_path):
+    original = run_script(original_python, "api_signatures.py", "outside", tmp_path / "original", False)
+    ours = run_script(Path(sys.executable), "api_signatures.py", "outside", tmp_path / "ours", True)
+    assert "write_parameter" in original["kpl_helper.parameter"]["value"]
+    problems = signature_problems(original, ours)
+    assert not problems, "old calls would not fit ours:\n" + "\n".join(problems)
+
+
+def test_signature_problems_catch_what_old_calls_would_hit():
+    def module(**names):
+        return {"value": {name: {"defined in": "m", "signature": sig} for name, sig in names.items()}}
+
+    required = ["path", "POSITIONAL_OR_KEYWORD", None]
+    original = {
+        "m": module(
+            same=[required],
+            renamed=[required],
+            default=[required, ["n", "POSITIONAL_OR_KEYWORD", "1"]],
+            gone=[required],
+            grew=[required],
+            cls={"class": {"put": [required]}},
+        )
+    }
+    ours = {
+        "m": module(
+            same=[required, ["extra", "KEYWORD_ONLY", "False"]],
+            renamed=[["file", "POSITIONAL_OR_KEYWORD", None]],
+            default=[required, ["n", "POSITIONAL_OR_KEYWORD", "2"]],
+            grew=[required, ["mode", "POSITIONAL_OR_KEYWORD", None]],
+            cls={"class": {}},
+        )
+    }
+    found = signature_problems(original, ours)
+    assert [line.split(":")[0] for line in found] == [
+        "m.cls.put",
+        "m.default",
+        "m.gone",
+        "m.grew",
+        "m.renamed",
+        "m.renamed",
+    ]

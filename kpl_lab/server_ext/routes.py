@@ -45,7 +45,10 @@ API_PREFIX = "/kpl/api"
 _SEGMENT = "[^/]+"
 
 SEARCH = Query("q", description="case-insensitive search in names and descriptions")
-PART = Query("part", description="dataset part (default `root`, or the first part when there is no `root`)")
+PART = Query(
+    "part",
+    description="dataset part (default: the first in reading order, `root`, `train`, validation, `test`, then by name)",
+)
 
 
 def _delete(what: str) -> Operation:

@@ -1462,7 +1462,7 @@ export interface operations {
             query?: {
                 /** @description project of the objects (default `default`) */
                 project?: components["parameters"]["project"];
-                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                /** @description dataset part (default: the first in reading order, `root`, `train`, validation, `test`, then by name) */
                 part?: string;
                 offset?: number;
                 limit?: number;
@@ -1500,7 +1500,7 @@ export interface operations {
             query?: {
                 /** @description project of the objects (default `default`) */
                 project?: components["parameters"]["project"];
-                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                /** @description dataset part (default: the first in reading order, `root`, `train`, validation, `test`, then by name) */
                 part?: string;
                 thumbnail?: number;
             };
@@ -1540,7 +1540,7 @@ export interface operations {
             query?: {
                 /** @description project of the objects (default `default`) */
                 project?: components["parameters"]["project"];
-                /** @description dataset part (default `root`, or the first part when there is no `root`) */
+                /** @description dataset part (default: the first in reading order, `root`, `train`, validation, `test`, then by name) */
                 part?: string;
             };
             header?: never;

@@ -115,8 +115,8 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     # models
     model_version = job["outputs"]["model"]["registered"].rsplit(":", 1)[1]
     assert (await api.get("models"))[0] == 200
-    assert (await api.get("models/model"))[0] == 200
-    assert (await api.get(f"models/model/versions/{model_version}"))[0] == 200
+    assert (await api.get("models/trainer-model"))[0] == 200
+    assert (await api.get(f"models/trainer-model/versions/{model_version}"))[0] == 200
 
     # a running job: stop, events with its token, devices
     release = tmp_path / "release"
@@ -144,8 +144,8 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.get("datasets", project="nobody's"))[0] == 400
 
     # deletes last
-    assert (await api.delete(f"models/model/versions/{model_version}"))[0] == 200
-    assert (await api.delete("models/model"))[0] in (200, 404)
+    assert (await api.delete(f"models/trainer-model/versions/{model_version}"))[0] == 200
+    assert (await api.delete("models/trainer-model"))[0] in (200, 404)
     assert (await api.delete(f"datasets/pets/versions/{version}"))[0] == 200
     assert (await api.upload("datasets", imagefolder_zip(), name="pets", format="imagefolder"))[0] == 201
     assert (await api.delete("datasets/pets"))[0] == 200

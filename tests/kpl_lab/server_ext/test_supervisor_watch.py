@@ -51,7 +51,7 @@ async def test_killed_supervisor_job_that_finishes_succeeds(api, tmp_path, jp_se
     release.touch()
     job = await api.wait_job(job["id"])
     assert job["state"] == "succeeded", job
-    code, model = await api.get("models/model")
+    code, model = await api.get("models/waiter-model")
     assert code == 200 and model["versions"], model
 
 

@@ -321,6 +321,42 @@ test('a running job stops from its view and the Jobs panel shows it', async ({ p
   await expect(rerun.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
 });
 
+test('an ended job opens with no Stop and its log on the last line', async ({ page }) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const response = await page.request.post('/kpl/api/jobs', {
+    data: { algorithm, inputs: { data: dataset }, parameters: { steps: 80, delay: 0 } }
+  });
+  expect(response.status(), await response.text()).toBe(201);
+  const job = await response.json();
+  const state = async () => (await (await page.request.get(`/kpl/api/jobs/${job.id}`)).json()).state;
+  await expect.poll(state, { timeout: 120_000 }).toBe('succeeded');
+
+  // The whole log arrives before the view is on screen: it still opens on its last line.
+  await page.evaluate(id => window.jupyterapp.commands.execute('kpl-lab:open-job', { id }), job.id);
+  const view = page.locator(`#kpl-job-${job.id}`);
+  await expect(view.locator('.kpl-log')).toContainText('step 79: loss');
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('succeeded');
+  await expect(view.locator('button.kpl-stop')).toHaveCount(0);
+  await expect(view.locator('button.kpl-rerun')).toBeVisible();
+  const below = () => view.locator('.kpl-log').evaluate(log => log.scrollHeight - log.scrollTop - log.clientHeight);
+  await expect.poll(below).toBeLessThan(2);
+  expect(await view.locator('.kpl-log').evaluate(log => log.scrollHeight > log.clientHeight)).toBe(true);
+
+  // After a reload the job view comes back behind a dataset view, and its log arrives while
+  // it is hidden: shown again, it is on its last line.
+  const version = (await (await page.request.get(`/kpl/api/datasets/${dataset}`)).json()).versions[0].version;
+  await page.evaluate(
+    ([name, version]) => window.jupyterapp.commands.execute('kpl-lab:open-dataset', { name, version }),
+    [dataset, version]
+  );
+  await page.page.reload();
+  await expect(view.locator('.kpl-log')).toContainText('step 79: loss', { timeout: 30_000 });
+  await expect(view).toBeHidden();
+  await page.locator('.lm-TabBar-tab', { hasText: `Job ${job.id}` }).click();
+  await expect(view).toBeVisible();
+  await expect.poll(below).toBeLessThan(2);
+});
+
 test('open job and dataset views come back after a reload', async ({ page }) => {
   const { dataset, algorithm } = await registerFixtures(page);
   const version = (await (await page.request.get(`/kpl/api/datasets/${dataset}`)).json()).versions[0].version;

@@ -415,7 +415,9 @@ def add_sample_data(home: Path, database_url: str | None = None, storage_url: st
                 if done.returncode != 0:
                     print(f"kpl-lab up: no sample data: {script.name} failed: {done.stderr.strip()[-500:]}")
                     return False
-                catalog.add_dataset(SAMPLE_PROJECT, SAMPLE_DATASET, out, description="scikit-learn's digits")
+                catalog.add_dataset(
+                    SAMPLE_PROJECT, SAMPLE_DATASET, out, description="handwritten digits (UCI optdigits)"
+                )
         if not any(a.name == SAMPLE_ALGORITHM for a in catalog.list_algorithms(SAMPLE_PROJECT)):
             catalog.add_algorithm(SAMPLE_PROJECT, algorithm, name=SAMPLE_ALGORITHM)
     except (KPLError, ValueError, OSError) as error:

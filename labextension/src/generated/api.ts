@@ -764,6 +764,11 @@ export interface components {
         FunctionResource: {
             limits: components["schemas"]["ResourceAmounts"];
             requests: components["schemas"]["ResourceAmounts"] | null;
+            /**
+             * @description distributed workers, each with the limits above
+             * @default 1
+             */
+            workers: number;
         };
         /**
          * FunctionSpec

@@ -186,7 +186,11 @@ def test_stop_copy_rerun_resume(setup):
     assert "resumed at 2" in run("job", "logs", resumed)[1]
 
 
-def test_show_and_list_say_why_a_queued_job_waits(setup, tmp_path):
+def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
+    import io
+    import threading
+
+    from kpl_lab.cli.job import follow_job
     from kpl_lab.platform import Platform
 
     run = setup
@@ -199,14 +203,22 @@ def test_show_and_list_say_why_a_queued_job_waits(setup, tmp_path):
     assert status == 0 and re.search(rf"^waits: +{re.escape(waits)}$", out, re.M)
     assert json.loads(run("job", "show", queued, "--json")[1])["queue"]["message"] == waits
     assert re.search(rf"^{queued}\s+queued\s+.*waits for 1 CPU", run("job", "list")[1], re.M)
-    assert run("job", "stop", blocker)[0] == 0
+
+    # following it (as `job submit --follow` does): the reason on a line of its own
     platform = Platform(home=str(tmp_path / "home"))  # not the CLI: each of its starts reconciles
+    followed = io.StringIO()
     try:
-        while not platform.jobs.get("default", queued).is_final:
+        follower = threading.Thread(target=follow_job, args=(platform, "default", queued, followed))
+        follower.start()
+        while f"{queued} {waits}" not in followed.getvalue():
             time.sleep(0.1)
+        platform.jobs.stop("default", blocker)
+        follower.join()
         assert platform.jobs.get("default", queued).state == "succeeded"
     finally:
         platform.close()
+    lines = followed.getvalue().splitlines()
+    assert lines.index(f"{queued} {waits}") < lines.index(next(x for x in lines if "succeeded after" in x))
     assert json.loads(run("job", "show", queued, "--json")[1])["queue"] is None
 
 

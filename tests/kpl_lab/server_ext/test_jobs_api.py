@@ -77,7 +77,7 @@ async def test_algorithm_upload_show_and_delete(api):
     assert code == 200, detail
     train = detail["function_specs"]["train"]
     assert train["cmd"] == "python main.py" and train["outputs"] == [{"key": "model", "name": "model"}]
-    assert train["resource"]["limits"]["cpu"] == 1
+    assert train["resource"]["limits"]["cpu"] == 1 and train["resource"]["workers"] == 1
     assert detail["parameter_schema"]["properties"]["epochs"]["type"] == "integer"
     assert detail["parameter_descriptions"]["epochs"] == "passes over the data"
     code, deleted = await api.delete(f"algorithms/trainer/versions/{version['version']}")

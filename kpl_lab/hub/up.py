@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         url = configured_url(config)
     if args.sample_data:
         add_sample_data(home, args.database_url, args.storage_url)
-    if args.sample_data and not _runs_torch(user_python or sys.executable):
+    if args.sample_data and not runs_torch(user_python or sys.executable):
         _say(
             "the sample algorithm needs PyTorch, which this installation lacks: "
             'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_hub(command, hub_dir, ready=(url, announce))
 
 
-def _runs_torch(python: str) -> bool:
+def runs_torch(python: str) -> bool:
     """Say whether `python` (what jobs run) can import torch, without importing it here."""
     check = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
     return subprocess.run([python, "-c", check], capture_output=True, check=False).returncode == 0

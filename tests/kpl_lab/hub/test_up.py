@@ -326,3 +326,13 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         if up.poll() is None:
             up.kill()
             up.wait()
+
+
+def test_a_python_without_pytorch_is_told_apart(tmp_path):
+    from kpl_lab.hub.up import runs_torch
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    assert not runs_torch(
+        str(tmp_path / "bare" / "bin" / "python")
+    )  # kpl-lab up says: pip install ".[demo]"
+    assert runs_torch(sys.executable)  # the test extra has torch

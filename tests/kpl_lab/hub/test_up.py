@@ -332,7 +332,5 @@ def test_a_python_without_pytorch_is_told_apart(tmp_path):
     from kpl_lab.hub.up import runs_torch
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
-    assert not runs_torch(
-        str(tmp_path / "bare" / "bin" / "python")
-    )  # kpl-lab up says: pip install ".[demo]"
+    assert not runs_torch(str(tmp_path / "bare" / "bin" / "python"))  # kpl-lab up says: pip install ".[demo]"
     assert runs_torch(sys.executable)  # the test extra has torch

@@ -176,7 +176,7 @@ class Queue:
             if any(_holds(holder, kind) for kind in short)
         ]
         lacks = " and ".join(f"{_amount(k, wants[k])} ({free[k]})" for k in short)
-        held_words = _list([holder.words(job.user) for holder in holders]) or "nothing"
+        held_words = _list([holder.words(job.user) for holder in holders]) or "the jobs ahead of it"
         return QueueReason(
             0, 0, limit, waits_for=short, held_by=holders, message=f"waits for {lacks}; held by {held_words}"
         )

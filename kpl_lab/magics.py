@@ -23,6 +23,7 @@ from IPython.display import display
 from .api.jobs import FINAL_STATES, JOB_STATES
 from .client import Client
 from .errors import KPLError
+from .fit import fit_now
 from .text import format_number, human_duration, human_size, progress_bar, render_table, sparkline
 
 WAIT_INTERVAL = 1.0
@@ -267,6 +268,15 @@ class KPLMagics(Magics):
             for kind in ("cpu", "memory", "shm", "gpu", "npu", "workers")
             if getattr(args, kind) is not None
         }
+        resource = ((detail.get("function_specs") or {}).get(function) or {}).get("resource") or {}
+        limits = {
+            **(resource.get("limits") or {}),
+            "workers": resources.get("workers", resource.get("workers")),
+        }
+        capped, notes = fit_now(limits, self.client.devices(), given=resources)
+        resources |= capped
+        for note in notes:  # the defaults of environment.yml, lowered to what is free now
+            print(f"note: {note}")
         job = self.client.submit(detail["ref"], function, inputs, parameters, resources, args.priority)
         if self.use_widgets:
             from .widgets import JobMonitor
@@ -304,6 +314,11 @@ class KPLMagics(Magics):
             line = f"{job_id} {state:<9} {progress_bar(fraction)}"
             if state == "running" and eta is not None:
                 line += f"  {human_duration(eta)} left"
+            waits = (data.get("queue") or {}).get("message", "")
+            if waits and waits != last.get("waits"):  # why it waits, on a line of its own when it changes
+                print(("\r" + " " * last["width"] + "\r" if live else "") + f"{job_id} {waits}", flush=True)
+                last["key"], last["width"] = None, 0
+            last["waits"] = waits
             final = state in FINAL_STATES
             if live:
                 print("\r" + line.ljust(last["width"]), end="\n" if final else "", flush=True)
@@ -351,7 +366,7 @@ class KPLMagics(Magics):
                 job["state"],
                 f"{float(job.get('progress') or 0) * 100:.0f}%",
                 (job.get("created") or "")[:19].replace("T", " "),
-                job.get("reason", ""),
+                job.get("reason") or (job.get("queue") or {}).get("message", ""),
             ]
             for job in jobs
         ]

@@ -115,6 +115,9 @@ def test_main_wheel_ships_prebuilt_labextension_and_server_config(main_wheel):
         "kpl_lab/server_ext/app.py",
         "kpl_dataset/__init__.py",
         "kpl_helper/__init__.py",
+        "kpl_lab/examples/datasets/digits.csv.gz",  # kpl-lab example, kpl-lab up's sample data
+        "kpl_lab/examples/datasets/make_digits.py",
+        "kpl_lab/examples/algorithms/image-classification/train.py",
     ):
         assert module in names
     assert not [

@@ -40,6 +40,7 @@ class FunctionResource(Body):
 
     limits: ResourceAmounts
     requests: ResourceAmounts | None
+    workers: int = Field(1, description="distributed workers, each with the limits above")
 
 
 class FunctionSpec(Body):

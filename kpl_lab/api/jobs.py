@@ -109,6 +109,33 @@ class JobResources(Body):
     devices: dict[str, int]
 
 
+class QueueHolder(Body):
+    """A job or notebook holding what a queued job needs (other projects' stay anonymous)."""
+
+    kind: str = Field(description="job or notebook")
+    id: str | None = Field(description="job id or USER/SERVER of a notebook; null for another project's")
+    user: str | None = Field(description="the notebook's user; null for jobs and other projects")
+    project: str | None = Field(description="null for another project's")
+    cpu: float
+    memory: int = Field(description="MB")
+    devices: dict[str, int] = Field(description="kind -> devices held")
+
+
+class QueueReason(Body):
+    """Why a queued job waits: what it lacks, what holds it, and its place in the queue."""
+
+    position: int = Field(description="place in the machine's queue, 1 first")
+    queued: int = Field(description="queued jobs on the machine")
+    limit: str = Field(
+        description="machine (not free on this machine), quota (the project's quota is in use), "
+        "behind (an earlier job of the project waits first) or none (it fits: starts at the next pass)"
+    )
+    waits_for: list[str] = Field(description="the resources it lacks: cpu, memory, gpu, npu")
+    behind: str | None = Field(description="the earlier queued job of its project it waits behind")
+    held_by: list[QueueHolder]
+    message: str = Field(description="all of it as one sentence")
+
+
 class Job(Body):
     """A job with its progress and the seconds left."""
 
@@ -132,6 +159,7 @@ class Job(Body):
     enforcement: str = Field(description="how the limits are enforced")
     exit_code: int | None
     reason: str
+    queue: QueueReason | None = Field(description="why a queued job waits; null once it runs")
     last_log_lines: str = Field(description="the end of output.log once the job has ended")
     created: datetime | None
     started: datetime | None
@@ -178,11 +206,12 @@ class Metrics(Body):
 
 
 class Progress(Body):
-    """The fraction done and the seconds left."""
+    """The fraction done and the seconds left (and why it waits, while queued)."""
 
     state: JobState
     progress: float = Field(ge=0, le=1, description="fraction done")
     eta_seconds: float | None = Field(description="seconds left, null when unknown")
+    queue: QueueReason | None = Field(description="why a queued job waits; null once it runs")
 
 
 class EventsAccepted(Body):

@@ -99,8 +99,8 @@ def matches(named: Any, query: str | None) -> bool:
     return any(query in text.casefold() for text in texts)
 
 
-def job_model(job: Any, progress: float, eta_seconds: float | None) -> Job:
-    """Return a job with its progress and time left."""
+def job_model(job: Any, progress: float, eta_seconds: float | None, queue: Any = None) -> Job:
+    """Return a job with its progress and time left (and why it waits, while queued)."""
     return Job.model_validate(
         {
             "id": job.id,
@@ -123,6 +123,7 @@ def job_model(job: Any, progress: float, eta_seconds: float | None) -> Job:
             "enforcement": job.enforcement,
             "exit_code": job.exit_code,
             "reason": job.reason,
+            "queue": queue.to_json() if queue is not None and job.state == "queued" else None,
             "last_log_lines": job.last_log_lines,
             "created": utc(job.created),
             "started": utc(job.started),
@@ -163,9 +164,9 @@ def named_json(kind: str, named: Any) -> dict:
     return named_model(kind, named).model_dump(mode="json", by_alias=True)
 
 
-def job_json(job: Any, progress: float, eta_seconds: float | None) -> dict:
+def job_json(job: Any, progress: float, eta_seconds: float | None, queue: Any = None) -> dict:
     """Return a job as the JSON data the REST API answers."""
-    return job_model(job, progress, eta_seconds).model_dump(mode="json", by_alias=True)
+    return job_model(job, progress, eta_seconds, queue).model_dump(mode="json", by_alias=True)
 
 
 def metrics_json(job: Any, figures: dict[str, dict[str, list]], max_points: int) -> dict:

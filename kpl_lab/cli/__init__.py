@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..hub.up import main as up
 
         return up(argv[1:])
+    if argv[:1] == ["example"]:  # writes files only: no platform opened
+        from ..example import main as example
+
+        return example(argv[1:])
     args = build_parser().parse_args(argv)
     settings = {"home": args.home, "database_url": args.database_url}
     platform = Platform(**{name: value for name, value in settings.items() if value})

@@ -81,7 +81,7 @@ def job_json(platform, job) -> dict:
     """Return the job as the REST API answers it, with its latest metric values and use."""
     fraction, eta = platform.jobs.progress(job.project.name, job.id)
     latest = platform.jobs.latest_metrics(job.project.name, job.id)
-    return serialize.job_json(job, fraction, eta) | {
+    return serialize.job_json(job, fraction, eta, platform.jobs.queue_reason(job)) | {
         "metrics": {
             figure: {name: value for name, (_, value) in series.items()} for figure, series in latest.items()
         },
@@ -98,6 +98,12 @@ def _duration(job) -> float | None:
     end = job.finished or datetime.now(timezone.utc)
     start, end = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (job.started, end))
     return (end - start).total_seconds()
+
+
+def _waits(platform, job) -> str:
+    """Return why a queued job waits (empty once it runs)."""
+    queue = platform.jobs.queue_reason(job)
+    return queue.message if queue is not None else ""
 
 
 def _resources_text(limits: dict) -> str:
@@ -220,9 +226,14 @@ def follow_job(platform, project: str, job_id: str, out=None) -> int:
 
 def _follow(platform, project: str, job_id: str, out) -> int:
     live = out.isatty()
-    shown, width = None, 0
+    shown, width, waits = None, 0, ""
     while True:
         job = platform.jobs.get(project, job_id)
+        why = _waits(platform, job)
+        if why and why != waits:  # a line of its own, above the status line
+            out.write(("\r" + " " * width + "\r" if live else "") + f"{job_id} {why}\n")
+            width = 0
+        waits = why
         fraction, eta = platform.jobs.progress(project, job_id)
         metrics = platform.jobs.latest_metrics(project, job_id)
         line = status_line(job, fraction, eta, metrics)
@@ -261,6 +272,7 @@ def cmd_job_list(args, platform) -> int:
     if not jobs:
         print(f"no jobs in project {args.project}" + (f" in state {args.state}" if args.state else ""))
         return 0
+    queue = platform.jobs.queue_reasons(args.project) if any(job.state == "queued" for job in jobs) else {}
     rows = [
         [
             job.id,
@@ -270,7 +282,7 @@ def cmd_job_list(args, platform) -> int:
             f"{job.progress * 100:.0f}%",
             human_time(job.created),
             human_duration(_duration(job)),
-            short(job.reason),
+            short(job.reason or (queue[job.id].message if job.id in queue else "")),
         ]
         for job in jobs
     ]
@@ -314,6 +326,8 @@ def cmd_job_show(args, platform) -> int:
         ("reason", job.reason),
         ("outputs", outputs),
     ]
+    if job.state == "queued":
+        pairs.insert(2, ("waits", _waits(platform, job)))
     if job.copied_from:
         pairs.append(("copied from", job.copied_from))
     if job.resumed_from:

@@ -139,14 +139,12 @@ class Ledger(LoggingConfigurable):
         machine.update({kind: len(devices) for kind, devices in self.inventory.items()})
         for kind, count in asked.items():
             if count and count > machine.get(kind, 0):
-                raise BadRequest(
-                    f"{asks(kind)}, the machine has {_amount(kind, machine.get(kind, 0))}", field=kind
-                )
+                raise BadRequest(f"{asks(kind)}; this machine has {machine.get(kind, 0):g}", field=kind)
         quota = self.quotas.get(project) or {}
         for kind, count in asked.items():
             if count and kind in quota and count > quota[kind]:
                 raise BadRequest(
-                    f"{asks(kind)}, the quota of project {project!r} is {_amount(kind, quota[kind])}",
+                    f"{asks(kind)}; project {project} allows {quota[kind]:g}",
                     field=kind,
                 )
 

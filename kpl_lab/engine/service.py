@@ -26,6 +26,7 @@ from .launch import Resources
 from .ledger import Ledger
 from .local import LocalExecutor
 from .polling import Poller
+from .queue import Queue, QueueReason
 from .records import JobRecords
 from .scheduling import Scheduler
 from .submit import Submitter
@@ -67,6 +68,7 @@ class JobService(LoggingConfigurable):
             self.executor.callbacks_config = self._platform_config()
         self.records = JobRecords(platform)
         self.events = EventIngest(platform, self.records)
+        self.queue = Queue(self.ledger)
         self.scheduler = Scheduler(
             platform, self.ledger, self.executor, self.records, self.supervised, self.log
         )
@@ -174,6 +176,17 @@ class JobService(LoggingConfigurable):
     def list(self, project: str, state: str | None = None) -> list[Job]:
         """Return a project's jobs, newest first, optionally in one state."""
         return self.records.list(project, state)
+
+    def queue_reasons(self, project: str | None = None) -> dict[str, QueueReason]:
+        """Return job id -> why it waits, for the queued jobs of a project (or all)."""
+        with self.platform.session() as session:
+            return self.queue.reasons(session, project)
+
+    def queue_reason(self, job: Job) -> QueueReason | None:
+        """Return why a job waits (None unless it is queued)."""
+        if job.state != "queued":
+            return None
+        return self.queue_reasons(job.project.name).get(job.id)
 
     def progress(self, project: str, job_id: str) -> tuple[float, float | None]:
         """Return the fraction done and the seconds left (None when unknown)."""

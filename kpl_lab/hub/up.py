@@ -20,6 +20,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -29,6 +32,7 @@ from . import userenv
 
 STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy before we kill what is left
 WATCH_SECONDS = 2.0  # how often the hub's children are noted while it runs
+READY_PROBE_SECONDS = 0.5  # how often the hub is asked whether it answers, until it does
 SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "image-classification"
 
 AUTHENTICATORS = {
@@ -184,6 +188,10 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "'gpu': 0, 'notebooks': 3}}},",
         "}",
         "",
+        "# the service reads the hub's groups every few seconds: those reads log at debug level only",
+        "from kpl_lab.hub.hublog import quiet_service_polling  # noqa: E402",
+        "quiet_service_polling('kpl')",
+        "",
         "# the platform API: the service `kpl` at /services/kpl/ (admin page at /services/kpl/admin)",
         "c.JupyterHub.services = [",
         "    {",
@@ -285,17 +293,48 @@ def main(argv: list[str] | None = None) -> int:
         url = configured_url(config)
     if args.sample_data:
         add_sample_data(home, args.database_url, args.storage_url)
-    print(f"kpl-lab up: KPL Lab at {url}  (admin page: {url.rstrip('/')}/services/kpl/admin)")
-    if args.authenticator == "shared":
-        if fresh:
-            print(
-                f"kpl-lab up: log in as {creds['admin']!r} with password {creds['admin_password']} (shown once)"
-            )
-            print(f"kpl-lab up: other users log in with any name and password {creds['user_password']}")
-        else:
-            print(f"kpl-lab up: log in as {creds['admin']!r}; passwords are in {hub_dir / 'secrets.json'}")
+    if args.sample_data and not runs_torch(user_python or sys.executable):
+        _say(
+            "the sample algorithm needs PyTorch, which this installation lacks: "
+            'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
+        )
     sys.stdout.flush()
-    return run_hub(command, hub_dir)
+
+    def announce() -> None:
+        print(f"kpl-lab up: KPL Lab at {url}  (admin page: {url.rstrip('/')}/services/kpl/admin)")
+        if args.authenticator == "shared":
+            if fresh:
+                print(
+                    f"kpl-lab up: log in as {creds['admin']!r} with password {creds['admin_password']} "
+                    "(shown once)"
+                )
+                print(f"kpl-lab up: other users log in with any name and password {creds['user_password']}")
+            else:
+                print(
+                    f"kpl-lab up: log in as {creds['admin']!r}; passwords are in {hub_dir / 'secrets.json'}"
+                )
+        sys.stdout.flush()
+
+    return run_hub(command, hub_dir, ready=(url, announce))
+
+
+def runs_torch(python: str) -> bool:
+    """Say whether `python` (what jobs run) can import torch, without importing it here."""
+    check = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+    return subprocess.run([python, "-c", check], capture_output=True, check=False).returncode == 0
+
+
+def answers(url: str) -> bool:
+    """Say whether the hub at `url` answers its health check now."""
+    parts = urllib.parse.urlsplit(url)
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(parts.hostname or "", parts.hostname)
+    netloc = f"[{host}]" if ":" in host else host
+    probe = f"{parts.scheme}://{netloc}:{parts.port or 80}{parts.path.rstrip('/')}/hub/health"
+    try:
+        with urllib.request.urlopen(probe, timeout=READY_PROBE_SECONDS) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def configured_url(config: Path) -> str:
@@ -321,8 +360,16 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise _Stop(signum)
 
 
-def run_hub(command: list[str], cwd: Path, stop_seconds: float = STOP_SECONDS) -> int:
-    """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind."""
+def run_hub(
+    command: list[str],
+    cwd: Path,
+    stop_seconds: float = STOP_SECONDS,
+    ready: tuple[str, Callable[[], None]] | None = None,
+) -> int:
+    """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind.
+
+    `ready`: the hub's URL and what to call once it answers there (print the URL to open).
+    """
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in signals}
     started: dict[int, psutil.Process] = {}  # the hub's children: the proxy, the service, notebook servers
@@ -332,9 +379,12 @@ def run_hub(command: list[str], cwd: Path, stop_seconds: float = STOP_SECONDS) -
         hub = subprocess.Popen(command, cwd=cwd, start_new_session=True)
         while True:
             try:
-                return hub.wait(timeout=WATCH_SECONDS)
+                return hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
             except subprocess.TimeoutExpired:
                 _remember_children(hub.pid, started)
+            if ready and answers(ready[0]):
+                ready[1]()
+                ready = None
     except _Stop:
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
@@ -393,14 +443,16 @@ def _alive(process: psutil.Process) -> bool:
 def add_sample_data(home: Path, database_url: str | None = None, storage_url: str | None = None) -> bool:
     """Register the digits dataset and the image-classification algorithm in the `demo` project once."""
     from ..errors import KPLError
+    from ..example import examples_folder
     from ..platform import Platform
 
-    examples = Path(__file__).resolve().parents[2] / "examples"
+    try:
+        examples = examples_folder()
+    except FileNotFoundError as error:
+        print(f"kpl-lab up: no sample data: {error}")
+        return False
     script = examples / "datasets" / "make_digits.py"
     algorithm = examples / "algorithms" / "image-classification"
-    if not script.is_file() or not algorithm.is_dir():
-        print(f"kpl-lab up: no sample data: {examples} is missing (a source checkout has it)")
-        return False
     settings = {"home": str(home)}
     settings |= {k: v for k, v in (("database_url", database_url), ("storage_url", storage_url)) if v}
     platform = Platform(**settings)
@@ -415,7 +467,9 @@ def add_sample_data(home: Path, database_url: str | None = None, storage_url: st
                 if done.returncode != 0:
                     print(f"kpl-lab up: no sample data: {script.name} failed: {done.stderr.strip()[-500:]}")
                     return False
-                catalog.add_dataset(SAMPLE_PROJECT, SAMPLE_DATASET, out, description="scikit-learn's digits")
+                catalog.add_dataset(
+                    SAMPLE_PROJECT, SAMPLE_DATASET, out, description="handwritten digits (UCI optdigits)"
+                )
         if not any(a.name == SAMPLE_ALGORITHM for a in catalog.list_algorithms(SAMPLE_PROJECT)):
             catalog.add_algorithm(SAMPLE_PROJECT, algorithm, name=SAMPLE_ALGORITHM)
     except (KPLError, ValueError, OSError) as error:

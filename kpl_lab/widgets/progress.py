@@ -14,11 +14,13 @@ from .live import Poller
 BAR_STYLES = {"succeeded": "success", "failed": "danger", "lost": "danger", "stopped": "warning"}
 
 
-def progress_text(job_id: str, state: str, fraction: float, eta: float | None) -> str:
-    """Return `job abc running 42% · 1m 05s left`."""
+def progress_text(job_id: str, state: str, fraction: float, eta: float | None, waits: str = "") -> str:
+    """Return `job abc running 42% · 1m 05s left` (or why a queued job waits)."""
     text = f"job {job_id} {state} {fraction * 100:.0f}%"
     if state == "running" and eta is not None:
         text += f" · {human_duration(eta)} left"
+    if state == "queued" and waits:
+        text += f" · {waits}"
     return text
 
 
@@ -53,7 +55,10 @@ class JobProgress(widgets.VBox):
         self.eta_seconds = data.get("eta_seconds")
         self.bar.value = self.fraction
         self.bar.bar_style = BAR_STYLES.get(self.state, "info")
-        self.label.value = escape(progress_text(self.job_id, self.state, self.fraction, self.eta_seconds))
+        waits = (data.get("queue") or {}).get("message", "")
+        self.label.value = escape(
+            progress_text(self.job_id, self.state, self.fraction, self.eta_seconds, waits)
+        )
         return self.done
 
     def start(self) -> JobProgress:

@@ -36,6 +36,7 @@ export type Version = Required<
   paths['/version']['get']['responses']['200']['content']['application/json']
 >;
 export type Deleted = Required<Schemas['Deleted']>;
+export type Devices = Required<Schemas['Devices']>;
 
 /**
  * The states of a job, in the order the server declares them.
@@ -202,6 +203,13 @@ export class KPLClient {
         path('jobs', id, 'metrics') + query({ max_points: maxPoints })
       )
   };
+
+  /**
+   * The machine's capacity, what all projects and this one hold, and the quota.
+   */
+  devices(): Promise<Devices> {
+    return this.request<Devices>('devices');
+  }
 
   /**
    * The URL of a server path (as the API answers them) that an <img> can load.

@@ -3,6 +3,7 @@ import type { ErrorSchema, RJSFSchema, UiSchema } from '@rjsf/utils';
 
 import type {
   AlgorithmVersionDetail,
+  Devices,
   FunctionSpec,
   IFieldError,
   JobRequest,
@@ -158,6 +159,93 @@ export function jobFormData(
     }
   }
   return { inputs, parameters, resources };
+}
+
+/**
+ * The kinds of resources the form caps, with their words.
+ */
+const CAPPED: [keyof Resources, string][] = [
+  ['cpu', 'CPU'],
+  ['memory', 'MB of memory'],
+  ['gpu', 'GPU'],
+  ['npu', 'NPU']
+];
+
+function held(amounts: Devices['used'], kind: string): number {
+  if (kind === 'cpu' || kind === 'memory') {
+    return amounts[kind] ?? 0;
+  }
+  return (amounts.devices?.[kind] ?? []).length;
+}
+
+function words(kind: string, word: string, amount: number): string {
+  const plural = kind !== 'memory' && amount !== 1 ? 's' : '';
+  return `${amount} ${word}${plural}`;
+}
+
+/**
+ * What may be had of each resource: free now, and the most ever (machine and quota).
+ */
+export function room(devices: Devices): Record<string, [number, number]> {
+  const quota = devices.quota ?? {};
+  const found: Record<string, [number, number]> = {};
+  for (const [kind] of CAPPED) {
+    let most = held(devices.capacity, kind);
+    let free = most - held(devices.used, kind);
+    if (typeof quota[kind] === 'number') {
+      most = Math.min(most, quota[kind]);
+      free = Math.min(free, quota[kind] - held(devices.project_used, kind));
+    }
+    found[kind] = [Math.max(0, free), most];
+  }
+  return found;
+}
+
+/**
+ * The form's resources capped at what is free now, with a note for each one capped
+ * (kpl_lab/fit.py does the same for the magics).
+ *
+ * Nothing free at all: the amount stays, and the job waits in the queue saying why.
+ * None ever (no GPU here): 0.
+ */
+export function fitNow(
+  resources: IJobFormData['resources'],
+  devices: Devices,
+  workers = 1
+): { resources: IJobFormData['resources']; notes: string[] } {
+  const fitted = { ...resources };
+  const notes: string[] = [];
+  const each = Math.max(1, workers);
+  const free = room(devices);
+  for (const [kind, word] of CAPPED) {
+    const asked = resources[kind] ?? 0;
+    const [now, most] = free[kind];
+    if (asked <= 0 || asked * each <= now + 1e-9) {
+      continue;
+    }
+    if (most <= 0) {
+      fitted[kind] = 0;
+      notes.push(
+        `${kind} 0: environment.yml asks ${words(kind, word, asked)}; none can be had here`
+      );
+      continue;
+    }
+    const share = now / each;
+    const capped =
+      kind === 'cpu'
+        ? Math.floor(share * 10 + 1e-9) / 10
+        : Math.floor(share + 1e-9);
+    if (capped <= 0) {
+      continue;
+    }
+    fitted[kind] = capped;
+    notes.push(
+      `${kind} capped at ${capped}: environment.yml asks ${words(kind, word, asked)}, ` +
+        `${now} free now` +
+        (each > 1 ? ` for ${each} workers` : '')
+    );
+  }
+  return { resources: fitted, notes };
 }
 
 /**

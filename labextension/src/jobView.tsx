@@ -9,7 +9,7 @@ import React, { useLayoutEffect, useRef, useState } from 'react';
 import { canStop, hasEnded, IMetrics, Job, KPLClient } from './api';
 import { MetricChart } from './charts';
 import { formatSeconds, formatTime } from './format';
-import { ProgressBar, StateBadge } from './jobs';
+import { ProgressBar, QueueNote, StateBadge } from './jobs';
 import { PollingListModel } from './model';
 
 /**
@@ -331,6 +331,7 @@ export class JobView extends ReactWidget {
               {job.reason && (
                 <div className="kpl-error kpl-reason">{job.reason}</div>
               )}
+              <QueueNote job={job} />
             </>
           )}
         </div>

@@ -36,6 +36,23 @@ export function ProgressBar(props: {
 }
 
 /**
+ * Why a queued job waits: what it lacks, what holds it and its place in the queue.
+ */
+export function QueueNote(props: {
+  job: Pick<Job, 'state' | 'queue'>;
+}): JSX.Element | null {
+  const { job } = props;
+  if (job.state !== 'queued' || !job.queue) {
+    return null;
+  }
+  return (
+    <div className="kpl-queue" role="status" data-limit={job.queue.limit}>
+      {job.queue.message}
+    </div>
+  );
+}
+
+/**
  * The state of a job as a colored badge.
  */
 export function StateBadge(props: { state: string }): JSX.Element {
@@ -101,6 +118,7 @@ function JobsList(props: {
             {(job.state === 'running' || job.state === 'queued') && (
               <ProgressBar job={job} />
             )}
+            <QueueNote job={job} />
           </li>
         ))}
       </ul>

@@ -7,6 +7,7 @@ import React, { useEffect, useState } from 'react';
 import { AlgorithmVersionDetail, Job, KPLClient } from './api';
 import {
   fieldErrors,
+  fitNow,
   IJobFormData,
   jobFormData,
   jobFormSchema,
@@ -28,6 +29,7 @@ interface ILoaded {
   schema: RJSFSchema;
   uiSchema: UiSchema<ReadonlyJSONObject>;
   data: IJobFormData;
+  notes: string[];
 }
 
 /**
@@ -64,9 +66,10 @@ function JobForm(props: {
     Promise.all([
       client.algorithms.version(algorithm, version),
       client.datasets.list().then(list => refs(list, 'dataset')),
-      client.models.list().then(list => refs(list, 'model'))
+      client.models.list().then(list => refs(list, 'model')),
+      client.devices()
     ])
-      .then(([detail, datasets, models]) => {
+      .then(([detail, datasets, models, devices]) => {
         if (!detail.function_specs[fn]) {
           setLoadError(`${detail.ref} has no function ${fn}`);
           return;
@@ -75,8 +78,21 @@ function JobForm(props: {
           datasets,
           models
         });
-        const first = jobFormData(detail, fn, datasets);
-        setLoaded({ detail, schema, uiSchema, data: first });
+        const declared = jobFormData(detail, fn, datasets);
+        // environment.yml's amounts, lowered to what is free now
+        const fitted = fitNow(
+          declared.resources,
+          devices,
+          detail.function_specs[fn].resource?.workers ?? 1
+        );
+        const first = { ...declared, resources: fitted.resources };
+        setLoaded({
+          detail,
+          schema,
+          uiSchema,
+          data: first,
+          notes: fitted.notes
+        });
         setData(first);
       })
       .catch(error => setLoadError((error as Error).message));
@@ -127,6 +143,11 @@ function JobForm(props: {
       <div className="kpl-meta">
         {spec.cmd} · {resourceSummary(spec)}
       </div>
+      {loaded.notes.length > 0 && (
+        <div className="kpl-form-note" role="note">
+          {loaded.notes.join('\n')}
+        </div>
+      )}
       <FormComponent
         schema={loaded.schema}
         uiSchema={loaded.uiSchema}

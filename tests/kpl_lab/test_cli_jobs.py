@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
 
@@ -195,6 +197,42 @@ def test_stop_copy_rerun_resume(setup):
     assert "resumed at 2" in run("job", "logs", resumed)[1]
 
 
+def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
+    import io
+    import threading
+
+    from kpl_lab.cli.job import follow_job
+    from kpl_lab.platform import Platform
+
+    run = setup
+    total = os.cpu_count()
+    slow = ("--param", "steps=100000", "--param", "pause=0.1")
+    blocker = job_id(run, "job", "submit", "toy", "--input", "data=digits", *slow, "--cpu", str(total))
+    queued = job_id(run, "job", "submit", "toy", "--input", "data=digits", "--param", "steps=1")
+    waits = f"waits for 1 CPU (0 free of {total}); held by job {blocker}; 1st of 1 in the queue"
+    status, out, _ = run("job", "show", queued)
+    assert status == 0 and re.search(rf"^waits: +{re.escape(waits)}$", out, re.M)
+    assert json.loads(run("job", "show", queued, "--json")[1])["queue"]["message"] == waits
+    assert re.search(rf"^{queued}\s+queued\s+.*waits for 1 CPU", run("job", "list")[1], re.M)
+
+    # following it (as `job submit --follow` does): the reason on a line of its own
+    platform = Platform(home=str(tmp_path / "home"))  # not the CLI: each of its starts reconciles
+    followed = io.StringIO()
+    try:
+        follower = threading.Thread(target=follow_job, args=(platform, "default", queued, followed))
+        follower.start()
+        while f"{queued} {waits}" not in followed.getvalue():
+            time.sleep(0.1)
+        platform.jobs.stop("default", blocker)
+        follower.join()
+        assert platform.jobs.get("default", queued).state == "succeeded"
+    finally:
+        platform.close()
+    lines = followed.getvalue().splitlines()
+    assert lines.index(f"{queued} {waits}") < lines.index(next(x for x in lines if "succeeded after" in x))
+    assert json.loads(run("job", "show", queued, "--json")[1])["queue"] is None
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -207,7 +245,7 @@ def test_stop_copy_rerun_resume(setup):
         ),
         (("--memory", "0"), "resources.memory: Input should be greater than 0"),
         (("--function", "deploy"), "no deploy function"),
-        (("--cpu", "100000"), "asks 100000 CPUs"),
+        (("--cpu", "100000"), "asks 100000 CPUs; this machine has "),
     ],
 )
 def test_submit_errors(setup, args, message):

@@ -165,7 +165,12 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
 
     chunk = client.logs(job["id"], offset=0, limit=10)
     assert len(chunk["text"].encode()) <= 10 and chunk["next_offset"] == 10
-    assert client.progress(job["id"]) == {"state": "succeeded", "progress": 1.0, "eta_seconds": 0.0}
+    assert client.progress(job["id"]) == {
+        "state": "succeeded",
+        "progress": 1.0,
+        "eta_seconds": 0.0,
+        "queue": None,
+    }
     metrics = client.metrics(job["id"])
     training = metrics["figures"]["training"]
     assert training["loss"] == [[0.0, 1.0], [1.0, 0.5], [2.0, 1 / 3], [3.0, 0.25]]

@@ -145,6 +145,56 @@ def test_ctrl_c_stops_waiting_not_the_job(shell, kpl_server, wait_job_end):
     assert wait_job_end(client, job_id)["state"] == "stopped"
 
 
+def _blocker(client, cpu: float) -> dict:
+    """Submit a long toy job holding `cpu` CPUs; return it once it runs."""
+    job = client.submit("toy", "train", {"data": "shapes"}, {"steps": 100000, "pause": 0.1}, {"cpu": cpu})
+    while client.job(job["id"])["state"] != "running":
+        time.sleep(0.1)
+    return job
+
+
+def test_wait_says_why_a_queued_job_waits(shell, kpl_server, wait_job_end):
+    client = kpl_server.client()
+    blocker = _blocker(client, client.devices()["capacity"]["cpu"])  # every CPU
+
+    def stop_once_it_says_why() -> None:
+        while True:
+            queued = client.jobs(state="queued")
+            if queued and queued[0]["queue"]:
+                client.stop(blocker["id"])
+                return
+            time.sleep(0.1)
+
+    stopper = threading.Thread(target=stop_once_it_says_why)
+    stopper.start()
+    result, out, err, _ = run(shell, "%kpl_train toy --input data=shapes --param steps=1 --wait")
+    stopper.join()
+    assert result.success, err
+    job_id = re.match(r"submitted job (\S+) \(toy:\S+ train\): queued", out).group(1)
+    assert "note:" not in out  # nothing is free now: the default stays, and it waits
+    total = client.devices()["capacity"]["cpu"]
+    waits = (
+        f"{job_id} waits for 1 CPU (0 free of {total:g}); held by job {blocker['id']}; 1st of 1 in the queue"
+    )
+    assert waits in out.splitlines()
+    assert f"job {job_id} succeeded" in out
+    assert wait_job_end(client, blocker["id"])["state"] == "stopped"
+
+
+def test_train_defaults_are_capped_to_what_is_free_now(shell, kpl_server, wait_job_end):
+    client = kpl_server.client()
+    total = client.devices()["capacity"]["cpu"]
+    blocker = _blocker(client, total - 0.5)
+    result, out, err, _ = run(shell, "%kpl_train toy --input data=shapes --param steps=1 --wait")
+    client.stop(blocker["id"])
+    assert result.success, err
+    assert "note: cpu capped at 0.5: environment.yml asks 1 CPU, 0.5 free now" in out.splitlines()
+    job_id = re.search(r"submitted job (\S+) \(toy:\S+ train\): running", out).group(1)
+    assert client.job(job_id)["limits"]["cpu"] == 0.5
+    assert f"job {job_id} succeeded" in out
+    assert wait_job_end(client, blocker["id"])["state"] == "stopped"
+
+
 def test_widgets_show_live_progress_and_curves(shell, kpl_server):
     shell.register_magics(KPLMagics(shell, use_widgets=True))
     from ipywidgets.widgets.widget import _instances

@@ -382,3 +382,50 @@ test('open job and dataset views come back after a reload', async ({ page }) => 
   await page.locator('.lm-TabBar-tab', { hasText: `${dataset}:` }).click();
   await expect(datasetView.locator('.kpl-dataset-info h2')).toContainText(`${dataset}:`);
 });
+
+test('a queued job says why in the Jobs panel and its view; the form starts at what is free', async ({ page }) => {
+  const { dataset, algorithm } = await registerFixtures(page);
+  const devices = await (await page.request.get('/kpl/api/devices')).json();
+  const total: number = devices.capacity.cpu - devices.used.cpu;
+  // A job holding all but half a CPU: the tiny algorithm's 1 CPU does not fit now.
+  const blocking = await page.request.post('/kpl/api/jobs', {
+    data: {
+      algorithm,
+      inputs: { data: dataset },
+      parameters: { steps: 100000, delay: 0.2 },
+      resources: { cpu: total - 0.5 }
+    }
+  });
+  expect(blocking.status(), await blocking.text()).toBe(201);
+  const blocker = await blocking.json();
+  const waiting = await page.request.post('/kpl/api/jobs', { data: { algorithm, inputs: { data: dataset } } });
+  expect(waiting.status(), await waiting.text()).toBe(201);
+  const queued = await waiting.json();
+  expect(queued.state).toBe('queued');
+  const why = `waits for 1 CPU (0.5 free of ${devices.capacity.cpu}); held by job ${blocker.id}`;
+
+  const panel = await openPanel(page, 'kpl-lab-jobs');
+  const item = panel.locator(`.kpl-job[data-id="${queued.id}"]`);
+  await expect(item.locator('.kpl-queue')).toContainText(why);
+  await item.click();
+  const view = page.locator(`#kpl-job-${queued.id}`);
+  await expect(view.locator('.kpl-job-header .kpl-queue')).toContainText(why);
+
+  const algorithms = await openPanel(page, 'kpl-lab-algorithms');
+  const entry = algorithms.locator(`.kpl-algorithm[data-name="${algorithm}"]`);
+  await entry.locator('.kpl-item-title').first().click();
+  await entry.locator('.kpl-submit-open[data-function="train"]').click();
+  const form = page.locator('.kpl-SubmitJobForm');
+  await expect(form.locator('.kpl-form-note')).toHaveText(
+    'cpu capped at 0.5: environment.yml asks 1 CPU, 0.5 free now'
+  );
+  await expect(form.locator('#root_resources_cpu')).toHaveValue('0.5');
+
+  for (const job of [queued, blocker]) {
+    expect((await page.request.post(`/kpl/api/jobs/${job.id}/stop`)).status()).toBe(200);
+  }
+  // The view asks nothing while hidden behind the form: show it again.
+  await page.evaluate(id => window.jupyterapp.commands.execute('kpl-lab:open-job', { id }), queued.id);
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
+  await expect(view.locator('.kpl-queue')).toHaveCount(0);
+});

@@ -70,7 +70,8 @@ class JobBase(KPLHandler):
 
         def run() -> Job:
             job = work()
-            return job_model(job, *self.platform.jobs.progress(job.project.name, job.id))
+            jobs = self.platform.jobs
+            return job_model(job, *jobs.progress(job.project.name, job.id), jobs.queue_reason(job))
 
         self.reply(await self.blocking(run), status=status)
 
@@ -87,10 +88,11 @@ class JobsHandler(JobBase):
 
         def work() -> JobList:
             jobs = self.platform.jobs
+            listed = jobs.list(self.project, state)
+            queue = jobs.queue_reasons(self.project) if any(job.state == "queued" for job in listed) else {}
             return JobList(
                 jobs=[
-                    job_model(job, *jobs.progress(self.project, job.id))
-                    for job in jobs.list(self.project, state)
+                    job_model(job, *jobs.progress(self.project, job.id), queue.get(job.id)) for job in listed
                 ]
             )
 
@@ -263,7 +265,14 @@ class JobProgressHandler(KPLHandler):
         def work() -> Progress:
             jobs = self.platform.jobs
             progress, eta = jobs.progress(self.project, job_id)
-            return Progress(state=jobs.get(self.project, job_id).state, progress=progress, eta_seconds=eta)
+            job = jobs.get(self.project, job_id)
+            queue = jobs.queue_reason(job)
+            return Progress(
+                state=job.state,
+                progress=progress,
+                eta_seconds=eta,
+                queue=queue.to_json() if queue is not None else None,
+            )
 
         self.reply(await self.blocking(work))
 

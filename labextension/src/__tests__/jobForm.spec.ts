@@ -1,13 +1,15 @@
 import type { RJSFSchema } from '@rjsf/utils';
 
-import type { AlgorithmVersionDetail } from '../api';
+import type { AlgorithmVersionDetail, Devices } from '../api';
 import {
   fieldErrors,
+  fitNow,
   inputChoices,
   jobFormData,
   jobFormSchema,
   jobRequest,
   resourceSummary,
+  room,
   schemaPath
 } from '../jobForm';
 
@@ -173,5 +175,74 @@ describe('fieldErrors', () => {
       'priority: not allowed',
       'the algorithm is being deleted'
     ]);
+  });
+});
+
+function devices(options: {
+  cpu?: number;
+  usedCpu?: number;
+  gpus?: number[];
+  usedGpus?: number[];
+  quota?: Record<string, number> | null;
+  projectCpu?: number;
+}): Devices {
+  const { cpu = 2, usedCpu = 0, gpus = [], usedGpus = [] } = options;
+  return {
+    capacity: { cpu, memory: 8192, devices: gpus.length ? { gpu: gpus } : {} },
+    used: {
+      cpu: usedCpu,
+      memory: 512,
+      devices: usedGpus.length ? { gpu: usedGpus } : {}
+    },
+    project_used: { cpu: options.projectCpu ?? 0, memory: 0, devices: {} },
+    quota: options.quota ?? null,
+    devices: []
+  };
+}
+
+describe('fitNow', () => {
+  it('leaves what fits as it is', () => {
+    expect(fitNow({ cpu: 2, memory: 2048 }, devices({}))).toEqual({
+      resources: { cpu: 2, memory: 2048 },
+      notes: []
+    });
+  });
+
+  it('caps at the core your notebook leaves free, with a note', () => {
+    expect(fitNow({ cpu: 2, memory: 2048 }, devices({ usedCpu: 1 }))).toEqual({
+      resources: { cpu: 1, memory: 2048 },
+      notes: ['cpu capped at 1: environment.yml asks 2 CPUs, 1 free now']
+    });
+  });
+
+  it('keeps the amount when nothing is free: the job waits, saying why', () => {
+    expect(fitNow({ cpu: 1 }, devices({ usedCpu: 2 })).resources).toEqual({
+      cpu: 1
+    });
+  });
+
+  it('caps at the quota, shared by the workers', () => {
+    expect(
+      room(devices({ cpu: 8, quota: { cpu: 3 }, projectCpu: 1 })).cpu
+    ).toEqual([2, 3]);
+    expect(
+      fitNow({ cpu: 2 }, devices({ cpu: 8, quota: { cpu: 3 } }), 2)
+    ).toEqual({
+      resources: { cpu: 1.5 },
+      notes: [
+        'cpu capped at 1.5: environment.yml asks 2 CPUs, 3 free now for 2 workers'
+      ]
+    });
+  });
+
+  it('asks no GPU where none can be had, and waits for a busy one', () => {
+    expect(fitNow({ cpu: 1, gpu: 1 }, devices({}))).toEqual({
+      resources: { cpu: 1, gpu: 0 },
+      notes: ['gpu 0: environment.yml asks 1 GPU; none can be had here']
+    });
+    expect(
+      fitNow({ cpu: 1, gpu: 1 }, devices({ gpus: [0], usedGpus: [0] }))
+        .resources
+    ).toEqual({ cpu: 1, gpu: 1 });
   });
 });

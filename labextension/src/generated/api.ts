@@ -764,6 +764,11 @@ export interface components {
         FunctionResource: {
             limits: components["schemas"]["ResourceAmounts"];
             requests: components["schemas"]["ResourceAmounts"] | null;
+            /**
+             * @description distributed workers, each with the limits above
+             * @default 1
+             */
+            workers: number;
         };
         /**
          * FunctionSpec
@@ -861,6 +866,8 @@ export interface components {
             enforcement: string;
             exit_code: number | null;
             reason: string;
+            /** @description why a queued job waits; null once it runs */
+            queue: components["schemas"]["QueueReason"] | null;
             /** @description the end of output.log once the job has ended */
             last_log_lines: string;
             created: string | null;
@@ -1031,7 +1038,7 @@ export interface components {
         };
         /**
          * Progress
-         * @description The fraction done and the seconds left.
+         * @description The fraction done and the seconds left (and why it waits, while queued).
          */
         Progress: {
             state: components["schemas"]["JobState"];
@@ -1039,6 +1046,48 @@ export interface components {
             progress: number;
             /** @description seconds left, null when unknown */
             eta_seconds: number | null;
+            /** @description why a queued job waits; null once it runs */
+            queue: components["schemas"]["QueueReason"] | null;
+        };
+        /**
+         * QueueHolder
+         * @description A job or notebook holding what a queued job needs (other projects' stay anonymous).
+         */
+        QueueHolder: {
+            /** @description job or notebook */
+            kind: string;
+            /** @description job id or USER/SERVER of a notebook; null for another project's */
+            id: string | null;
+            /** @description the notebook's user; null for jobs and other projects */
+            user: string | null;
+            /** @description null for another project's */
+            project: string | null;
+            cpu: number;
+            /** @description MB */
+            memory: number;
+            /** @description kind -> devices held */
+            devices: {
+                [key: string]: number;
+            };
+        };
+        /**
+         * QueueReason
+         * @description Why a queued job waits: what it lacks, what holds it, and its place in the queue.
+         */
+        QueueReason: {
+            /** @description place in the machine's queue, 1 first */
+            position: number;
+            /** @description queued jobs on the machine */
+            queued: number;
+            /** @description machine (not free on this machine), quota (the project's quota is in use), behind (an earlier job of the project waits first) or none (it fits: starts at the next pass) */
+            limit: string;
+            /** @description the resources it lacks: cpu, memory, gpu, npu */
+            waits_for: string[];
+            /** @description the earlier queued job of its project it waits behind */
+            behind: string | null;
+            held_by: components["schemas"]["QueueHolder"][];
+            /** @description all of it as one sentence */
+            message: string;
         };
         /**
          * Record

@@ -45,10 +45,10 @@ def test_defaults_are_this_machine(tmp_path):
 @pytest.mark.parametrize(
     ("resources", "message"),
     [
-        (Resources(cpu=6), "asks 6 CPUs, the machine has 5 CPUs"),
-        (Resources(memory=9000), "asks 9000 MB of memory, the machine has 8192 MB of memory"),
-        (Resources(devices={"gpu": 4}), "asks 4 GPUs, the machine has 3 GPUs"),
-        (Resources(devices={"npu": 1}), "asks 1 NPU, the machine has 0 NPUs"),
+        (Resources(cpu=6), "asks 6 CPUs; this machine has 5"),
+        (Resources(memory=9000), "asks 9000 MB of memory; this machine has 8192"),
+        (Resources(devices={"gpu": 4}), "asks 4 GPUs; this machine has 3"),
+        (Resources(devices={"npu": 1}), "asks 1 NPU; this machine has 0"),
     ],
 )
 def test_refuses_what_never_fits(ledger, resources, message):
@@ -57,14 +57,14 @@ def test_refuses_what_never_fits(ledger, resources, message):
 
 
 def test_refuses_over_quota(ledger):
-    with pytest.raises(BadRequest, match="asks 2 GPUs, the quota of project 'small' is 1 GPU"):
+    with pytest.raises(BadRequest, match="asks 2 GPUs; project small allows 1"):
         ledger.check("small", Resources(devices={"gpu": 2}))
 
 
 def test_workers_hold_their_amounts_each(ledger):
-    with pytest.raises(BadRequest, match=r"asks 6 CPUs \(3 workers × 2 CPUs\), the machine has 5 CPUs"):
+    with pytest.raises(BadRequest, match=r"asks 6 CPUs \(3 workers × 2 CPUs\); this machine has 5"):
         ledger.check("p", Resources(cpu=2, workers=3))
-    with pytest.raises(BadRequest, match=r"asks 2 GPUs \(2 workers × 1 GPU\), the quota of project 'small'"):
+    with pytest.raises(BadRequest, match=r"asks 2 GPUs \(2 workers × 1 GPU\); project small allows"):
         ledger.check("small", Resources(devices={"gpu": 1}, workers=2))
     held = ledger.reserve("p", "job", "a", Resources(cpu=2, memory=1000, devices={"gpu": 1}, workers=2))
     assert (held.cpu, held.memory, held.devices) == (4, 2000, {"gpu": [0, 1]})

@@ -114,9 +114,9 @@ def test_memory_limit_exceeded_is_reported(lab):
 def test_refused_when_larger_than_the_machine(lab):
     lab = lab(devices={"gpu": [{"index": 0, "name": "A100"}, {"index": 1, "name": "A100"}]})
     lab.algorithm("big", "python x.py", gpu=3)
-    with pytest.raises(BadRequest, match="asks 3 GPUs, the machine has 2"):
+    with pytest.raises(BadRequest, match="asks 3 GPUs; this machine has 2"):
         lab.jobs.submit(JobRequest(project="p", algorithm="big"))
-    with pytest.raises(BadRequest, match="asks 8 CPUs, the machine has 4 CPUs"):
+    with pytest.raises(BadRequest, match="asks 8 CPUs; this machine has 4"):
         lab.jobs.submit(JobRequest(project="p", algorithm="big", resources={"cpu": 8, "gpu": 1}))
     assert lab.jobs.list("p") == []
 
@@ -124,7 +124,7 @@ def test_refused_when_larger_than_the_machine(lab):
 def test_refused_over_the_project_quota(lab):
     lab = lab(quotas={"p": {"memory": 512}})
     lab.algorithm("wide", "python x.py", memory=1024)
-    with pytest.raises(BadRequest, match="asks 1024 MB of memory, the quota of project 'p' is 512 MB"):
+    with pytest.raises(BadRequest, match="asks 1024 MB of memory; project p allows 512"):
         lab.jobs.submit(JobRequest(project="p", algorithm="wide"))
 
 
@@ -383,7 +383,7 @@ def test_a_job_of_two_workers_is_one_job(lab):
     with lab.platform.session() as session:
         held = session.scalars(select(Reservation)).one()
         assert (held.cpu, held.memory) == (2, 512)
-    with pytest.raises(BadRequest, match="asks 6 CPUs \\(2 workers × 3 CPUs\\), the machine has 4 CPUs"):
+    with pytest.raises(BadRequest, match="asks 6 CPUs \\(2 workers × 3 CPUs\\); this machine has 4"):
         lab.jobs.submit(JobRequest(project="p", algorithm="ddp", resources={"workers": 2, "cpu": 3}))
     lab.wait_for(lambda: len(lab.jobs.get("p", job.id).handle.get("workers", [])) == 2, "both workers")
 

@@ -20,7 +20,16 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config.loader import PyFileConfigLoader
 
 from kpl_lab.catalog.migrate import current_revision, head_revision
-from kpl_lab.hub.up import add_sample_data, configured_url, free_port, load_secrets, parse, render_config
+from kpl_lab.hub.hublog import QuietPolling
+from kpl_lab.hub.up import (
+    add_sample_data,
+    configured_url,
+    free_port,
+    load_secrets,
+    parse,
+    render_config,
+    run_hub,
+)
 from kpl_lab.platform import Platform
 
 DEADLINE = 120.0  # seconds: only so that a broken start fails instead of hanging
@@ -168,6 +177,60 @@ async def poll(url: str, what: str, **kwargs) -> tuple[int, dict | None]:
         await asyncio.sleep(0.3)
 
 
+SLOW_HUB = """\
+import http.server, pathlib, sys
+port, served = int(sys.argv[1]), pathlib.Path(sys.argv[2])
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        served.write_text(self.path)
+        self.send_response(200 if self.path == "/hub/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+with http.server.HTTPServer(("127.0.0.1", port), Health) as server:
+    server.handle_request()
+"""
+
+
+def test_the_url_is_printed_once_the_hub_answers(tmp_path):
+    (tmp_path / "hub.py").write_text(SLOW_HUB)
+    port, served = free_port(), tmp_path / "served"
+    announced = []
+
+    def announce() -> None:
+        announced.append(served.read_text())  # no such file before the hub answered
+
+    command = [sys.executable, str(tmp_path / "hub.py"), str(port), str(served)]
+    assert run_hub(command, tmp_path, ready=(f"http://0.0.0.0:{port}/", announce)) == 0
+    assert announced == ["/hub/health"]
+
+
+def test_the_services_polling_is_logged_at_debug_level_only():
+    import logging
+
+    access = logging.getLogger("kpl-test-access")
+    access.setLevel(logging.INFO)
+    access.addFilter(QuietPolling("kpl"))
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append((record.levelname, record.getMessage()))
+    access.addHandler(handler)
+    access.info("200 GET /hub/api/groups (kpl@127.0.0.1) 3.02ms")
+    access.info("200 GET /hub/api/users/admin (kpl@127.0.0.1) 2.10ms")
+    access.info("200 GET /hub/api/groups (admin@127.0.0.1) 3.02ms")  # a person: kept
+    access.warning("403 GET /hub/api/groups (kpl@127.0.0.1) 1.00ms")  # a failure: kept
+    access.info("302 GET /hub/ -> /hub/login (@127.0.0.1) 1.00ms")
+    assert [level for level, _ in seen] == ["INFO", "WARNING", "INFO"]
+    access.setLevel(logging.DEBUG)
+    access.info("200 GET /hub/api/groups (kpl@127.0.0.1) 3.02ms")
+    assert seen[-1] == ("DEBUG", "200 GET /hub/api/groups (kpl@127.0.0.1) 3.02ms")
+
+
 @pytest.mark.slow
 @pytest.mark.databases
 async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
@@ -215,8 +278,9 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         assert f"c.KPLLocalSpawner.user_python = {user_python!r}" in config
         assert "--LocalExecutor.run_as_users=True" in config
         base = f"http://127.0.0.1:{port}"
-        status, info = await poll(f"{base}/hub/api/", "the hub API")
-        assert info["version"]
+        status, info = await fetch_json(f"{base}/hub/api/")  # it answers once the URL is printed
+        assert status == 200 and info["version"]
+        assert text.index("with password") > text.index("KPL Lab at")
 
         body = json.dumps({"auth": {"username": "admin", "password": password}, "note": "smoke test"})
         status, answer = await fetch_json(f"{base}/hub/api/users/admin/tokens", method="POST", body=body)
@@ -233,6 +297,8 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         assert version["name"] == "kpl-lab"
         status, overview = await fetch_json(f"{base}/services/kpl/admin/api/overview", headers=headers)
         assert status == 200, overview
+        # the service has read the hub's groups (at its start, for the overview): not in the log
+        assert "GET /hub/api/groups" not in log_path.read_text()
         demo = next(p for p in overview["projects"] if p["name"] == "demo")
         assert demo["members"] == ["admin"]
         assert demo["quota"]["notebooks"] == 3
@@ -260,3 +326,11 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         if up.poll() is None:
             up.kill()
             up.wait()
+
+
+def test_a_python_without_pytorch_is_told_apart(tmp_path):
+    from kpl_lab.hub.up import runs_torch
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    assert not runs_torch(str(tmp_path / "bare" / "bin" / "python"))  # kpl-lab up says: pip install ".[demo]"
+    assert runs_torch(sys.executable)  # the test extra has torch

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from kpl_lab.hub import userenv
 
@@ -60,3 +64,59 @@ def test_a_built_environment_is_reused_while_its_stamp_matches(user_python):
     assert userenv.build(env, log=lines.append) == Path(user_python)
     assert lines == []  # nothing built, nothing said
     assert userenv.reachable_by_others(user_python)
+
+
+def declares(monkeypatch, *texts: str) -> None:
+    """Make kpl-lab declare these requirements (as its installed metadata would)."""
+    monkeypatch.setattr(
+        userenv, "declared", lambda distribution=userenv.DISTRIBUTION: [Requirement(t) for t in texts]
+    )
+
+
+def test_the_demo_extra_comes_along_only_when_installed_here(monkeypatch):
+    declares(monkeypatch, "pyyaml>=6", 'torch>=2.2; extra == "demo"', 'pytest; extra == "test"')
+    assert userenv.requirements() == ["pyyaml>=6"]
+    assert userenv.requirements(extras=("demo",)) == ["pyyaml>=6", "torch>=2.2"]  # no marker: pip takes it
+    assert userenv.installed_extras() == ("demo",)  # torch is installed here (the test extra has it)
+    declares(monkeypatch, "pyyaml>=6", 'no-such-package-of-kpl>=1; extra == "demo"')
+    assert userenv.installed_extras() == ()
+
+
+def test_pytorch_comes_from_its_cpu_index_only_without_an_nvidia_driver_and_when_it_answers(monkeypatch):
+    said = []
+    monkeypatch.setattr(userenv.platform, "machine", lambda: "x86_64")
+    assert userenv.index_options(["pyyaml>=6"], said.append) == []
+    monkeypatch.setattr(userenv, "has_nvidia_driver", lambda: True)
+    assert userenv.index_options(["torch>=2.2"], said.append) == []
+    monkeypatch.setattr(userenv, "has_nvidia_driver", lambda: False)
+
+    def unreachable(url, timeout):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(userenv.urllib.request, "urlopen", unreachable)
+    assert userenv.index_options(["torch>=2.2"], said.append) == []
+    assert said == [
+        f"PyTorch from the usual indexes ({userenv.TORCH_CPU_INDEX} does not answer: Name or service not known)"
+    ]
+    monkeypatch.setattr(userenv.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(b"<html>"))
+    assert userenv.index_options(["torch>=2.2"], said.append) == [
+        "--extra-index-url",
+        userenv.TORCH_CPU_INDEX,
+    ]
+
+
+@pytest.mark.slow
+def test_the_users_python_gets_this_pythons_pytorch_copied(tmp_path, monkeypatch, open_folder):
+    declares(monkeypatch, 'torch>=2.2; extra == "demo"')
+    said = []
+    env = open_folder / "user-env"
+    python = userenv.build(env, log=said.append)
+    assert f"  copying torch {importlib.metadata.version('torch')} from {sys.executable}" in said
+    assert json.loads((env / userenv.STAMP).read_text())["copied"] == {
+        "torch": importlib.metadata.version("torch")
+    }
+    check = "import torch; print(torch.__version__, int(torch.ones(3).sum()))"
+    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True, check=False)
+    assert done.stdout.split() == [importlib.metadata.version("torch"), "3"], done.stderr
+    said.clear()
+    assert userenv.build(env, log=said.append) == python and said == []  # cached

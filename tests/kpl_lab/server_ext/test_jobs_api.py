@@ -77,7 +77,7 @@ async def test_algorithm_upload_show_and_delete(api):
     assert code == 200, detail
     train = detail["function_specs"]["train"]
     assert train["cmd"] == "python main.py" and train["outputs"] == [{"key": "model", "name": "model"}]
-    assert train["resource"]["limits"]["cpu"] == 1
+    assert train["resource"]["limits"]["cpu"] == 1 and train["resource"]["workers"] == 1
     assert detail["parameter_schema"]["properties"]["epochs"]["type"] == "integer"
     assert detail["parameter_descriptions"]["epochs"] == "passes over the data"
     code, deleted = await api.delete(f"algorithms/trainer/versions/{version['version']}")
@@ -117,6 +117,7 @@ async def test_job_runs_to_success_with_logs_metrics_progress_and_model(api):
         "state": "succeeded",
         "progress": 1.0,
         "eta_seconds": 0.0,
+        "queue": None,
     }
 
     registered = job["outputs"]["model"]["registered"]
@@ -274,3 +275,37 @@ async def test_usage_and_events_pushed_with_the_job_token(api, tmp_path, jp_serv
     assert response.code == 400
     release.touch()
     assert (await api.wait_job(job["id"]))["state"] == "succeeded"
+
+
+async def test_a_queued_job_says_why_and_an_impossible_one_is_refused(api, tmp_path):
+    release = tmp_path / "release"
+    await add_algorithm(api, "waiter", WAIT.replace("RELEASE_FILE", str(release)), gpu=1)
+    code, first = await api.post("jobs", {"algorithm": "waiter"})
+    assert code == 201 and first["queue"] is None
+    code, second = await api.post("jobs", {"algorithm": "waiter"})
+    assert code == 201 and second["state"] == "queued"
+    message = f"waits for 1 GPU (0 free of 1); held by job {first['id']}; 1st of 1 in the queue"
+    assert second["queue"]["message"] == message
+    assert (second["queue"]["limit"], second["queue"]["waits_for"]) == ("machine", ["gpu"])
+    assert second["queue"]["held_by"] == [
+        {
+            "kind": "job",
+            "id": first["id"],
+            "user": None,
+            "project": "default",
+            "cpu": 1,
+            "memory": 256,
+            "devices": {"gpu": 1},
+        }
+    ]
+    assert (await api.get(f"jobs/{second['id']}"))[1]["queue"]["message"] == message
+    listed = {job["id"]: job["queue"] for job in (await api.get("jobs"))[1]["jobs"]}
+    assert listed[second["id"]]["message"] == message and listed[first["id"]] is None
+    assert (await api.get(f"jobs/{second['id']}/progress"))[1]["queue"]["message"] == message
+
+    code, error = await api.post("jobs", {"algorithm": "waiter", "resources": {"cpu": 4}})
+    assert code == 400
+    assert (error["field"], error["message"]) == ("resources.cpu", "asks 4 CPUs; this machine has 2")
+    release.touch()
+    assert (await api.wait_job(second["id"]))["state"] == "succeeded"
+    assert (await api.get(f"jobs/{second['id']}"))[1]["queue"] is None

@@ -79,7 +79,7 @@ def project_quota(groups: Iterable[Group], project: str) -> dict[str, float]:
 
 def _refusal(project: str, kind: str, asked: float, used: float, allowed: float) -> QuotaExceeded:
     return QuotaExceeded(
-        f"project {project}: asks {_amount(kind, asked)}, {used:g} of {allowed:g} in use, quota {allowed:g}",
+        f"asks {_amount(kind, asked)}; project {project} allows {allowed:g}, {used:g} in use",
         field=kind,
     )
 

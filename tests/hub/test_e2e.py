@@ -41,7 +41,7 @@ def test_a_spawn_over_quota_is_refused_until_the_quota_is_raised(hub: Hub):
 
     refused = hub.spawn("dan", project="nlp")
     assert refused.status_code == 403, refused.text
-    assert "project nlp: asks 1 notebook, 1 of 1 in use, quota 1" in refused.json()["message"]
+    assert "asks 1 notebook; project nlp allows 1, 1 in use" in refused.json()["message"]
     assert hub.server("dan") is None
 
     hub.set_quota("nlp", {"notebooks": 2})  # live, through the hub REST API

@@ -28,7 +28,7 @@ test('the spawn form offers only the profiles of the user project and shows a re
   await page.screenshot({ path: '../docs/images/hub-spawn-form.png', fullPage: true });
 
   await page.getByRole('button', { name: /start/i }).click();
-  await expect(page.getByText('project nlp: asks 1 notebook, 0 of 0 in use, quota 0')).toBeVisible();
+  await expect(page.getByText('asks 1 notebook; project nlp allows 0, 0 in use')).toBeVisible();
   const user = await (await page.request.get(api('users/alice'), { headers: auth })).json();
   expect(user.servers).toEqual({});
 });

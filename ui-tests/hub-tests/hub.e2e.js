@@ -1,5 +1,13 @@
-// The multi-user hub in a browser: the spawn form, a refusal over quota, the KPL admin page.
+// The multi-user hub in a browser: the spawn form, a refusal over quota, the KPL admin page, the Lab.
 const { test, expect } = require('@playwright/test');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+// the archives the Lab tests upload (fixtures/make_archives.py)
+const ARCHIVES = fs.mkdtempSync(path.join(os.tmpdir(), 'kpl-hub-archives-'));
+execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
 
 const api = (path) => `/hub/api/${path}`;
 const auth = { Authorization: `token ${process.env.KPL_HUB_TOKEN}` };
@@ -71,4 +79,43 @@ test('the admin page lists users, projects and quotas, saves a quota and shows t
   await expect(page.locator('#live')).toContainText('No GPUs');
   await expect(vision.locator('input[name="cpu"]')).toHaveValue('6');
   await page.screenshot({ path: '../docs/images/hub-admin.png', fullPage: true });
+});
+
+test('under the hub, the dataset viewer loads its images through the user server, with no token in a URL', async ({
+  page
+}) => {
+  test.setTimeout(240 * 1000);
+  await logIn(page, 'bob');
+  await page.goto('/hub/spawn');
+  await expect(page.locator('input[name="small-cpu"]')).toHaveValue('1.0');
+  await page.getByRole('button', { name: /start/i }).click();
+  await page.waitForURL(/\/user\/bob\/lab/, { timeout: 150 * 1000 });
+  const tab = page.locator('.jp-SideBar [data-id="kpl-lab-datasets"]');
+  await tab.click({ timeout: 90 * 1000 });
+  const panel = page.locator('#kpl-lab-datasets');
+  await expect(panel).toBeVisible();
+  await panel.locator('.kpl-upload-name').fill('shapes');
+  await panel.locator('.kpl-upload-format select').selectOption('imagefolder');
+  await panel.locator('.kpl-upload-input').setInputFiles(path.join(ARCHIVES, 'shapes.zip'));
+
+  const viewer = page.locator('.kpl-DatasetViewer');
+  await expect(viewer.locator('.kpl-dataset-info h2')).toContainText('shapes:', { timeout: 60 * 1000 });
+  const thumbnails = viewer.locator('.kpl-record img.kpl-thumbnail');
+  await expect(thumbnails).toHaveCount(6);
+  await expect
+    .poll(() =>
+      thumbnails.evaluateAll((images) => {
+        images.forEach((image) => image.scrollIntoView());
+        return images.filter((image) => image.naturalWidth > 0).length;
+      })
+    )
+    .toBe(6);
+  const sources = await thumbnails.evaluateAll((images) => images.map((image) => image.src));
+  for (const source of sources) {
+    const url = new URL(source);
+    expect(url.pathname).toMatch(/^\/user\/bob\/kpl\/api\/datasets\/shapes\//);
+    expect(url.searchParams.has('token')).toBe(false);
+  }
+  const stopped = await page.request.delete(api('users/bob/server'), { headers: auth });
+  expect([202, 204]).toContain(stopped.status());
 });

@@ -40,6 +40,8 @@ def config_text(home: Path, port: int, token: str) -> str:
     extra = [
         f"c.KPLSpawner.profiles = {PROFILES!r}",
         f"c.JupyterHub.load_groups.update({GROUPS!r})",
+        # notebooks load the lab extension JUPYTER_PATH names, if any (a build under test)
+        "c.Spawner.env_keep.append('JUPYTER_PATH')",
         f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {token!r}}})",
         f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {SCOPES!r}}})",
     ]

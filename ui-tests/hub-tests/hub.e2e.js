@@ -12,8 +12,8 @@ execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.p
 const api = (path) => `/hub/api/${path}`;
 const auth = { Authorization: `token ${process.env.KPL_HUB_TOKEN}` };
 
-async function logIn(page, user) {
-  await page.goto('/hub/login');
+async function logIn(page, user, origin = '') {
+  await page.goto(`${origin}/hub/login`);
   await page.fill('#username_input', user);
   await page.fill('#password_input', 'any password');
   await page.click('#login_submit');
@@ -82,7 +82,8 @@ test('the admin page lists users, projects and quotas, saves a quota and shows t
 });
 
 test('under the hub, the dataset viewer loads its images through the user server, with no token in a URL', async ({
-  page
+  page,
+  browser
 }) => {
   test.setTimeout(240 * 1000);
   await logIn(page, 'bob');
@@ -116,6 +117,41 @@ test('under the hub, the dataset viewer loads its images through the user server
     expect(url.pathname).toMatch(/^\/user\/bob\/kpl\/api\/datasets\/shapes\//);
     expect(url.searchParams.has('token')).toBe(false);
   }
+  // the admin page names bob's running notebook readably
+  const admin = await browser.newPage();
+  await logIn(admin, 'admin', new URL(page.url()).origin);
+  await admin.goto(new URL('/services/kpl/admin', page.url()).toString());
+  const notebook = admin.locator('#reservations tr', { hasText: 'bob (default server)' });
+  await expect(notebook).toContainText('vision');
+  await expect(notebook).toContainText('none');
+  await admin.close();
   const stopped = await page.request.delete(api('users/bob/server'), { headers: auth });
   expect([202, 204]).toContain(stopped.status());
+});
+
+test('the admin page creates a user and a project and adds the member, in the hub look', async ({ page }) => {
+  await logIn(page, 'admin');
+  await page.goto('/services/kpl/admin');
+  await expect(page.locator('nav.navbar a[href="/hub/home"]').first()).toBeVisible();
+  // the hub's stylesheet (Bootstrap) styles the page's buttons
+  const background = await page.locator('#new-user button').evaluate((b) => getComputedStyle(b).backgroundColor);
+  expect(background).not.toBe('rgba(0, 0, 0, 0)');
+  await page.fill('#new-user-name', 'carol');
+  await page.click('#new-user button');
+  await expect(page.locator('#status')).toContainText('Created user carol.');
+  await page.fill('#new-project-name', 'audio');
+  await page.click('#new-project button');
+  await expect(page.locator('#status')).toContainText('Created project audio.');
+  await page.selectOption('#new-member-user', 'carol');
+  await page.selectOption('#new-member-project', 'audio');
+  await page.click('#new-member button');
+  await expect(page.locator('#status')).toContainText('Added carol to audio.');
+  const audio = page.locator('#projects tr', { has: page.getByRole('cell', { name: 'audio', exact: true }) });
+  await expect(audio).toContainText('carol');
+  const group = await (await page.request.get(api('groups/audio'), { headers: auth })).json();
+  expect(group.users).toEqual(['carol']);
+  // the 24-hour chart's legend names each line with its unit
+  await expect(page.locator('#history .u-legend')).toContainText('CPU (%)');
+  await expect(page.locator('#history .u-legend')).toContainText('memory (%)');
+  await page.screenshot({ path: '../docs/images/hub-admin-create.png', fullPage: true });
 });

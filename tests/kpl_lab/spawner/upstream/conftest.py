@@ -42,9 +42,13 @@ class UpstreamKPLMockSpawner(UpstreamKPLSpawner, mocking.MockSpawner):
     """The hub's MockSpawner (its test single-user server, the API token it keeps) on KPLLocalSpawner."""
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def kpl_spawner_substituted(tmp_path_factory):
-    """Put KPLLocalSpawner where JupyterHub's tests start SimpleLocalProcessSpawner and MockSpawner."""
+    """Put KPLLocalSpawner where JupyterHub's tests start SimpleLocalProcessSpawner and MockSpawner.
+
+    Module-scoped (before the module's hub starts, undone after it): the rest of the session
+    sees neither the patches nor the environment.
+    """
     with pytest.MonkeyPatch.context() as patch:
         home = tmp_path_factory.mktemp("kpl-home")
         patch.setenv("KPL_LAB_HOME", str(home))

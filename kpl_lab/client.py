@@ -1,9 +1,11 @@
 """Python client of the KPL Lab REST API: what magics, widgets and scripts in a kernel use.
 
-`Client()` finds the API on its own: `KPL_API_URL` and `KPL_API_TOKEN` (set by the server
-extension for the kernels it starts), else the Jupyter server that started this kernel (or
-one whose root folder holds the working folder), else the JupyterHub single-user server
-named by `JUPYTERHUB_SERVICE_URL` / `JUPYTERHUB_API_TOKEN`.
+`Client()` finds the API on its own. In a notebook under JupyterHub it talks to the shared
+platform service (`KPL_SERVICE_URL`) as the user (`JUPYTERHUB_API_TOKEN`), in the notebook's
+project (`KPL_PROJECT`); the spawner and hub set all three. Elsewhere: `KPL_API_URL` and
+`KPL_API_TOKEN` (set by the server extension for the kernels it starts), else the Jupyter
+server that started this kernel (or one whose root folder holds the working folder).
+`Client(hub_url, token)` from outside finds the hub's service and the user's project.
 """
 
 from __future__ import annotations
@@ -51,9 +53,41 @@ def _pick_server(servers: list[dict]) -> dict | None:
     return holding[0] if holding else None
 
 
+SERVICE_API = "services/kpl/api/"
+
+
+def _get_json(url: str, token: str, timeout: float) -> Any:
+    """Return the JSON answer of a GET, or None when there is none (not found, not JSON, no answer)."""
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json", "Authorization": f"token {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        error.close()
+        return None
+    except (ValueError, urllib.error.URLError):  # unreachable: the API request itself will say so
+        return None
+
+
+def hub_api(url: str, token: str, timeout: float = 30.0) -> tuple[str, list[str]] | None:
+    """Return the platform service's API root and the user's projects when `url` is a JupyterHub, else None."""
+    root = url.rstrip("/").removesuffix("/hub") + "/"
+    hub = _get_json(root + "hub/api/", token, timeout)
+    if not isinstance(hub, dict) or "version" not in hub:
+        return None
+    user = _get_json(root + "hub/api/user", token, timeout)
+    if not isinstance(user, dict):
+        raise Forbidden(f"the hub at {root} does not know this token")
+    return root + SERVICE_API, sorted(user.get("groups") or [])
+
+
 def discover() -> tuple[str, str]:
     """Return the API root URL and token of the KPL Lab server this kernel belongs to."""
     hub_token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
+    if os.environ.get("KPL_SERVICE_URL") and hub_token:  # a notebook under the hub: the shared service
+        return urllib.parse.urljoin(os.environ["KPL_SERVICE_URL"].rstrip("/") + "/", "api/"), hub_token
     if os.environ.get("KPL_API_URL"):
         return _api_root(os.environ["KPL_API_URL"]), os.environ.get("KPL_API_TOKEN", "")
     server = _pick_server(_running_servers())
@@ -106,6 +140,15 @@ def _quote(part: str | int) -> str:
     return urllib.parse.quote(str(part), safe="")
 
 
+def _one_project(projects: list[str]) -> str | None:
+    """Return the user's only project (None: the platform's default); refuse to guess among several."""
+    if len(projects) > 1:
+        raise BadRequest(
+            f"you are in several projects: {', '.join(projects)}; pass project=", field="project"
+        )
+    return projects[0] if projects else None
+
+
 class Client:
     """Talk to the KPL Lab REST API; errors come back as `kpl_lab.errors` exceptions."""
 
@@ -119,6 +162,14 @@ class Client:
         if url is None:
             url, found_token = discover()
             token = found_token if token is None else token
+            if project is None and os.environ.get("KPL_SERVICE_URL"):
+                project = os.environ.get("KPL_PROJECT") or None
+        elif not url.rstrip("/").endswith("/" + API_PATH.rstrip("/")) and token:
+            found = hub_api(url, token, timeout)
+            if found is not None:
+                url, projects = found
+                if project is None:
+                    project = _one_project(projects)
         self.url = _api_root(url)
         self.token = token or ""
         self.project = project

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,8 @@ class AdminPageHandler(AdminMixin, ExtensionHandlerMixin, JupyterHandler):
         page = (STATIC / "admin.html").read_text()
         page = page.replace("{{xsrf}}", html.escape(self.xsrf_token.decode(), quote=True))
         page = page.replace("{{prefix}}", html.escape(self.settings["base_url"], quote=True))
+        hub_prefix = url_path_join(os.environ.get("JUPYTERHUB_BASE_URL", "/"), "hub/")
+        page = page.replace("{{hub_prefix}}", html.escape(hub_prefix, quote=True))
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(page)
 
@@ -147,6 +150,54 @@ class QuotaHandler(AdminMixin, KPLHandler):
         self.reply({"project": project, "quota": checked})
 
 
+def _name(body: Any, key: str) -> str:
+    """Return a name field of a JSON body, or refuse the body naming the field."""
+    if not isinstance(body, dict) or not isinstance(body.get(key), str) or not body[key]:
+        raise BadRequest(f'the body must be a JSON object with a "{key}" name', field=key)
+    return body[key]
+
+
+class UsersHandler(AdminMixin, KPLHandler):
+    """POST {"name"}: create a hub user."""
+
+    @web.authenticated
+    async def post(self) -> None:
+        """Create the user and answer its name."""
+        self.check_admin()
+        name = _name(self.json_body(), "name")
+        await self.app.directory.create_user(name)
+        self.reply({"name": name}, status=201)
+
+
+class ProjectsHandler(AdminMixin, KPLHandler):
+    """POST {"name", "quota"}: create a project (a hub group) with its quota."""
+
+    @web.authenticated
+    async def post(self) -> None:
+        """Create the project and answer it with its checked quota."""
+        self.check_admin()
+        body = self.json_body()
+        name = _name(body, "name")
+        quota = body.get("quota") or {}
+        if not isinstance(quota, dict):
+            raise BadRequest('"quota" must be a JSON object such as {"cpu": 8, "gpu": 1}', field="quota")
+        created = await self.app.directory.create_project(name, quota)
+        await self.app.refresh_quotas()
+        self.reply(created, status=201)
+
+
+class MembersHandler(AdminMixin, KPLHandler):
+    """POST {"user"}: add an existing user to a project."""
+
+    @web.authenticated
+    async def post(self, project: str) -> None:
+        """Add the member and answer the pair."""
+        self.check_admin()
+        user = _name(self.json_body(), "user")
+        await self.app.directory.add_member(project, user)
+        self.reply({"project": project, "user": user}, status=201)
+
+
 class AssetHandler(ExtensionHandlerMixin, APIHandler):
     """GET: the page's script and its charts' library, uPlot, from the package (no CDN)."""
 
@@ -175,6 +226,9 @@ def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
         (url_path_join(prefix, "admin/?"), AdminPageHandler, kwargs),
         (url_path_join(prefix, "admin/api/overview"), OverviewHandler, kwargs),
         (url_path_join(prefix, "admin/api/projects/([^/]+)/quota"), QuotaHandler, kwargs),
+        (url_path_join(prefix, "admin/api/users"), UsersHandler, kwargs),
+        (url_path_join(prefix, "admin/api/projects"), ProjectsHandler, kwargs),
+        (url_path_join(prefix, "admin/api/projects/([^/]+)/members"), MembersHandler, kwargs),
         (
             url_path_join(prefix, f"admin/(admin\\.js|{re.escape(UPLOT_SCRIPT)}|{re.escape(UPLOT_CSS)})"),
             AssetHandler,

@@ -10,7 +10,8 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httputil import url_concat
 
-from ..errors import BadRequest, KPLError, NotFound
+from ..catalog.storage import check_name
+from ..errors import BadRequest, Conflict, KPLError, NotFound
 from ..spawner.quota import QUOTA_PROPERTY, project_quota
 
 
@@ -79,6 +80,32 @@ class HubDirectory:
         await self.request(f"groups/{project}/properties", method="PUT", body=properties)
         self._users.clear()
         return checked
+
+    async def create_user(self, name: str) -> dict:
+        """Create a hub user; refuse one that exists."""
+        check_name(name, "name")
+        if await self.request(f"users/{name}") is not None:
+            raise Conflict(f"user {name!r} exists already", field="name")
+        return await self.request(f"users/{name}", method="POST", body={})
+
+    async def create_project(self, name: str, quota: dict) -> dict:
+        """Create a project (a hub group) with its quota; refuse one that exists."""
+        check_name(name, "name")
+        checked = check_quota(name, quota)
+        if await self.request(f"groups/{name}") is not None:
+            raise Conflict(f"project {name!r} exists already", field="name")
+        await self.request(f"groups/{name}", method="POST", body={})
+        await self.request(f"groups/{name}/properties", method="PUT", body={QUOTA_PROPERTY: checked})
+        return {"name": name, "quota": checked}
+
+    async def add_member(self, project: str, user: str) -> None:
+        """Add an existing user to an existing project; name whichever is missing."""
+        if await self.request(f"groups/{project}") is None:
+            raise NotFound(f"project {project!r}: no such group in the hub", field="project")
+        if await self.request(f"users/{user}") is None:
+            raise NotFound(f"user {user!r}: no such user in the hub; create the user first", field="user")
+        await self.request(f"groups/{project}/users", method="POST", body={"users": [user]})
+        self._users.pop(user, None)
 
     async def quotas(self) -> dict[str, dict]:
         """Return every project's quota from the group properties (a malformed one is skipped)."""

@@ -32,6 +32,7 @@ from traitlets.utils.importstring import import_item
 
 from ..errors import NotFound
 from ..platform import Platform, with_moved_settings
+from ..server_ext.imports import ImportQueue
 from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
 from .directory import HubDirectory
 from .usage import UsageHistory, sample
@@ -89,6 +90,12 @@ class KPLService(Application):
         60.0, help="Seconds between the samples kept for the 24-hour chart (live use is sampled every round)."
     ).tag(config=True)
     worker_threads = Integer(4, help="Threads for database and file work.").tag(config=True)
+    import_workers = Integer(
+        2, help="Dataset imports that run at once, on threads of their own; more wait queued."
+    ).tag(config=True)
+    import_queue = Integer(
+        32, help="Dataset imports that may wait for a worker; further uploads are refused (503)."
+    ).tag(config=True)
     npu_reader = Unicode(
         "", help="Dotted name of a callable returning the NPUs' use as a list of dicts (empty: no NPUs)."
     ).tag(config=True)
@@ -130,6 +137,7 @@ class KPLService(Application):
                 raise SystemExit(f"kpl service: {trait} is not set (run me as a JupyterHub-managed service)")
         self.platform = Platform(config=with_moved_settings(self.config, "KPLService", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-service")
+        self.imports = ImportQueue(self.import_workers, self.import_queue)
         self.directory = HubDirectory(self.hub_api_url, self.api_token)
         self.history = UsageHistory(Path(self.platform.home) / "hub" / "usage.sqlite")
         self.last_sample: dict | None = None
@@ -163,6 +171,7 @@ class KPLService(Application):
             "identity_provider": identity,
             "authorizer": AllowAllAuthorizer(config=self.config, identity_provider=identity),
             "base_url": prefix,
+            "kpl_api_base": url_path_join(prefix, "api"),
             "static_url_prefix": url_path_join(prefix, "static/"),
             "allow_remote_access": True,
             "headers": {},
@@ -218,6 +227,7 @@ class KPLService(Application):
         finally:
             ticker.stop()
             server.stop()
+            self.imports.shutdown()
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.history.close()
             self.platform.close()

@@ -206,7 +206,8 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "c.JupyterHub.load_roles = [",
         "    {'name': 'user', 'scopes': ['self', 'access:services!service=kpl']},",
         "    {'name': 'kpl-service', 'services': ['kpl'],",
-        "     'scopes': ['list:users', 'read:users', 'list:groups', 'read:groups', 'groups', 'read:servers']},",
+        "     'scopes': ['list:users', 'read:users', 'list:groups', 'read:groups', 'groups', 'read:servers',",
+        "                'admin:users', 'admin:groups']},  # the admin page creates users and projects",
         "]",
         "",
     ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyter_server.utils import url_path_join
 from pydantic import BaseModel, ValidationError
 from tornado import web
 from tornado.ioloop import IOLoop
@@ -32,6 +33,9 @@ Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
 
 
+FORWARDED_API_BASE = "X-KPL-API-Base"
+
+
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
     """An API handler of the kpl_lab extension."""
 
@@ -44,6 +48,22 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
     def platform(self) -> Platform:
         """Return the platform this server serves."""
         return self.app.platform
+
+    @property
+    def api_base(self) -> str:
+        """Return the path the caller reaches the API at: URLs in answers (media of records) start with it.
+
+        The platform service (settings `kpl_api_base`) answers a user's server that forwards the
+        request under that server's own path (header `X-KPL-API-Base`), so its browser loads the
+        media through its server with the cookie it already has.
+        """
+        service_base = self.settings.get("kpl_api_base")
+        if service_base:
+            forwarded = self.request.headers.get(FORWARDED_API_BASE, "")
+            if forwarded.startswith("/") and not forwarded.startswith("//") and "?" not in forwarded:
+                return forwarded
+            return service_base
+        return url_path_join(self.base_url, "kpl/api")
 
     @functools.cached_property
     def project(self) -> str:

@@ -23,10 +23,12 @@ from tornado.queues import Queue
 from traitlets import Float, Unicode, default
 
 from .app import KPLLab
+from .base import FORWARDED_API_BASE
 from .routes import API_PREFIX
 
 # hop-by-hop and per-connection headers are not forwarded
 _SKIP_REQUEST = {"host", "authorization", "cookie", "content-length", "connection", "transfer-encoding"}
+_SKIP_REQUEST.add(FORWARDED_API_BASE.lower())  # set by the forwarder, never by the caller
 _SKIP_RESPONSE = {"content-length", "connection", "transfer-encoding", "server", "date", "set-cookie"}
 
 
@@ -85,6 +87,8 @@ class ForwardHandler(ExtensionHandlerMixin, APIHandler):
     async def _forward(self) -> None:
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in _SKIP_REQUEST}
         headers["Authorization"] = f"token {self.app.token}"
+        # the media URLs of the answer then lead back here, where the browser's cookie is valid
+        headers[FORWARDED_API_BASE] = url_path_join(self.base_url, API_PREFIX)
         has_body = self.request.method in {"POST", "PUT", "PATCH"}
         if has_body and "Content-Length" in self.request.headers:
             headers["Content-Length"] = self.request.headers["Content-Length"]

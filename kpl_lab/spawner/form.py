@@ -34,6 +34,26 @@ def _cap(profile: Profile, name: str, quota_key: str | None, quotas: dict[str, d
     return maximum
 
 
+def _start_value(
+    profile: Profile,
+    name: str,
+    quota_key: str | None,
+    maximum: float,
+    quotas: dict[str, dict],
+    used: dict[str, dict],
+    project: str,
+) -> float:
+    """Return the value a field starts at: the profile default, within the cap and what the project has free."""
+    value = min(getattr(profile, name), maximum)
+    key = profile.accelerator if quota_key is None else quota_key
+    quota = quotas.get(project, {})
+    if key and key in quota and profile.allows(project):
+        free = quota[key] - used.get(project, {}).get(key, 0)
+        if free > 0:
+            value = min(value, free)
+    return int(value) if name != "cpu" else round(float(value), 2)
+
+
 def _quota_line(project: str, quota: dict, used: dict) -> str:
     if not quota:
         return f"<li><b>{escape(project)}</b>: no quota</li>"
@@ -84,7 +104,7 @@ def render_form(
                     continue
                 label = f"{profile.accelerator.upper()}s" + (" (shared)" if profile.gpu_sharing else "")
             maximum = _cap(profile, name, quota_key, quotas)
-            value = getattr(profile, name)
+            value = _start_value(profile, name, quota_key, maximum, quotas, used, chosen_project)
             if profile is chosen and name in previous:
                 value = previous[name]
             low = "0" if name in ("shm", "accelerators") else step
@@ -98,15 +118,24 @@ def render_form(
 
 
 def options_from_form(form: dict[str, list[str]]) -> dict:
-    """Turn posted form data into `user_options`: the chosen profile's fields, numbers as numbers."""
+    """Turn posted form data into `user_options`: the chosen profile's fields, numbers as numbers.
+
+    The fields of the profiles not chosen are the form's own and are left out; any other field
+    passes through as posted, for the start's validation to refuse by name.
+    """
     options: dict = {}
     for key in ("profile", "project"):
         if form.get(key):
             options[key] = form[key][0]
     slug = options.get("profile", "")
-    for name in OPTION_KEYS[2:]:
-        values = form.get(f"{slug}-{name}")
-        if not values or values[0] == "":
+    for key, values in form.items():
+        if key in ("profile", "project"):
+            continue
+        owner, _, name = key.rpartition("-")
+        if not owner or name not in OPTION_KEYS[2:]:
+            options[key] = values
+            continue
+        if owner != slug or not values or values[0] == "":
             continue
         text = values[0]
         try:

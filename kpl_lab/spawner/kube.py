@@ -29,6 +29,7 @@ from traitlets import Bool, Dict, Unicode, default
 
 from .base import KPLSpawner, http_error
 from .profiles import Choice
+from .quota import amount
 
 MB = 1024 * 1024
 SHM_VOLUME = "kpl-dshm"
@@ -233,7 +234,10 @@ class KPLKubeSpawner(KPLSpawner, KubeSpawner):
         for kind, count in asked.items():
             if kind in quota and count > quota[kind]:
                 raise http_error(
-                    ValueError(f"project {choice.project}: asks {count:g} {kind}, quota {quota[kind]:g}"), 403
+                    ValueError(
+                        f"asks {amount(kind, count)}; project {choice.project} allows {quota[kind]:g}"
+                    ),
+                    403,
                 )
         self.choice = choice
         self.user_options = choice.to_options()

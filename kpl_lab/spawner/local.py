@@ -13,14 +13,11 @@ import asyncio
 import os
 import pwd
 import re
-import shlex
 import shutil
 import uuid
 from pathlib import Path
-from subprocess import Popen
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
-from jupyterhub.utils import random_port
 from traitlets import Bool, Unicode, default
 
 from ..engine import identity
@@ -262,8 +259,11 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         limits, workspace = self.limits, str(self.workspace)
         # JupyterHub's own drop: initgroups from /etc/group (the project groups just synced), gid, uid
         become = set_user_setuid(self.account, chdir=False) if self.run_as_user else None
+        umask = identity.USERS_UMASK if self.run_as_user else None
 
         def preexec() -> None:
+            if umask is not None:
+                os.umask(umask)  # new files: the user's and the project group's
             if limits is not None:
                 limits.enter()
             os.chdir(workspace)
@@ -305,34 +305,28 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             self.limits = JobLimits.create(
                 name, choice.memory, choice.cpu, use_cgroups=self.use_cgroups, root=Path(self.cgroup_root)
             )
-            if self.port == 0:
-                self.port = random_port()
-            cmd = self.notebook_cmd(choice.profile) + self.get_args()
+            cmd = self.notebook_cmd(choice.profile)
             if self.run_as_user:
                 self.check_runnable(cmd[0])
-            if self.shell_cmd:
-                cmd = self.shell_cmd + [" ".join(shlex.quote(s) for s in cmd)]
             self.log.info(
-                "Spawning %s for %s: project %s, profile %s, devices %s, %s",
-                " ".join(shlex.quote(s) for s in cmd),
+                "Starting %s: project %s, profile %s, devices %s, %s",
                 self._log_name,
                 self.project,
                 self.profile_slug,
                 self.devices or "none",
                 self.limits.enforcement,
             )
-            kwargs = dict(preexec_fn=self.make_preexec_fn(self.user.name), start_new_session=True)
-            if self.run_as_user:
-                kwargs["umask"] = identity.USERS_UMASK  # new files: the user's and the project group's
-            kwargs.update(self.popen_kwargs)
-            kwargs["env"] = self.get_env()
-            self.proc = Popen(cmd, **kwargs)
-            self.pid = self.proc.pid
+            # LocalProcessSpawner's own start (args, shell_cmd, popen_kwargs, Popen) with the profile's command
+            configured, self.cmd = self.cmd, cmd
+            try:
+                address = await super().start()
+            finally:
+                self.cmd = configured
         except BaseException:
             await self._clean_up(self.limits)
             self._reset()
             raise
-        return (self.ip or "127.0.0.1", self.port)
+        return address
 
     async def _clean_up(self, limits: JobLimits | None) -> None:
         """Kill what is left in the notebook's cgroup, remove it and release the reservation."""

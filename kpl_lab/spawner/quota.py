@@ -45,7 +45,8 @@ class Group(Protocol):
     properties: dict
 
 
-def _amount(kind: str, count: float) -> str:
+def amount(kind: str, count: float) -> str:
+    """Return a count with its unit, as people read it: 1 CPU, 2 GPUs, 512 MB of memory."""
     one, many = UNITS.get(kind, (kind, kind))
     return f"{count:g} {one if count == 1 else many}"
 
@@ -79,7 +80,7 @@ def project_quota(groups: Iterable[Group], project: str) -> dict[str, float]:
 
 def _refusal(project: str, kind: str, asked: float, used: float, allowed: float) -> QuotaExceeded:
     return QuotaExceeded(
-        f"project {project}: asks {_amount(kind, asked)}, {used:g} of {allowed:g} in use, quota {allowed:g}",
+        f"asks {amount(kind, asked)}; project {project} allows {allowed:g}, {used:g} in use",
         field=kind,
     )
 
@@ -117,7 +118,7 @@ def _machine_refusal(session: Session, ledger: Ledger, resources: Resources) -> 
     for kind, count in asked.items():
         if count and used.get(kind, 0) + count > capacity.get(kind, 0) + 1e-9:
             return MachineFull(
-                f"the machine is busy: asks {_amount(kind, count)}, "
+                f"the machine is busy: asks {amount(kind, count)}, "
                 f"{used.get(kind, 0):g} of {capacity.get(kind, 0):g} in use; try again later",
                 field=kind,
             )

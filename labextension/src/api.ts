@@ -213,15 +213,14 @@ export class KPLClient {
 
   /**
    * The URL of a server path (as the API answers them) that an <img> can load.
+   *
+   * The path leads to this page's own server, so the browser's cookie authenticates it:
+   * no token ever goes into a URL (under the hub, the user's server forwards it to the service).
    */
   mediaURL(serverPath: string): string {
-    const settings = this.serverSettings;
-    const origin = new URL(settings.baseUrl, window.location.href).origin;
-    const url = new URL(serverPath, origin);
-    if (settings.token) {
-      url.searchParams.set('token', settings.token);
-    }
-    return url.toString();
+    const origin = new URL(this.serverSettings.baseUrl, window.location.href)
+      .origin;
+    return new URL(serverPath, origin).toString();
   }
 
   private request<T>(endPoint: string, init: RequestInit = {}): Promise<T> {

@@ -22,6 +22,8 @@ def bare_env(monkeypatch, tmp_path):
         "JPY_PARENT_PID",
         "JUPYTERHUB_SERVICE_URL",
         "JUPYTERHUB_API_TOKEN",
+        "KPL_SERVICE_URL",
+        "KPL_PROJECT",
     ):
         monkeypatch.delenv(name, raising=False)
     empty = tmp_path / "runtime"

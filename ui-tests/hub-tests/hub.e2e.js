@@ -1,11 +1,19 @@
-// The multi-user hub in a browser: the spawn form, a refusal over quota, the KPL admin page.
+// The multi-user hub in a browser: the spawn form, a refusal over quota, the KPL admin page, the Lab.
 const { test, expect } = require('@playwright/test');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+// the archives the Lab tests upload (fixtures/make_archives.py)
+const ARCHIVES = fs.mkdtempSync(path.join(os.tmpdir(), 'kpl-hub-archives-'));
+execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
 
 const api = (path) => `/hub/api/${path}`;
 const auth = { Authorization: `token ${process.env.KPL_HUB_TOKEN}` };
 
-async function logIn(page, user) {
-  await page.goto('/hub/login');
+async function logIn(page, user, origin = '') {
+  await page.goto(`${origin}/hub/login`);
   await page.fill('#username_input', user);
   await page.fill('#password_input', 'any password');
   await page.click('#login_submit');
@@ -28,7 +36,7 @@ test('the spawn form offers only the profiles of the user project and shows a re
   await page.screenshot({ path: '../docs/images/hub-spawn-form.png', fullPage: true });
 
   await page.getByRole('button', { name: /start/i }).click();
-  await expect(page.getByText('project nlp: asks 1 notebook, 0 of 0 in use, quota 0')).toBeVisible();
+  await expect(page.getByText('asks 1 notebook; project nlp allows 0, 0 in use')).toBeVisible();
   const user = await (await page.request.get(api('users/alice'), { headers: auth })).json();
   expect(user.servers).toEqual({});
 });
@@ -71,4 +79,79 @@ test('the admin page lists users, projects and quotas, saves a quota and shows t
   await expect(page.locator('#live')).toContainText('No GPUs');
   await expect(vision.locator('input[name="cpu"]')).toHaveValue('6');
   await page.screenshot({ path: '../docs/images/hub-admin.png', fullPage: true });
+});
+
+test('under the hub, the dataset viewer loads its images through the user server, with no token in a URL', async ({
+  page,
+  browser
+}) => {
+  test.setTimeout(240 * 1000);
+  await logIn(page, 'bob');
+  await page.goto('/hub/spawn');
+  await expect(page.locator('input[name="small-cpu"]')).toHaveValue('1.0');
+  await page.getByRole('button', { name: /start/i }).click();
+  await page.waitForURL(/\/user\/bob\/lab/, { timeout: 150 * 1000 });
+  const tab = page.locator('.jp-SideBar [data-id="kpl-lab-datasets"]');
+  await tab.click({ timeout: 90 * 1000 });
+  const panel = page.locator('#kpl-lab-datasets');
+  await expect(panel).toBeVisible();
+  await panel.locator('.kpl-upload-name').fill('shapes');
+  await panel.locator('.kpl-upload-format select').selectOption('imagefolder');
+  await panel.locator('.kpl-upload-input').setInputFiles(path.join(ARCHIVES, 'shapes.zip'));
+
+  const viewer = page.locator('.kpl-DatasetViewer');
+  await expect(viewer.locator('.kpl-dataset-info h2')).toContainText('shapes:', { timeout: 60 * 1000 });
+  const thumbnails = viewer.locator('.kpl-record img.kpl-thumbnail');
+  await expect(thumbnails).toHaveCount(6);
+  await expect
+    .poll(() =>
+      thumbnails.evaluateAll((images) => {
+        images.forEach((image) => image.scrollIntoView());
+        return images.filter((image) => image.naturalWidth > 0).length;
+      })
+    )
+    .toBe(6);
+  const sources = await thumbnails.evaluateAll((images) => images.map((image) => image.src));
+  for (const source of sources) {
+    const url = new URL(source);
+    expect(url.pathname).toMatch(/^\/user\/bob\/kpl\/api\/datasets\/shapes\//);
+    expect(url.searchParams.has('token')).toBe(false);
+  }
+  // the admin page names bob's running notebook readably
+  const admin = await browser.newPage();
+  await logIn(admin, 'admin', new URL(page.url()).origin);
+  await admin.goto(new URL('/services/kpl/admin', page.url()).toString());
+  const notebook = admin.locator('#reservations tr', { hasText: 'bob (default server)' });
+  await expect(notebook).toContainText('vision');
+  await expect(notebook).toContainText('none');
+  await admin.close();
+  const stopped = await page.request.delete(api('users/bob/server'), { headers: auth });
+  expect([202, 204]).toContain(stopped.status());
+});
+
+test('the admin page creates a user and a project and adds the member, in the hub look', async ({ page }) => {
+  await logIn(page, 'admin');
+  await page.goto('/services/kpl/admin');
+  await expect(page.locator('nav.navbar a[href="/hub/home"]').first()).toBeVisible();
+  // the hub's stylesheet (Bootstrap) styles the page's buttons
+  const background = await page.locator('#new-user button').evaluate((b) => getComputedStyle(b).backgroundColor);
+  expect(background).not.toBe('rgba(0, 0, 0, 0)');
+  await page.fill('#new-user-name', 'carol');
+  await page.click('#new-user button');
+  await expect(page.locator('#status')).toContainText('Created user carol.');
+  await page.fill('#new-project-name', 'audio');
+  await page.click('#new-project button');
+  await expect(page.locator('#status')).toContainText('Created project audio.');
+  await page.selectOption('#new-member-user', 'carol');
+  await page.selectOption('#new-member-project', 'audio');
+  await page.click('#new-member button');
+  await expect(page.locator('#status')).toContainText('Added carol to audio.');
+  const audio = page.locator('#projects tr', { has: page.getByRole('cell', { name: 'audio', exact: true }) });
+  await expect(audio).toContainText('carol');
+  const group = await (await page.request.get(api('groups/audio'), { headers: auth })).json();
+  expect(group.users).toEqual(['carol']);
+  // the 24-hour chart's legend names each line with its unit
+  await expect(page.locator('#history .u-legend')).toContainText('CPU (%)');
+  await expect(page.locator('#history .u-legend')).toContainText('memory (%)');
+  await page.screenshot({ path: '../docs/images/hub-admin-create.png', fullPage: true });
 });

@@ -30,7 +30,15 @@ GROUPS = {
     "nlp": {"users": ["alice"], "properties": {"kpl_quota": {"cpu": 2, "memory": 2048, "notebooks": 0}}},
     "vision": {"users": ["bob"], "properties": {"kpl_quota": {"cpu": 4, "memory": 4096, "gpu": 1}}},
 }
-SCOPES = ["admin:users", "admin:groups", "list:users", "list:groups", "read:groups", "read:servers"]
+SCOPES = [
+    "admin:users",
+    "admin:groups",
+    "admin:servers",
+    "list:users",
+    "list:groups",
+    "read:groups",
+    "read:servers",
+]
 
 
 def config_text(home: Path, port: int, token: str) -> str:
@@ -40,6 +48,10 @@ def config_text(home: Path, port: int, token: str) -> str:
     extra = [
         f"c.KPLSpawner.profiles = {PROFILES!r}",
         f"c.JupyterHub.load_groups.update({GROUPS!r})",
+        # notebooks load the lab extension JUPYTER_PATH names, if any (a build under test)
+        "c.Spawner.env_keep.append('JUPYTER_PATH')",
+        "c.Spawner.http_timeout = 120  # a single-user server on a busy 2-core machine starts slowly",
+        "c.Spawner.start_timeout = 120",
         f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {token!r}}})",
         f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {SCOPES!r}}})",
     ]

@@ -12,7 +12,7 @@ function el(tag, attrs, ...children) {
 }
 
 function table(headers, rows) {
-  return el("table", {}, el("tr", {}, ...headers.map((h) => el("th", {}, h))),
+  return el("table", { class: "table table-sm" }, el("tr", {}, ...headers.map((h) => el("th", {}, h))),
     ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c)))));
 }
 
@@ -64,10 +64,11 @@ function historyChart(container, points) {
   historyPlot?.destroy();
   container.replaceChildren();
   const percent = (u, value) => (value == null ? "—" : `${value.toFixed(1)} %`);
-  const names = ["CPU", "memory", ...data.slice(3).map((_, i) => `GPU ${i}`)];
+  const names = ["CPU (%)", "memory (%)", ...data.slice(3).map((_, i) => `GPU ${i} (%)`)];
   historyPlot = new uPlot({
     width: Math.max(320, container.clientWidth),
     height: 220,
+    legend: { show: true },
     scales: {
       // one sample (a service just started) has no span of its own: show the hour before it
       x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 3600, u.data[0][0]] : [min, max]) },
@@ -100,12 +101,57 @@ function projects(list, held) {
       const used = k === "gpu" || k === "npu" ? (p.used.devices?.[k]?.length ?? 0)
         : k === "notebooks" ? held.filter((r) => r.project === p.name && r.kind === "notebook").length
         : (p.used[k] ?? 0);
-      return el("span", {}, `${used} / `, el("input", { class: "quota", name: k, type: "number", min: "0", step: "any", value: p.quota[k] ?? "", placeholder: "∞" }));
+      return el("span", {}, `${used} / `, el("input", { class: "quota form-control form-control-sm", name: k, type: "number", min: "0", step: "any", value: p.quota[k] ?? "", placeholder: "∞" }));
     });
-    const save = el("button", {}, "Save");
+    const save = el("button", { class: "btn btn-sm btn-outline-primary" }, "Save");
     save.addEventListener("click", () => saveQuota(p.name, save.closest("tr")));
     return [p.name, p.members.join(", "), ...cells, save];
   }));
+}
+
+// a notebook's owner id is user/server: "admin/" is admin's default server
+function owner(r) {
+  if (r.kind !== "notebook") return r.owner;
+  const [user, server] = r.owner.split("/");
+  return server ? `${user} (server ${server})` : `${user} (default server)`;
+}
+
+function devices(held) {
+  const shared = held.shared || [];
+  const parts = Object.entries(held).filter(([kind]) => kind !== "shared")
+    .map(([kind, indexes]) => `${kind.toUpperCase()} ${indexes.join(", ")}${shared.includes(kind) ? " (shared)" : ""}`);
+  return parts.join("; ") || "none";
+}
+
+async function send(path, payload, done) {
+  const response = await fetch(`${prefix}admin/api/${path}`, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-XSRFToken": body.dataset.xsrf },
+    body: JSON.stringify(payload),
+  });
+  const answer = await response.json();
+  document.getElementById("status").textContent = response.ok ? done : `Not done: ${answer.message}`;
+  if (response.ok) await refresh();
+  return response.ok;
+}
+
+function onSubmit(id, action) {
+  document.getElementById(id).addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.target;
+    if (await action(Object.fromEntries(new FormData(form)))) form.reset();
+  });
+}
+
+onSubmit("new-user", ({ name }) => send("users", { name }, `Created user ${name}.`));
+onSubmit("new-project", ({ name }) => send("projects", { name, quota: {} }, `Created project ${name}.`));
+onSubmit("new-member", ({ user, project }) =>
+  send(`projects/${encodeURIComponent(project)}/members`, { user }, `Added ${user} to ${project}.`));
+
+function options(select, names) {
+  if (document.activeElement === select) return;
+  const chosen = select.value;
+  select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+  if (names.includes(chosen)) select.value = chosen;
 }
 
 async function refresh() {
@@ -123,7 +169,9 @@ async function refresh() {
     document.getElementById("projects").replaceChildren(projects(data.projects, data.reservations));
   }
   document.getElementById("reservations").replaceChildren(!data.reservations.length ? el("p", {}, "None.") : table(["project", "kind", "owner", "cpu", "memory (MB)", "devices", "since"],
-    data.reservations.map((r) => [r.project, r.kind, r.owner, r.cpu, r.memory, JSON.stringify(r.devices), r.since])));
+    data.reservations.map((r) => [r.project, r.kind, owner(r), r.cpu, r.memory, devices(r.devices), r.since])));
+  options(document.getElementById("new-member-user"), data.users.map((u) => u.name));
+  options(document.getElementById("new-member-project"), data.projects.map((p) => p.name));
   document.getElementById("users").replaceChildren(table(["user", "admin", "projects", "servers"],
     data.users.map((u) => [u.name, u.admin ? "yes" : "", u.projects.join(", "), Object.keys(u.servers).map((s) => s || "(default)").join(", ")])));
 }

@@ -133,8 +133,8 @@ class VersionBase(KPLHandler):
     def field_url(self, name: str, version: str) -> callable:
         """Return (part, index, field path) -> URL of the field route."""
         base = url_path_join(
-            self.base_url,
-            "kpl/api/datasets",
+            self.api_base,
+            "datasets",
             quote(name, safe=""),
             "versions",
             quote(version, safe=""),

@@ -190,7 +190,7 @@ class Service:
             raise_error=False,
             follow_redirects=False,
         )
-        text = response.body.decode()
+        text = response.body.decode(errors="replace")  # images come back as bytes in response.body
         try:
             data = json.loads(text) if text else None
         except ValueError:
@@ -235,6 +235,7 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_
         yield Service(app, web, f"http://127.0.0.1:{port}/services/kpl/", fake_hub)
     finally:
         await stop(server)
+        app.imports.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, app.pool.shutdown)
         app.history.close()
         app.platform.close()

@@ -116,7 +116,13 @@ async def test_get_goes_to_the_service_with_the_servers_token_and_project(jp_fet
     assert seen["query"] == "page=2&project=vision"
     assert seen["headers"]["Authorization"] == f"token {SERVER_TOKEN}"
     assert "Cookie" not in seen["headers"]
+    assert seen["headers"]["X-Kpl-Api-Base"] == "/a%40b/kpl/api"  # media URLs lead back to this server
     assert forward_app(jp_serverapp).service_url == upstream.url
+
+
+async def test_the_caller_cannot_name_the_api_base(jp_fetch):
+    response = await jp_fetch("kpl", "api", "datasets", headers={"X-KPL-API-Base": "//elsewhere/api"})
+    assert json.loads(response.body)["headers"]["X-Kpl-Api-Base"] == "/a%40b/kpl/api"
 
 
 async def test_a_named_project_is_kept(jp_fetch):

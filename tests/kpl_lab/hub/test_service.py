@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from ..server_ext.conftest import imagefolder_zip
+
 pytestmark = pytest.mark.databases
 
 
@@ -89,3 +91,31 @@ async def test_browser_without_login_is_sent_to_the_hub(service):
     assert status == 302
     location = response.headers["Location"]
     assert re.search(r"/hub/api/oauth2/authorize\?.*client_id=service-kpl", location), location
+
+
+async def test_media_urls_lead_to_where_the_caller_reaches_the_api(service):
+    token = service.hub.token("alice")
+    status, version, _ = await service.call(
+        "POST",
+        "api/datasets?project=vision&name=pets&format=imagefolder&filename=pets.zip",
+        token=token,
+        body=imagefolder_zip(),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert status == 201, version
+    records = f"api/datasets/pets/versions/{version['version']}/records?project=vision&limit=1"
+    status, page, _ = await service.call("GET", records, token=token)
+    assert status == 200, page
+    content = page["records"][0]["fields"]["content"]
+    # called directly (Client(hub_url, token)): the service's own prefix, once
+    assert content["thumbnail"].startswith("/services/kpl/api/datasets/pets/versions/")
+    assert "token" not in content["thumbnail"]
+    status, image, response = await service.call(
+        "GET", content["thumbnail"].removeprefix("/services/kpl/"), token=token
+    )
+    assert status == 200 and response.headers["Content-Type"] == "image/png"
+    # forwarded by alice's server: under that server, where her browser's cookie is valid
+    status, page, _ = await service.call(
+        "GET", records, token=token, headers={"X-KPL-API-Base": "/user/alice/kpl/api"}
+    )
+    assert page["records"][0]["fields"]["content"]["url"].startswith("/user/alice/kpl/api/datasets/pets/")

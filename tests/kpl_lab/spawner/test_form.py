@@ -68,3 +68,23 @@ def test_form_data_becomes_user_options():
         "profile": "cpu",
         "memory": "lots",
     }
+
+
+def test_fields_start_within_the_members_quota():
+    profiles = parse_profiles([{"slug": "std", "cpu": 1, "cpu_max": 2, "memory": 2048, "memory_max": 4096}])
+    html = render_form(profiles, ["vision"], {"vision": {"cpu": 0.5, "memory": 1024}}, {})
+    assert 'name="std-cpu" value="0.5" min="0.1" max="0.5"' in html
+    assert 'name="std-memory" value="1024" min="1" max="1024"' in html
+
+
+def test_fields_start_within_what_the_project_has_free():
+    profiles = parse_profiles([{"slug": "std", "cpu": 2, "cpu_max": 4, "memory": 2048, "memory_max": 4096}])
+    used = {"vision": {"cpu": 3, "memory": 3072}}
+    html = render_form(profiles, ["vision"], {"vision": {"cpu": 4, "memory": 4096}}, used)
+    assert 'name="std-cpu" value="1.0" min="0.1" max="4"' in html
+    assert 'name="std-memory" value="1024" min="1" max="4096"' in html
+
+
+def test_unknown_form_fields_pass_through_for_the_start_to_refuse():
+    form = {"profile": ["cpu"], "cpu-cpu": ["2"], "colour": ["blue", "red"]}
+    assert options_from_form(form) == {"profile": "cpu", "cpu": 2.0, "colour": ["blue", "red"]}

@@ -132,7 +132,7 @@ async def test_nothing_leaks_into_the_next_spawn(make_kube):
             400,
             "accelerators 9 is over the maximum 8 of profile 'ascend'",
         ),
-        ({"profile": "ascend", "accelerators": 4}, 403, "project nlp: asks 4 npu, quota 2"),
+        ({"profile": "ascend", "accelerators": 4}, 403, "asks 4 NPUs; project nlp allows 2"),
     ],
 )
 async def test_same_validation_as_the_local_spawner(make_kube, options, status, message):

@@ -134,7 +134,7 @@ async def test_over_quota_is_refused_with_the_message(make_spawner, probe_out):
         with pytest.raises(web.HTTPError) as caught:
             await second.start()
         assert caught.value.status_code == 403
-        assert caught.value.jupyterhub_message == "project vision: asks 1 GPU, 1 of 1 in use, quota 1"
+        assert caught.value.jupyterhub_message == "asks 1 GPU; project vision allows 1, 1 in use"
         assert second.proc is None
         # the admin raises the quota live: the next start reads it
         vision.properties["kpl_quota"]["gpu"] = 2

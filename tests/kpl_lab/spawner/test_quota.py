@@ -60,7 +60,7 @@ def test_refusal_says_used_asked_allowed(ledger):
     assert first.devices == {"gpu": [0]}
     with pytest.raises(QuotaExceeded) as caught:
         reserve_notebook(ledger, "vision", "bob/", Resources(devices={"gpu": 2}), quota)
-    assert caught.value.message == "project vision: asks 2 GPUs, 1 of 2 in use, quota 2"
+    assert caught.value.message == "asks 2 GPUs; project vision allows 2, 1 in use"
     assert caught.value.status == 403
     # another project is not limited by vision's quota
     assert reserve_notebook(ledger, "nlp", "carol/", Resources(devices={"gpu": 2}), {}).devices == {
@@ -71,14 +71,12 @@ def test_refusal_says_used_asked_allowed(ledger):
 def test_cpu_memory_and_notebook_count(ledger):
     quota = {"cpu": 3, "memory": 4096, "notebooks": 2}
     reserve_notebook(ledger, "p", "a/", Resources(cpu=2, memory=1024), quota)
-    with pytest.raises(QuotaExceeded, match=r"^project p: asks 2 CPUs, 2 of 3 in use, quota 3$"):
+    with pytest.raises(QuotaExceeded, match=r"^asks 2 CPUs; project p allows 3, 2 in use$"):
         reserve_notebook(ledger, "p", "b/", Resources(cpu=2, memory=1024), quota)
-    with pytest.raises(
-        QuotaExceeded, match=r"^project p: asks 4000 MB of memory, 1024 of 4096 in use, quota 4096$"
-    ):
+    with pytest.raises(QuotaExceeded, match=r"^asks 4000 MB of memory; project p allows 4096, 1024 in use$"):
         reserve_notebook(ledger, "p", "b/", Resources(cpu=1, memory=4000), quota)
     reserve_notebook(ledger, "p", "b/", Resources(cpu=1, memory=1024), quota)
-    with pytest.raises(QuotaExceeded, match=r"^project p: asks 1 notebook, 2 of 2 in use, quota 2$"):
+    with pytest.raises(QuotaExceeded, match=r"^asks 1 notebook; project p allows 2, 2 in use$"):
         reserve_notebook(ledger, "p", "c/", Resources(cpu=0.1, memory=64), quota)
     release_notebook(ledger, "a/")
     reserve_notebook(ledger, "p", "c/", Resources(cpu=0.1, memory=64), quota)
@@ -144,6 +142,6 @@ def test_twenty_simultaneous_starts_against_a_quota_of_five(ledger):
     assert errors == []
     assert len(granted) == 5 and len(refused) == 15
     assert sorted(i for r in granted for i in r.devices["gpu"]) == [0, 1, 2, 3, 4]
-    assert set(refused) == {"project vision: asks 1 GPU, 5 of 5 in use, quota 5"}
+    assert set(refused) == {"asks 1 GPU; project vision allows 5, 5 in use"}
     with ledger.locked() as session:
         assert len(ledger.usage(session, "vision").devices["gpu"]) == 5

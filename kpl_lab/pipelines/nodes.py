@@ -190,9 +190,9 @@ class Select(NodeType):
         if isinstance(result, str):
             report("where", result)
             return None
-        check = sql.describe({"input": schema}, f"SELECT ({p.where})::BOOLEAN AS w FROM input")
-        if isinstance(check, str):
-            report("where", f"is not a boolean expression: {check}")
+        check = sql.describe({"input": schema}, f"SELECT ({p.where}) AS w FROM input")
+        if not isinstance(check, str) and check.field("w").type != pa.bool_():
+            report("where", f"is not a boolean expression (it gives {check.field('w').type})")
             return None
         return {PORT: Output("dataset", schema)}
 

@@ -30,9 +30,7 @@ class Output:
     catalog: bool = False  # a catalog entry (a job can read it), not a run's intermediate data
 
     def to_dict(self) -> dict:
-        if self.schema is None:
-            return {"kind": self.kind}
-        return {"kind": self.kind, "fields": describe(self.schema)}
+        return {"kind": self.kind, "fields": None if self.schema is None else describe(self.schema)}
 
 
 def record_type(t: pa.DataType) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import ValidationError
 
-from .format import Problem, Spec
+from .format import PipelineSyntaxError, Problem, Spec, parse
 from .nodes import NODE_TYPES, PORT, Catalog, NodeType
 from .schema import Output
 
@@ -182,6 +182,16 @@ def _infer(spec: Spec, node: Node, nodes: dict[str, Node], catalog: Catalog) -> 
             return
     node.inputs = inputs
     node.outputs = node.node_type.infer(node.params, inputs, catalog, lambda p, m: _report(spec, node, p, m))
+
+
+def check(text: str, catalog: Catalog) -> dict:
+    """Return validate()'s answer for a file's text, a file that is no pipeline included."""
+    try:
+        spec = parse(text)
+    except PipelineSyntaxError as err:
+        problems = [p.to_dict() for p in err.problems]
+        return {"name": None, "ok": False, "order": [], "nodes": [], "problems": problems}
+    return validate(spec, catalog).to_dict()
 
 
 class PlatformCatalog:

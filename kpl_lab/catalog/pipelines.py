@@ -34,7 +34,7 @@ class PipelineRun(Base):
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
-    project: Mapped[Project] = relationship()
+    project: Mapped[Project] = relationship(lazy="joined")
     nodes: Mapped[list[PipelineNodeRun]] = relationship(
         back_populates="run", order_by="PipelineNodeRun.id", cascade="all, delete-orphan", lazy="selectin"
     )

@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="catalog database (default: SQLite in the home; e.g. postgresql://user@host/kpl)",
     )
     parser.add_argument("--project", help="project to work in (default: the platform's default project)")
-    groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job,pipeline}", required=True)
+    groups = parser.add_subparsers(
+        dest="group", metavar="{algorithm,dataset,model,job,pipeline}", required=True
+    )
     for noun in (algorithm, dataset, model, job, pipeline):
         noun.register(groups)
     return parser

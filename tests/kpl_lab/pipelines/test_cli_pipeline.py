@@ -77,7 +77,11 @@ def test_a_failing_node_makes_the_run_exit_nonzero(cli, fruit, tmp_path):
     file = tmp_path / "det.kpl-pipeline.yaml"
     cli("pipeline", "new", "--template", "detection", str(file))
     file.write_text(
-        "\n".join(line for line in file.read_text().splitlines() if not line.lstrip().startswith(("train:", "model:")))
+        "\n".join(
+            line
+            for line in file.read_text().splitlines()
+            if not line.lstrip().startswith(("train:", "model:"))
+        )
     )
     status, out, _ = cli("pipeline", "run", str(file), "--wait")
     assert status == 1

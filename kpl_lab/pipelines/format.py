@@ -39,6 +39,11 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
+def load_yaml(text: str) -> Any:
+    """Read YAML as pipeline files are read (only true/false are booleans)."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 class PipelineFile(BaseModel):
     """The top level of a pipeline file."""
 
@@ -121,7 +126,7 @@ def _lines(text: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
 def parse(text: str) -> Spec:
     """Parse pipeline YAML; raise PipelineSyntaxError listing what makes it no pipeline."""
     try:
-        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        doc = load_yaml(text)
         lines, param_lines = _lines(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)

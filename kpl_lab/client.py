@@ -427,3 +427,11 @@ class Client:
     def stop_pipeline_run(self, run_id: str) -> dict:
         """Stop a pipeline run; return it."""
         return self.request("POST", f"pipelines/runs/{_quote(run_id)}/stop")
+
+    def pipeline_records(self, run_id: str, node: str, port: str | None = None, limit: int = 10) -> dict:
+        """Return the first records and fields of a node's output in a run."""
+        return self.request(
+            "GET",
+            f"pipelines/runs/{_quote(run_id)}/nodes/{_quote(node)}/records",
+            {"port": port, "limit": limit},
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -118,6 +118,15 @@ class PipelineRunList(Body):
     """Runs, newest first."""
 
     runs: list[PipelineRun]
+
+
+class PipelineRecords(Body):
+    """The first records of a node's output in a run."""
+
+    port: str
+    total: int = Field(description="records in the output")
+    fields: list[PipelineField]
+    records: list[dict[str, Any]] = Field(description='bytes values as {"$bytes": size}')
 
 
 class PipelineTemplate(Body):

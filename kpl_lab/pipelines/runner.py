@@ -36,6 +36,17 @@ class Result:
     outputs: dict[str, dict]  # port -> {"folder", "part", "ref", "content", "rows"}
 
 
+def _shown(value: Any) -> Any:
+    """Return a record value as JSON: bytes as {"$bytes": size} (their content stays on the server)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": len(value)}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    return value
+
+
 class Runner:
     """Start, follow and stop pipeline runs of one platform."""
 
@@ -79,6 +90,43 @@ class Runner:
                 raise Conflict(f"pipeline run {run_id} already {run.state}")
             run.stop_requested = True
         return self.get(project, run_id)
+
+    def records(
+        self, project: str, run_id: str, node_id: str, port: str | None = None, limit: int = 10
+    ) -> dict:
+        """Return the first records of a node's output in a run: {port, total, fields, records}."""
+        from kpl_dataset import KPLDatasetError, ReadOnlyDataset
+
+        from .schema import describe
+
+        run = self.get(project, run_id)
+        node = next((n for n in run.nodes if n.node == node_id), None)
+        if node is None:
+            raise NotFound(f"node {node_id!r} is not in pipeline run {run_id}")
+        outputs = node.outputs or {}
+        if not outputs:
+            raise BadRequest(f"node {node_id} has no output in run {run_id} ({node.state})", field="node")
+        if port is None and len(outputs) > 1:
+            raise BadRequest(f"port: node {node_id} has several outputs: {', '.join(outputs)}", field="port")
+        port = port or next(iter(outputs))
+        out = outputs.get(port)
+        if out is None:
+            raise NotFound(f"node {node_id} has no output {port!r} (outputs: {', '.join(outputs)})")
+        if (out.get("ref") or "").startswith("model:"):
+            raise BadRequest(
+                f"output {node_id}.{port} is a model ({out['ref']}): it has no records", field="port"
+            )
+        try:
+            reader = ReadOnlyDataset(self.platform.storage.absolute(out["path"]), out.get("part") or "root")
+        except KPLDatasetError as err:
+            raise NotFound(f"output {node_id}.{port} of run {run_id} is gone ({err})") from None
+        rows = reader[: max(0, min(limit, len(reader)))]
+        return {
+            "port": port,
+            "total": len(reader),
+            "fields": describe(reader.arrow_schema),
+            "records": [{k: _shown(v) for k, v in r.items()} for r in rows],
+        }
 
     # running
 
@@ -265,7 +313,7 @@ class Runner:
         rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
         rows_out = sum(v["rows"] for v in result.outputs.values() if v.get("rows") is not None)
         shown = {
-            port: {k: v for k, v in out.items() if k in ("path", "ref", "rows")}
+            port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
             for port, out in result.outputs.items()
         }
         state = "cached" if cached else "succeeded"

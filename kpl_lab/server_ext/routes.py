@@ -34,6 +34,7 @@ from ..api.jobs import (
 )
 from ..api.models import Model, ModelList, ModelVersion
 from ..api.pipelines import (
+    PipelineRecords,
     PipelineRun,
     PipelineRunList,
     PipelineTemplateList,
@@ -412,6 +413,20 @@ ROUTES: list[Route] = [
         "/pipelines/runs/{run_id}/stop",
         pipelines.PipelineRunStopHandler,
         {"post": Operation("Stop a pipeline run (409 when it has already ended)", PipelineRun)},
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/nodes/{node}/records",
+        pipelines.PipelineNodeRecordsHandler,
+        {
+            "get": Operation(
+                "The first records and fields of a node's output in a run",
+                PipelineRecords,
+                query=(
+                    Query("port", description="output port (needed when the node has several)"),
+                    Query("limit", {"type": "integer", "minimum": 0, "maximum": 100, "default": 10}),
+                ),
+            )
+        },
     ),
     Route(
         "/pipelines/runs/{run_id}/rerun",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,13 @@ from ..pipelines.format import load_yaml
 from ..pipelines.nodes import NODE_TYPES
 
 EDGE_PARAMETERS = ("input", "left", "right")  # parameters that name one node or node.port
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"$bytes"}:
+        return f"<{value['$bytes']} bytes>"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 class PipelineBuilder(widgets.VBox):
@@ -36,6 +45,8 @@ class PipelineBuilder(widgets.VBox):
         self.add_button = widgets.Button(description="add node", button_style="primary")
         self.remove_picker = widgets.Dropdown(description="node", options=[])
         self.remove_button = widgets.Button(description="remove node")
+        self.preview_button = widgets.Button(description="preview")
+        self.preview_view = widgets.HTML()
         self.save_button = widgets.Button(description="save")
         self.message = widgets.HTML()
         self.nodes_view = widgets.HTML()
@@ -46,9 +57,14 @@ class PipelineBuilder(widgets.VBox):
             lambda _: self.remove_node(self.remove_picker.value) if self.remove_picker.value else None
         )
         self.save_button.on_click(lambda _: self.save())
+        self.preview_button.on_click(
+            lambda _: self.preview(self.remove_picker.value) if self.remove_picker.value else None
+        )
         editor = widgets.VBox([widgets.HBox([self.type_picker, self.id_text]), self.form, self.add_button])
-        tools = widgets.HBox([self.remove_picker, self.remove_button, self.save_button])
-        super().__init__([editor, self.message, self.nodes_view, tools, self.yaml_view], **kwargs)
+        tools = widgets.HBox([self.remove_picker, self.remove_button, self.preview_button, self.save_button])
+        super().__init__(
+            [editor, self.message, self.nodes_view, tools, self.preview_view, self.yaml_view], **kwargs
+        )
         self._build_form()
         self.refresh()
 
@@ -86,6 +102,56 @@ class PipelineBuilder(widgets.VBox):
         """Remove a node (what read it shows a dangling input until changed)."""
         del self.pipeline.nodes[node_id]
         self.refresh()
+
+    def upstream(self, node_id: str) -> list[str]:
+        """Return node_id and every node it reads from, directly or not, in file order."""
+        wanted, todo = set(), [node_id]
+        while todo:
+            current = todo.pop()
+            if current in wanted or current not in self.pipeline.nodes:
+                continue
+            wanted.add(current)
+            settings = dict(self.pipeline.nodes[current])
+            node_type = NODE_TYPES.get(settings.pop("type", ""))
+            try:
+                params = node_type.params.model_validate(settings) if node_type else None
+            except ValidationError:
+                params = None
+            if params is not None:
+                todo += [ref.partition(".")[0] for ref in node_type.inputs(params).values()]
+        return [n for n in self.pipeline.nodes if n in wanted]
+
+    def preview(self, node_id: str, port: str | None = None, limit: int = 5, timeout: float = 300) -> dict:
+        """Run node_id and what it reads on the server (cached nodes are reused); show its first records."""
+        if self.client is None:
+            raise ValueError("preview runs on the server: give PipelineBuilder a client")
+        part = Pipeline(self.pipeline.name, self.pipeline.description)
+        part.nodes = {n: self.pipeline.nodes[n] for n in self.upstream(node_id)}
+        run = self.client.run_pipeline(part.to_yaml())
+        deadline = time.monotonic() + timeout
+        while run["state"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            run = self.client.pipeline_run(run["id"])
+        if run["state"] != "succeeded":
+            failed = [
+                f"{n['node']}: {n['log'].strip().splitlines()[-1]}"
+                for n in run["nodes"]
+                if n["state"] == "failed" and n["log"].strip()
+            ]
+            self.preview_view.value = f"<span style='color:#c00'>preview run {escape(run['id'])} {escape(run['state'])}: {escape('; '.join(failed))}</span>"
+            return {}
+        shown = self.client.pipeline_records(run["id"], node_id, port, limit)
+        names = [f["name"] for f in shown["fields"]]
+        head = "".join(f"<th>{escape(n)}</th>" for n in names)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{escape(_cell(r.get(n)))}</td>" for n in names) + "</tr>"
+            for r in shown["records"]
+        )
+        self.preview_view.value = (
+            f"<b>{escape(node_id)}.{escape(shown['port'])}</b>: first {len(shown['records'])} of {shown['total']} records"
+            f"<table><tr>{head}</tr>{body}</table>"
+        )
+        return shown
 
     def save(self, path: str | Path | None = None) -> Path:
         """Write the pipeline file (to the path it was opened from unless given)."""

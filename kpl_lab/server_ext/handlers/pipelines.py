@@ -7,6 +7,7 @@ import threading
 from tornado import web
 
 from ...api.pipelines import (
+    PipelineRecords,
     PipelineRunList,
     PipelineTemplate,
     PipelineTemplateList,
@@ -130,3 +131,15 @@ class PipelineRunRerunHandler(PipelineBase):
             return run_body(self.runner.get(self.project, new_id))
 
         self.reply(await self.blocking(work), status=201)
+
+
+class PipelineNodeRecordsHandler(PipelineBase):
+    """GET: the first records of a node's output in a run."""
+
+    @web.authenticated
+    async def get(self, run_id: str, node: str) -> None:
+        """Show a node's first records."""
+        port = self.get_query_argument("port", None) or None
+        limit = self.query_int("limit", 10, 0, 100)
+        answer = await self.blocking(self.runner.records, self.project, run_id, node, port, limit)
+        self.reply(PipelineRecords.model_validate(answer))

@@ -568,6 +568,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/pipelines/runs/{run_id}/nodes/{node}/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The first records and fields of a node's output in a run */
+        get: operations["getPipelineNodeRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/pipelines/runs/{run_id}/rerun": {
         parameters: {
             query?: never;
@@ -1194,6 +1211,20 @@ export interface components {
             parameter: string | null;
             line: number | null;
             message: string;
+        };
+        /**
+         * PipelineRecords
+         * @description The first records of a node's output in a run.
+         */
+        PipelineRecords: {
+            port: string;
+            /** @description records in the output */
+            total: number;
+            fields: components["schemas"]["PipelineField"][];
+            /** @description bytes values as {"$bytes": size} */
+            records: {
+                [key: string]: unknown;
+            }[];
         };
         /**
          * PipelineRun
@@ -2791,6 +2822,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PipelineRun"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPipelineNodeRecords: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description output port (needed when the node has several) */
+                port?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description a pipeline run id */
+                run_id: string;
+                /** @description a node id of the pipeline */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRecords"];
                 };
             };
             400: components["responses"]["Error400"];

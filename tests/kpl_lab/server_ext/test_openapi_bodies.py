@@ -166,6 +166,9 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert code == 201, again
     assert (await wait_run(api, again["id"]))["state"] == "succeeded"
     assert (await api.post(f"pipelines/runs/{run['id']}/stop"))[0] == 409
+    code, records = await api.get(f"pipelines/runs/{run['id']}/nodes/kept/records", limit=2)
+    assert code == 200 and len(records["records"]) == 2, records
+    assert (await api.get(f"pipelines/runs/{run['id']}/nodes/nothing/records"))[0] == 404
     code, held = await api.post(
         "pipelines/runs", {"text": "version: 1\nname: hold\nnodes:\n  w: {type: train, algorithm: waiter}\n"}
     )

@@ -77,3 +77,27 @@ def test_refuses_bad_parameters_and_shows_problems(kpl_server, kpl_data):
     assert list(builder.pipeline.nodes) == ["raw"] and builder.validation["ok"]
     with pytest.raises(ValueError, match="'nope' is not a node type"):
         builder.add_node("nope")
+
+
+def test_preview_runs_the_node_and_shows_its_first_records(kpl_server, kpl_data):
+    builder = PipelineBuilder("preview", client=kpl_server.client())
+    builder.add_node("dataset", "raw", dataset="shapes")
+    builder.add_node("regex_extract", "number", input="raw", field="path", pattern=PATTERN)
+    builder.add_node("select", "images", input="number", where="n IS NOT NULL")
+    builder.add_node("select", "other", input="raw", where="true")
+    assert builder.upstream("images") == ["raw", "number", "images"]
+    builder.remove_picker.value = "images"
+    builder.preview_button.click()
+    view = builder.preview_view.value
+    assert "<b>images.out</b>: first 5 of 5 records" in view
+    assert "<th>n</th>" in view and "<td>images/0.png</td>" in view and "bytes&gt;</td>" in view
+    shown = builder.preview("number", limit=2)
+    assert shown["total"] == 6 and len(shown["records"]) == 2
+    assert {f["name"]: f["nullable"] for f in shown["fields"]}["n"] is True
+    expected = {r["path"]: r["path"].removeprefix("images/").removesuffix(".png") for r in shown["records"]}
+    assert {r["path"]: r["n"] for r in shown["records"]} == {
+        p: (n if p.startswith("images/") else None) for p, n in expected.items()
+    }
+    builder.add_node("select", "broken", input="raw", where="CAST(path AS INTEGER) > 0")
+    builder.preview("broken")
+    assert "preview run" in builder.preview_view.value and "failed" in builder.preview_view.value

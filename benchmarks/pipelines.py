@@ -71,16 +71,12 @@ def make(home: Path, records: int) -> None:
 
 
 def ours(home: Path, fresh: bool, memory_limit: str | None) -> dict:
-    from kpl_lab.pipelines.processors import Settings
-    from kpl_lab.pipelines.runner import Runner
+    from kpl_lab.pipelines.runner import PipelineRunner
     from kpl_lab.platform import Platform
 
     platform = Platform(home=str(home))
-    settings = Settings(
-        memory_limit=memory_limit, temp_directory=str(home / "spill") if memory_limit else None
-    )
     start = time.perf_counter()
-    run = Runner(platform, settings=settings).run("p", PIPELINE, fresh=fresh)
+    run = PipelineRunner(platform, memory_limit=memory_limit or "").run("p", PIPELINE, fresh=fresh)
     seconds = time.perf_counter() - start
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
     rows = next(n.rows_out for n in run.nodes if n.node == "ids")

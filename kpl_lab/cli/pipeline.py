@@ -48,9 +48,9 @@ def _progress(node: str, state: str, message: str) -> None:
 
 
 def cmd_run(args, platform) -> int:
-    from ..pipelines.runner import Runner
+    from ..pipelines.runner import PipelineRunner
 
-    runner = Runner(platform)
+    runner = PipelineRunner(platform)
     run_id = runner.create(
         args.project, _read(args.file), os.path.abspath(args.file), from_node=args.from_node, fresh=args.fresh
     )
@@ -84,17 +84,17 @@ def _detach(args, platform, run_id: str) -> None:
 
 
 def cmd_execute(args, platform) -> int:
-    from ..pipelines.runner import Runner
+    from ..pipelines.runner import PipelineRunner
 
-    run = Runner(platform).execute(args.project, args.run_id, _progress)
+    run = PipelineRunner(platform).execute(args.project, args.run_id, _progress)
     return 0 if run.state == "succeeded" else 1
 
 
 def cmd_runs(args, platform) -> int:
     from ..api.pipelines import run_body
-    from ..pipelines.runner import Runner
+    from ..pipelines.runner import PipelineRunner
 
-    runs = Runner(platform).list(args.project, args.limit)
+    runs = PipelineRunner(platform).list(args.project, args.limit)
     if args.json:
         emit_json({"runs": [run_body(r).model_dump(mode="json") for r in runs]})
         return 0
@@ -115,9 +115,9 @@ def cmd_runs(args, platform) -> int:
 
 def cmd_show(args, platform) -> int:
     from ..api.pipelines import run_body
-    from ..pipelines.runner import Runner
+    from ..pipelines.runner import PipelineRunner
 
-    run = Runner(platform).get(args.project, args.run_id)
+    run = PipelineRunner(platform).get(args.project, args.run_id)
     if args.json:
         emit_json(run_body(run).model_dump(mode="json"))
         return 0
@@ -158,9 +158,9 @@ def cmd_show(args, platform) -> int:
 
 
 def cmd_stop(args, platform) -> int:
-    from ..pipelines.runner import Runner
+    from ..pipelines.runner import PipelineRunner
 
-    run = Runner(platform).stop(args.project, args.run_id)
+    run = PipelineRunner(platform).stop(args.project, args.run_id)
     print(f"pipeline run {run.id}: stop requested")
     return 0
 

@@ -6,7 +6,11 @@ to disk); per-record parsing and seeded splits go batch by batch in pyarrow.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -121,18 +125,27 @@ def run(
     return {port: sink.rows for port, sink in sinks.items()}
 
 
-def _engine(settings: Settings):
-    return sql.connect(settings.memory_limit, settings.temp_directory)
+@contextlib.contextmanager
+def _engine(settings: Settings) -> Iterator[Any]:
+    """Yield a locked-down DuckDB that spills into a folder of its own (removed after)."""
+    spill = None
+    if settings.temp_directory:
+        os.makedirs(settings.temp_directory, exist_ok=True)
+        spill = tempfile.mkdtemp(prefix="node-", dir=settings.temp_directory)
+    con = sql.connect(settings.memory_limit, spill)
+    try:
+        yield con
+    finally:
+        con.close()
+        if spill:
+            shutil.rmtree(spill, ignore_errors=True)
 
 
 def _query(settings: Settings, tables: dict[str, pa.RecordBatchReader], query: str, sink: _Sink) -> None:
-    con = _engine(settings)
-    try:
+    with _engine(settings) as con:
         for name, reader in tables.items():
             con.register(name, reader)
         sink.drain(con.sql(query).to_arrow_reader(BATCH_ROWS))
-    finally:
-        con.close()
 
 
 def _stream(source: Source, numbered: bool = False) -> pa.RecordBatchReader:
@@ -182,15 +195,11 @@ def left_join(p, inputs, sinks, settings, log) -> None:
 
 
 def _labels(p, source: Source, settings: Settings) -> list:
-    con = _engine(settings)
-    try:
+    with _engine(settings) as con:
         con.register("input", _stream(source))
         field = sql.quote(p.field)
-        rows = con.sql(
-            f"SELECT DISTINCT {field} FROM input WHERE {field} IS NOT NULL ORDER BY {field}"
-        ).fetchall()
-    finally:
-        con.close()
+        query = f"SELECT DISTINCT {field} FROM input WHERE {field} IS NOT NULL ORDER BY {field}"
+        rows = con.sql(query).fetchall()
     return [r[0] for r in rows]
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from traitlets import Integer, Unicode
+from traitlets.config import LoggingConfigurable
 
 from ..catalog.models import utcnow
 from ..catalog.pipelines import PipelineNodeRun, PipelineRun
@@ -47,13 +49,23 @@ def _shown(value: Any) -> Any:
     return value
 
 
-class Runner:
+class PipelineRunner(LoggingConfigurable):
     """Start, follow and stop pipeline runs of one platform."""
 
-    def __init__(self, platform: Any, workers: int = 4, settings: Settings | None = None):
+    workers = Integer(4, help="Nodes of one run that may run at the same time.").tag(config=True)
+    memory_limit = Unicode(
+        "",
+        help="Memory the query engine may use per node before it spills to disk, e.g. '2GB' (default: its own).",
+    ).tag(config=True)
+    spill_directory = Unicode(
+        "", help="Where the query engine spills (default: <storage>/pipelines/.spill)."
+    ).tag(config=True)
+
+    def __init__(self, platform: Any, settings: Settings | None = None, **kwargs: Any):
+        super().__init__(parent=platform, **kwargs)
         self.platform = platform
-        self.workers = workers
-        self.settings = settings or Settings()
+        spill = self.spill_directory or str(platform.storage.root / "pipelines" / ".spill")
+        self.settings = settings or Settings(self.memory_limit or None, spill)
 
     # history
 

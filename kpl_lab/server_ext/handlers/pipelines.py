@@ -25,9 +25,9 @@ class PipelineBase(KPLHandler):
 
     @property
     def runner(self):
-        from ...pipelines.runner import Runner
+        from ...pipelines.runner import PipelineRunner
 
-        return Runner(self.platform)
+        return PipelineRunner(self.platform)
 
     def start(self, run_id: str) -> None:
         """Execute a recorded run in a thread of the server; the history says how it goes."""

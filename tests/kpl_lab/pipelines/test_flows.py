@@ -21,11 +21,11 @@ def _without_train(text: str) -> str:
 
 
 def test_segmentation_flow_joins_masks_and_leaves_missing_ones_null(lab, fruit):
-    from kpl_lab.pipelines.runner import Runner
+    from kpl_lab.pipelines.runner import PipelineRunner
 
     files = fruit.files("segmentation", 30)
     fruit.add("fruit-segmentation", files)
-    run = Runner(lab).run("p", template_text("segmentation"))
+    run = PipelineRunner(lab).run("p", template_text("segmentation"))
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
 
     rows = [_extract(r) for r in files]
@@ -55,11 +55,11 @@ def _voc(xml: bytes) -> tuple[int, int, list[dict]]:
 
 
 def test_detection_flow_joins_parsed_voc_boxes(lab, fruit):
-    from kpl_lab.pipelines.runner import Runner
+    from kpl_lab.pipelines.runner import PipelineRunner
 
     files = fruit.files("detection", 25)
     fruit.add("fruit-detection", files)
-    run = Runner(lab).run("p", _without_train(template_text("detection")))
+    run = PipelineRunner(lab).run("p", _without_train(template_text("detection")))
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
 
     rows = [_extract(r) for r in files]
@@ -70,7 +70,7 @@ def test_detection_flow_joins_parsed_voc_boxes(lab, fruit):
 
 
 def test_classification_flow_numbers_labels_trains_and_saves_the_model(lab, fruit):
-    from kpl_lab.pipelines.runner import Runner
+    from kpl_lab.pipelines.runner import PipelineRunner
 
     files = fruit.files("classification", 18)
     fruit.add("fruit-classification", files)
@@ -91,7 +91,7 @@ def test_classification_flow_numbers_labels_trains_and_saves_the_model(lab, frui
         "kh.done()\n"
     )
     lab.catalog.add_algorithm("p", folder)
-    run = Runner(lab).run("p", template_text("classification"))
+    run = PipelineRunner(lab).run("p", template_text("classification"))
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
 
     names = sorted({r["path"].split("/")[1] for r in files if r["path"].count("/") == 2})

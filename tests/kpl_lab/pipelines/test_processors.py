@@ -9,7 +9,7 @@ import numpy as np
 
 from kpl_dataset import ReadOnlyDataset
 from kpl_lab.pipelines.processors import uniform
-from kpl_lab.pipelines.runner import Runner
+from kpl_lab.pipelines.runner import PipelineRunner
 
 
 def _records(n: int) -> list[dict]:
@@ -51,7 +51,7 @@ nodes:
   some: {type: sample, input: raw, fraction: 0.25, seed: 9}
   mixed: {type: shuffle, input: raw, seed: 3}
 """
-    run = Runner(lab).run("p", text)
+    run = PipelineRunner(lab).run("p", text)
     assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
     bounds = [0.7, 0.9, 1.0]
     which = [next(k for k, b in enumerate(bounds) if _splitmix(5, i) < b) for i in range(300)]
@@ -60,7 +60,7 @@ nodes:
     assert _output(lab, run, "some") == [r for i, r in enumerate(records) if _splitmix(9, i) < 0.25]
     order = sorted(range(300), key=lambda i: _splitmix(3, i))
     assert _output(lab, run, "mixed") == [records[i] for i in order]
-    again = Runner(lab).run("p", text, fresh=True)
+    again = PipelineRunner(lab).run("p", text, fresh=True)
     assert _output(lab, again, "mixed") == _output(lab, run, "mixed")
 
 
@@ -80,7 +80,7 @@ nodes:
       SELECT a.path, count(e.path) AS matches, octet_length(a.content) AS size
       FROM a LEFT JOIN e ON a.path = e.path GROUP BY a.path, a.content ORDER BY a.path
 """
-    run = Runner(lab).run("p", text)
+    run = PipelineRunner(lab).run("p", text)
     assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
     assert _output(lab, run, "counted") == [
         {"path": r["path"], "matches": int(i % 2 == 0), "size": 3} for i, r in enumerate(records)
@@ -116,7 +116,7 @@ def test_parse_labelme_boxes_from_polygons(lab, fruit):
         expected.append({**records[-1], "object": boxes, "width": 64 + i, "height": 48})
     fruit.add("labelme", records)
     text = "version: 1\nname: lm\nnodes:\n  raw: {type: dataset, dataset: labelme}\n  boxes: {type: parse_labelme, input: raw}\n"
-    run = Runner(lab).run("p", text)
+    run = PipelineRunner(lab).run("p", text)
     assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
     assert _output(lab, run, "boxes") == expected
 
@@ -131,7 +131,7 @@ nodes:
   extract: {type: regex_extract, input: raw, field: path, pattern: '^Fruit/(?P<fruit>[^/]+)/[^/]+$'}
   ids: {type: label_id, input: extract, field: fruit, output: fruit_id}
 """
-    run = Runner(lab).run("p", text)
+    run = PipelineRunner(lab).run("p", text)
     got = _output(lab, run, "ids")
     names = sorted({r["fruit"] for r in got if r["fruit"] is not None})
     assert [r["fruit_id"] for r in got] == [

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kpl_lab.pipelines import processors
-from kpl_lab.pipelines.runner import Runner
+from kpl_lab.pipelines.runner import PipelineRunner
 from kpl_lab.pipelines.templates import template_text
 
 
@@ -23,7 +23,7 @@ def seg(fruit):
 
 
 def test_unchanged_pipeline_is_cached_and_a_changed_parameter_recomputes_downstream(lab, fruit, seg):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     first = runner.run("p", seg)
     assert _states(first) == dict.fromkeys(
         ["raw", "extract", "images", "masks", "renamed", "joined", "save"], "succeeded"
@@ -52,7 +52,7 @@ def test_unchanged_pipeline_is_cached_and_a_changed_parameter_recomputes_downstr
 
 
 def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     first = runner.run("p", seg)
     extract = next(n for n in first.nodes if n.node == "extract")
     folder = lab.storage.absolute(extract.outputs["out"]["path"])
@@ -70,7 +70,7 @@ def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):
 
 
 def test_a_deleted_saved_dataset_is_saved_again(lab, fruit, seg):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     runner.run("p", seg)
     lab.catalog.delete_dataset("p", "fruit-segmentation-train")
     again = runner.run("p", seg)
@@ -87,7 +87,7 @@ def test_independent_branches_run_at_the_same_time(lab, fruit, seg, monkeypatch)
         select(*args)
 
     monkeypatch.setitem(processors.PROCESSORS, "select", meet_then_select)
-    run = Runner(lab).run("p", seg)
+    run = PipelineRunner(lab).run("p", seg)
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
     nodes = {n.node: n for n in run.nodes}
     assert (
@@ -97,7 +97,7 @@ def test_independent_branches_run_at_the_same_time(lab, fruit, seg, monkeypatch)
 
 
 def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     first = runner.run("p", seg)
     from_masks = runner.execute("p", runner.rerun("p", first.id, from_node="masks"))
     assert _states(from_masks) == {
@@ -110,7 +110,7 @@ def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
 
 
 def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit, seg, monkeypatch):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     started = threading.Event()
     rename = processors.PROCESSORS["rename"]
 
@@ -134,7 +134,7 @@ def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit, seg, monkeypa
 
 
 def test_history_lists_runs_newest_first(lab, fruit, seg):
-    runner = Runner(lab)
+    runner = PipelineRunner(lab)
     a = runner.run("p", seg)
     b = runner.run("p", seg)
     assert [r.id for r in runner.list("p")] == [b.id, a.id]
@@ -144,3 +144,15 @@ def test_history_lists_runs_newest_first(lab, fruit, seg):
     assert (
         node.started <= node.finished and node.rows_in == 20 + 15 + 1 and node.rows_out == 20
     )  # images, masks, README
+
+
+def test_runner_settings_come_from_the_platform_config_and_spills_are_removed(lab, fruit, seg):
+    from traitlets.config import Config
+
+    lab.config = Config({"PipelineRunner": {"workers": 1, "memory_limit": "64MB"}})
+    runner = PipelineRunner(lab)
+    assert (runner.workers, runner.settings.memory_limit) == (1, "64MB")
+    assert runner.settings.temp_directory == str(lab.storage.root / "pipelines" / ".spill")
+    run = runner.run("p", seg)
+    assert run.state == "succeeded"
+    assert list((lab.storage.root / "pipelines" / ".spill").iterdir()) == []

@@ -8,7 +8,7 @@ import yaml
 from kpl_lab.errors import BadRequest
 from kpl_lab.pipelines import PlatformCatalog, parse, validate
 from kpl_lab.pipelines.format import PipelineSyntaxError
-from kpl_lab.pipelines.runner import Runner
+from kpl_lab.pipelines.runner import PipelineRunner
 
 ISSUE_FILE = """\
 version: 1
@@ -192,7 +192,7 @@ def test_not_a_pipeline_at_all():
 def test_a_run_of_an_invalid_pipeline_is_refused_with_every_problem(lab, fruit):
     fruit.add("fruit-detection", fruit.files("detection", 4))
     with pytest.raises(BadRequest) as err:
-        Runner(lab).create("p", ISSUE_FILE.replace("on: id", "on: nid"))
+        PipelineRunner(lab).create("p", ISSUE_FILE.replace("on: id", "on: nid"))
     assert [f for f, _ in err.value.errors] == ["joined.on", "joined.on"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .db import Base
@@ -31,6 +31,7 @@ class PipelineRun(Base):
     from_node: Mapped[str | None] = mapped_column(String(200), nullable=True)  # re-run from this node
     fresh: Mapped[bool] = mapped_column(default=False)  # re-run all: no cache used
     stop_requested: Mapped[bool] = mapped_column(default=False)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the process executing it
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import threading
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from sqlalchemy import select
 from traitlets import Integer, Unicode
 from traitlets.config import LoggingConfigurable
@@ -77,7 +79,13 @@ class PipelineRunner(LoggingConfigurable):
             run = session.get(PipelineRun, run_id)
             if run is None or run.project.name != project:
                 raise NotFound(f"pipeline run {run_id!r} not found in project {project!r}")
+        return self._reap(run)
+
+    def _reap(self, run: PipelineRun) -> PipelineRun:
+        """Mark failed a run whose process ended without finishing it (a server restart, a kill)."""
+        if run.state != "running" or run.pid is None or psutil.pid_exists(run.pid):
             return run
+        return self._end(run.project.name, run.id, "failed", f"the process running it (pid {run.pid}) ended")
 
     def list(self, project: str, limit: int = 50) -> list[PipelineRun]:
         from ..catalog.models import Project
@@ -90,7 +98,8 @@ class PipelineRunner(LoggingConfigurable):
                 .order_by(PipelineRun.created.desc())
                 .limit(limit)
             )
-            return list(session.scalars(query))
+            runs = list(session.scalars(query))
+        return [self._reap(run) for run in runs]
 
     def stop(self, project: str, run_id: str) -> PipelineRun:
         """Ask a running pipeline to stop: running nodes end, their jobs are stopped."""
@@ -193,8 +202,29 @@ class PipelineRunner(LoggingConfigurable):
     def execute(self, project: str, run_id: str, progress: Progress | None = None) -> PipelineRun:
         """Run a recorded run to its end in this process; return it finished."""
         run = self.get(project, run_id)
-        spec = parse(run.file)
-        checked = self.validate(project, spec)
+        with self.platform.session(immediate=True) as session:
+            session.get(PipelineRun, run_id).pid = os.getpid()
+        try:
+            checked = self.validate(project, parse(run.file))
+            if not checked.ok:  # the catalog changed since the run was recorded
+                return self._end(project, run_id, "failed", "; ".join(map(str, checked.problems)))
+            return self._execute(project, run_id, run, checked, progress)
+        except Exception as err:
+            self._end(project, run_id, "failed", f"{type(err).__name__}: {err}")
+            raise
+
+    def _end(self, project: str, run_id: str, state: str, reason: str) -> PipelineRun:
+        with self.platform.session(immediate=True) as session:
+            row = session.get(PipelineRun, run_id)
+            row.state, row.finished, row.reason = state, utcnow(), reason
+            for node in row.nodes:
+                if node.state in ("pending", "running"):
+                    node.state = "skipped"
+        return self.get(project, run_id)
+
+    def _execute(
+        self, project: str, run_id: str, run: PipelineRun, checked: Validation, progress
+    ) -> PipelineRun:
         forced = self._forced(checked, run.from_node, run.fresh)
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch, args=(run_id, stop), daemon=True)

@@ -156,3 +156,30 @@ def test_runner_settings_come_from_the_platform_config_and_spills_are_removed(la
     run = runner.run("p", seg)
     assert run.state == "succeeded"
     assert list((lab.storage.root / "pipelines" / ".spill").iterdir()) == []
+
+
+def test_a_run_whose_process_ended_is_marked_failed(lab, fruit, seg):
+    import subprocess
+    import sys
+
+    from kpl_lab.catalog.pipelines import PipelineRun
+
+    runner = PipelineRunner(lab)
+    run_id = runner.create("p", seg)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    with lab.session() as session:
+        session.get(PipelineRun, run_id).pid = int(gone.stdout)
+    run = runner.get("p", run_id)
+    assert run.state == "failed" and f"(pid {int(gone.stdout)}) ended" in run.reason
+    assert set(_states(run).values()) == {"skipped"}
+    assert [r.state for r in runner.list("p")] == ["failed"]
+
+
+def test_a_run_whose_dataset_went_away_before_it_started_fails_with_the_problem(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run_id = runner.create("p", seg)
+    lab.catalog.delete_dataset("p", "fruit-segmentation")
+    run = runner.execute("p", run_id)
+    assert run.state == "failed" and "raw.dataset: dataset 'fruit-segmentation' not found" in run.reason

@@ -32,6 +32,7 @@ def upgrade() -> None:
         sa.Column("from_node", sa.String(200), nullable=True),
         sa.Column("fresh", sa.Boolean(), nullable=False),
         sa.Column("stop_requested", sa.Boolean(), nullable=False),
+        sa.Column("pid", sa.Integer(), nullable=True),
         sa.Column("created", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished", sa.DateTime(timezone=True), nullable=True),
     )

@@ -263,6 +263,11 @@ class WriteOnlyDataset:
     def record_type(self) -> dict:
         return self._record_type
 
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """Return the Arrow schema batches of this part have (nullable fields marked)."""
+        return self._schema
+
     def _load_old(self) -> Manifest | None:
         try:
             return load_manifest(self._loc, self._part)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 import re
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -35,7 +36,7 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class NodeType:
+class NodeType(ABC):
     """A kind of node: parameter model, named inputs, output ports and schema inference."""
 
     name: str
@@ -48,14 +49,11 @@ class NodeType:
         """Return parameter -> referenced `node` or `node.port`."""
         return {"input": p.input} if hasattr(p, "input") else {}
 
-    def ports(self, p: Any) -> list[str]:
-        """Return the output ports (before the catalog is asked)."""
-        return [PORT]
-
+    @abstractmethod
     def infer(
         self, p: Any, inputs: dict[str, Output], catalog: Catalog, report: Report
     ) -> dict[str, Output] | None:
-        raise NotImplementedError
+        """Return the output ports' schemas, or None after report()ing why there are none."""
 
 
 def _field(schema: pa.Schema, name: str, parameter: str, what: str, report: Report) -> pa.Field | None:
@@ -341,9 +339,6 @@ class Split(NodeType):
     name, params = "split", SplitParams
     description = "Split the records into named parts by fraction, the same way for the same seed."
 
-    def ports(self, p):
-        return list(p.ratios)
-
     def infer(self, p, inputs, catalog, report):
         schema = _dataset(inputs, "input", report)
         bad = [k for k, v in p.ratios.items() if not (0 < v <= 1)]
@@ -476,9 +471,6 @@ class AlgorithmNode(NodeType):
 
     def inputs(self, p):
         return {f"inputs.{k}": v for k, v in p.inputs.items()}
-
-    def ports(self, p):
-        return []  # known once the catalog gives environment.yml
 
     def infer(self, p, inputs, catalog, report):
         try:

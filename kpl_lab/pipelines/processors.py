@@ -43,10 +43,6 @@ class Source:
     part: str
     schema: pa.Schema
 
-    @property
-    def rows(self) -> int:
-        return len(ReadOnlyDataset(self.folder, self.part, verify=False))
-
     def batches(self) -> Iterator[pa.RecordBatch]:
         reader = ReadOnlyDataset(self.folder, self.part)
         for batch in reader.iter_batches(BATCH_ROWS):
@@ -67,7 +63,7 @@ class _Sink:
     def __init__(self, folder: Path, schema: pa.Schema, stop: threading.Event):
         types = {f.name: record_type(f.type) for f in schema}
         self.writer = WriteOnlyDataset(folder, "root", types, nullable=[f.name for f in schema if f.nullable])
-        self.schema = self.writer._schema
+        self.schema = self.writer.arrow_schema
         self.stop = stop
         self.rows = 0
 

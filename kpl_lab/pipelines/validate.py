@@ -91,6 +91,9 @@ def validate(spec: Spec, catalog: Catalog) -> Validation:
     for node_id in cyclic:
         loop = " → ".join(_cycle(nodes, node_id))
         _report(spec, nodes[node_id], None, f"is in a cycle: {loop}")
+    for node_id in nodes:
+        if node_id not in order and node_id not in cyclic:
+            _report(spec, nodes[node_id], None, "reads from a cycle, so it can never run")
     for node_id in order:
         _infer(spec, nodes[node_id], nodes, catalog)
     return Validation(spec, nodes, order)

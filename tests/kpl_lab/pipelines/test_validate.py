@@ -84,6 +84,13 @@ def test_cycles_and_dangling_inputs(check):
     problems = _problems(result)
     assert "line 12: a: is in a cycle: a → b → a" in problems
     assert "line 13: b: is in a cycle: b → a → b" in problems
+    result = check(
+        _with(
+            '  d: {type: select, input: e, where: "true"}\n  e: {type: select, input: d, where: "true"}\n'
+            '  f: {type: select, input: e, where: "true"}\n'
+        )
+    )
+    assert "line 14: f: reads from a cycle, so it can never run" in _problems(result)
     assert any(p.startswith('line 14: c.input: node "ghost" does not exist') for p in problems)
 
 

@@ -54,6 +54,9 @@ class Step:
     def parse_labelme(self, field: str = "content", id: str | None = None) -> Step:
         return self.then("parse_labelme", id, field=field)
 
+    def parse_coco(self, field: str = "content", id: str | None = None) -> Step:
+        return self.then("parse_coco", id, field=field)
+
     def split(self, ratios: dict[str, float], seed: int = 0, id: str | None = None) -> Step:
         return self.then("split", id, ratios=dict(ratios), seed=seed)
 

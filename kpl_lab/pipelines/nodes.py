@@ -511,6 +511,7 @@ NODE_TYPES: dict[str, NodeType] = {
         LabelId(),
         ParseAnnotation("parse_voc", "Pascal VOC XML"),
         ParseAnnotation("parse_labelme", "Labelme JSON"),
+        ParseAnnotation("parse_coco", "COCO JSON (one image's document per record)"),
         Split(),
         Sample(),
         Shuffle(),

@@ -222,7 +222,35 @@ def _parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]
             return width, height, objects
 
         return voc
-    return _labelme
+    return _coco if type_name == "parse_coco" else _labelme
+
+
+def _coco(data: bytes, where: str) -> tuple[int, int, list[dict]]:
+    """Read one image's COCO document: images (exactly one), annotations (bbox x, y, w, h), categories."""
+    doc = json.loads(data)
+    images = doc.get("images") or []
+    if len(images) != 1:
+        raise ValueError(
+            f"{where}: holds {len(images)} images; parse_coco takes one image's COCO document per record"
+        )
+    names = {c.get("id"): str(c.get("name", "")) for c in doc.get("categories") or []}
+    objects = []
+    for i, ann in enumerate(doc.get("annotations") or []):
+        box = ann.get("bbox") or []
+        if len(box) != 4:
+            raise ValueError(f"{where}: annotation {i} has no [x, y, width, height] bbox")
+        x, y, w, h = box
+        objects.append(
+            {
+                "name": names.get(ann.get("category_id"), str(ann.get("category_id"))),
+                "xmin": round(x),
+                "ymin": round(y),
+                "xmax": round(x + w),
+                "ymax": round(y + h),
+                "difficult": int(bool(ann.get("iscrowd", 0))),
+            }
+        )
+    return int(images[0].get("width") or 0), int(images[0].get("height") or 0), objects
 
 
 def _labelme(data: bytes, where: str) -> tuple[int, int, list[dict]]:
@@ -335,6 +363,7 @@ PROCESSORS: dict[str, Callable] = {
     "label_id": label_id,
     "parse_voc": parse_annotations("parse_voc"),
     "parse_labelme": parse_annotations("parse_labelme"),
+    "parse_coco": parse_annotations("parse_coco"),
     "split": split,
     "sample": sample,
     "shuffle": shuffle,

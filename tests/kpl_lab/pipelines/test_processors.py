@@ -138,3 +138,51 @@ nodes:
         None if r["fruit"] is None else names.index(r["fruit"]) for r in got
     ]
     assert any(r["fruit_id"] is None for r in got)
+
+
+def test_parse_coco_one_image_document_per_record(lab, fruit):
+    rng = random.Random(8)
+    categories = [{"id": 1, "name": "apple"}, {"id": 2, "name": "kiwi"}]
+    records, expected = [], []
+    for i in range(10):
+        anns = [
+            {
+                "bbox": [rng.uniform(0, 40), rng.uniform(0, 40), rng.uniform(1, 20), rng.uniform(1, 20)],
+                "category_id": rng.choice([1, 2]),
+                "iscrowd": rng.choice([0, 1]),
+            }
+            for _ in range(rng.randint(0, 3))
+        ]
+        doc = {
+            "images": [{"id": i, "width": 80, "height": 60 + i}],
+            "annotations": anns,
+            "categories": categories,
+        }
+        records.append(
+            {"path": f"c/{i}.json", "contentType": "application/json", "content": json.dumps(doc).encode()}
+        )
+        boxes = [
+            {
+                "name": {1: "apple", 2: "kiwi"}[a["category_id"]],
+                "xmin": round(a["bbox"][0]),
+                "ymin": round(a["bbox"][1]),
+                "xmax": round(a["bbox"][0] + a["bbox"][2]),
+                "ymax": round(a["bbox"][1] + a["bbox"][3]),
+                "difficult": a["iscrowd"],
+            }
+            for a in anns
+        ]
+        expected.append({**records[-1], "object": boxes, "width": 80, "height": 60 + i})
+    fruit.add("coco", records)
+    text = "version: 1\nname: cc\nnodes:\n  raw: {type: dataset, dataset: coco}\n  boxes: {type: parse_coco, input: raw}\n"
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    assert _output(lab, run, "boxes") == expected
+
+    two = {"images": [{"id": 1}, {"id": 2}], "annotations": [], "categories": []}
+    fruit.add(
+        "coco", [{"path": "c/x.json", "contentType": "application/json", "content": json.dumps(two).encode()}]
+    )
+    failed = PipelineRunner(lab).run("p", text)
+    boxes = next(n for n in failed.nodes if n.node == "boxes")
+    assert failed.state == "failed" and "record 0: holds 2 images" in boxes.log

@@ -44,6 +44,8 @@ def _encode_strings(values: list[str]) -> tuple[bytes, Any]:
 def build(values: list, t: pa.DataType, what: str = "column") -> pa.Array:
     """Return the Arrow array of type t holding the (already checked) Python values."""
     n = len(values)
+    if None in values:  # a nullable field's missing values: Arrow's own conversion marks them null
+        return pa.array(values, type=t)
     code = _FIXED.get(t)
     if code is not None:
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(array(code, values))])
@@ -82,6 +84,8 @@ def values(col: pa.Array, zero_copy: bool = False) -> Any:
     t = col.type
     if not len(col):
         return []
+    if col.null_count:
+        return col.to_pylist()
     code = _FIXED.get(t)
     if code is not None and t != _INT8:
         return memoryview(col.buffers()[1]).cast(code)[col.offset : col.offset + len(col)].tolist()
@@ -101,7 +105,7 @@ def values(col: pa.Array, zero_copy: bool = False) -> Any:
 def getter(col: pa.Array, zero_copy: bool = False) -> Any:
     """Return a fast row -> Python value function for one column (binary as memoryview if zero_copy)."""
     t = col.type
-    if not len(col):
+    if not len(col) or col.null_count:
         return lambda r: col[r].as_py()
     if t == _BINARY:
         data, offsets = _slices(col)

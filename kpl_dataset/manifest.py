@@ -88,6 +88,7 @@ class Manifest:
     updated: str
     shards: list[Shard] = field(default_factory=list)
     files: list[dict] = field(default_factory=list)
+    nullable: list[str] = field(default_factory=list)  # top-level fields that may hold None
 
     @property
     def num_rows(self) -> int:
@@ -115,6 +116,7 @@ class Manifest:
                 for s in self.shards
             ],
             "files": self.files,
+            **({"nullable": self.nullable} if self.nullable else {}),
         }
         return json.dumps(doc, ensure_ascii=False, indent=1).encode()
 
@@ -160,7 +162,8 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
         if key not in doc:
             raise KPLDatasetError(f"{where}: field {key!r} missing")
     try:
-        schema = to_arrow_schema(doc["record_type"])
+        schema = to_arrow_schema(doc["record_type"], doc.get("nullable", []))
+        nullable = [f.name for f in schema if f.nullable]
     except KPLDatasetError as err:
         raise KPLDatasetError(f"{where}: {err}") from None
     try:
@@ -214,6 +217,7 @@ def parse_manifest(data: bytes, part: str, where: str) -> Manifest:
         updated=str(doc["updated"]),
         shards=shards,
         files=files,
+        nullable=nullable,
     )
 
 

@@ -121,6 +121,7 @@ class ReadOnlyDataset:
             self._select = [full.get_field_index(c) for c in names]
         self._names = names
         self.record_type = {k: manifest.record_type[k] for k in names}
+        self.nullable = [k for k in names if k in manifest.nullable]
         self.arrow_schema = pa.schema([full.field(k) for k in names])
         self._starts: list[int] = []
         self._counts: list[int] = []
@@ -216,10 +217,10 @@ class ReadOnlyDataset:
                 f"{self._describe(g)}: holds {batch.num_rows} records, the manifest says {meta.rows}"
             )
         cols = batch.columns
-        for name, c in zip(self._names, cols, strict=True):
-            if c.null_count:
+        for field, c in zip(self.arrow_schema, cols, strict=True):
+            if c.null_count and not field.nullable:
                 raise KPLDatasetError(
-                    f"{self._describe(g)}: field {name} holds nulls, which kpl-dataset never writes"
+                    f"{self._describe(g)}: field {field.name} holds nulls but is not nullable"
                 )
         self._batches[g] = cols
         if not self._loc.local and len(self._batches) > _REMOTE_CACHE:

@@ -89,10 +89,21 @@ def to_arrow_type(record_type: Any) -> pa.DataType:
     return _LEAF_TYPES[record_type]
 
 
-def to_arrow_schema(record_type: dict) -> pa.Schema:
-    """Return the Arrow schema of a record_type after checking it."""
+def check_nullable(record_type: dict, nullable: Any) -> list[str]:
+    """Return the nullable top-level field names, or raise DefinitionError naming a wrong one."""
+    if not isinstance(nullable, (list, tuple)) or not all(isinstance(k, str) for k in nullable):
+        raise DefinitionError(f"nullable must be a list of field names, got {nullable!r}")
+    unknown = [k for k in nullable if k not in record_type]
+    if unknown:
+        raise DefinitionError(f"nullable names {unknown} which are not fields of the record_type")
+    return [k for k in record_type if k in nullable]
+
+
+def to_arrow_schema(record_type: dict, nullable: Any = ()) -> pa.Schema:
+    """Return the Arrow schema of a record_type after checking it; nullable top-level fields may hold None."""
     check_record_type(record_type)
-    return pa.schema([pa.field(k, to_arrow_type(v), nullable=False) for k, v in record_type.items()])
+    allowed = set(check_nullable(record_type, list(nullable)))
+    return pa.schema([pa.field(k, to_arrow_type(v), nullable=k in allowed) for k, v in record_type.items()])
 
 
 class FieldError(Exception):
@@ -270,6 +281,13 @@ def _fields(record_type: dict, encode_file: FileEncoder) -> list[Field]:
     return [(k, compile_validator(v, encode_file), default_value(v)) for k, v in record_type.items()]
 
 
+def _or_none(validate: Validator) -> Validator:
+    def check(value: Any, acc: list) -> Any:
+        return None if value is None else validate(value, acc)
+
+    return check
+
+
 def _v_dict(fields: list[Field]) -> Validator:
     keys = tuple(key for key, _, _ in fields)
 
@@ -301,10 +319,15 @@ def compile_validator(record_type: Any, encode_file: FileEncoder) -> Validator:
 class RecordChecker:
     """Check whole records against a record_type and split them into column values."""
 
-    def __init__(self, record_type: dict, encode_file: FileEncoder):
+    def __init__(self, record_type: dict, encode_file: FileEncoder, nullable: Any = ()):
         check_record_type(record_type)
+        allowed = set(check_nullable(record_type, list(nullable)))
         self.keys = tuple(record_type)
-        self._fields = _fields(record_type, encode_file)
+        # A nullable field takes None, and holds None when the record leaves it out.
+        self._fields = [
+            (k, _or_none(v), None) if k in allowed else (k, v, d)
+            for k, v, d in _fields(record_type, encode_file)
+        ]
 
     def check(self, record: Any, index: int) -> tuple[list, int]:
         """Return (one value per top-level field, approximate bytes) or raise naming the record."""

@@ -201,7 +201,8 @@ class WriteOnlyDataset:
     Nothing written becomes visible before close(); a writer that is never closed
     leaves the previously committed part (or nothing) in place. durable=True also
     fsyncs every shard, file and the manifest before the commit, so that the commit
-    survives a power loss (a process crash never needs it).
+    survives a power loss (a process crash never needs it). nullable names top-level
+    fields that may hold None (readers before this option refuse such a part).
     """
 
     VERSION = 2
@@ -219,6 +220,7 @@ class WriteOnlyDataset:
         batch_bytes: int = 4 << 20,  # a batch is checked, then copied: 4 MiB stays in cache
         shard_rows: int = 1 << 20,
         shard_bytes: int = 256 << 20,
+        nullable: Any = (),
     ):
         if mode not in ("w", "a"):
             raise KPLDatasetError(f"mode must be 'w' or 'a', got {mode!r}")
@@ -238,9 +240,9 @@ class WriteOnlyDataset:
         try:
             _lock(self._loc, self._part, self._res)
             self._old = self._load_old()
-            self._record_type = self._choose_record_type(record_type)
-            self._schema = to_arrow_schema(self._record_type)
-            self._checker = RecordChecker(self._record_type, self._encode_file)
+            self._record_type = self._choose_record_type(record_type, nullable)
+            self._schema = to_arrow_schema(self._record_type, self._nullable)
+            self._checker = RecordChecker(self._record_type, self._encode_file, self._nullable)
             self._remove_orphans()
         except BaseException:
             self._res.release()
@@ -261,6 +263,11 @@ class WriteOnlyDataset:
     def record_type(self) -> dict:
         return self._record_type
 
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """Return the Arrow schema batches of this part have (nullable fields marked)."""
+        return self._schema
+
     def _load_old(self) -> Manifest | None:
         try:
             return load_manifest(self._loc, self._part)
@@ -269,12 +276,15 @@ class WriteOnlyDataset:
                 raise
             return None  # a damaged part is simply replaced in mode "w"
 
-    def _choose_record_type(self, record_type: dict | None) -> dict:
+    def _choose_record_type(self, record_type: dict | None, nullable: Any) -> dict:
+        self._nullable = list(nullable)
         if record_type is None:
             if self._mode == "a" and self._old is not None:
+                self._nullable = self._old.nullable
                 return self._old.record_type
             raise DatasetTypeError("record_type is required to create a dataset part")
-        schema = to_arrow_schema(record_type)
+        schema = to_arrow_schema(record_type, self._nullable)
+        self._nullable = [f.name for f in schema if f.nullable]
         if self._mode == "a" and self._old is not None and not schema.equals(self._old.schema):
             raise KPLDatasetError(
                 f"record_type differs from the one of part {self._part!r}; "
@@ -353,6 +363,32 @@ class WriteOnlyDataset:
         if self._pending_rows >= self._limits[0] or self._pending_bytes >= self._limits[1]:
             self._flush()
 
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Write an Arrow record batch of this part's schema (cast when only types' nullability differ)."""
+        if self._closed:
+            raise DatasetValueError("write_batch() on a closed WriteOnlyDataset")
+        if any(v == "File" for v in self._record_type.values()):
+            # a large File value names a file of the dataset it came from, which this part does not hold
+            raise DatasetTypeError("write_batch() does not take File fields; write() their records")
+        if batch.schema.names != self._schema.names:
+            raise DatasetTypeError(
+                f"batch fields {batch.schema.names} differ from the part's {self._schema.names}"
+            )
+        for field, column in zip(self._schema, batch.columns, strict=True):
+            if column.null_count and not field.nullable:
+                raise DatasetValueError(
+                    f"records {self._count}..: field {field.name} holds nulls but is not nullable"
+                )
+        try:
+            batch = batch.cast(self._schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise DatasetTypeError(f"batch does not match the part's schema: {err}") from None
+        if not batch.num_rows:
+            return
+        self._flush()
+        self._count += batch.num_rows
+        self._write(batch)
+
     def _flush(self) -> None:
         if not self._pending_rows:
             return
@@ -365,6 +401,9 @@ class WriteOnlyDataset:
         self._columns = [[] for _ in self._schema]
         self._pending_rows = 0
         self._pending_bytes = 0
+        self._write(batch)
+
+    def _write(self, batch: pa.RecordBatch) -> None:
         if self._shard is None:
             if not self._folder_ready:
                 self._ensure_folder()
@@ -401,6 +440,7 @@ class WriteOnlyDataset:
                 updated=now(),
                 shards=(old.shards if old else []) + self._shards,
                 files=(old.files if old else []) + self._new_files,
+                nullable=self._nullable,
             )
             self._loc.write_atomic(manifest_name(self._part), manifest.to_json(), durable=self._durable)
         except BaseException:

@@ -453,3 +453,36 @@ class Client:
     def devices(self) -> dict:
         """Return the machine's capacity, its accelerators and what is in use."""
         return self.request("GET", "devices")
+
+    # pipelines
+
+    def validate_pipeline(self, text: str) -> dict:
+        """Return each node's schemas and every problem of a pipeline file's text."""
+        return self.request("POST", "pipelines/validate", body={"text": text})
+
+    def run_pipeline(
+        self, text: str, path: str = "", from_node: str | None = None, fresh: bool = False
+    ) -> dict:
+        """Start a run of a pipeline file's text on the server; return the run."""
+        body = {"text": text, "path": path, "from_node": from_node, "fresh": fresh}
+        return self.request("POST", "pipelines/runs", body=body)
+
+    def pipeline_runs(self, limit: int = 50) -> list[dict]:
+        """Return the project's pipeline runs, newest first."""
+        return self.request("GET", "pipelines/runs", {"limit": limit})["runs"]
+
+    def pipeline_run(self, run_id: str) -> dict:
+        """Return one pipeline run with its nodes."""
+        return self.request("GET", f"pipelines/runs/{_quote(run_id)}")
+
+    def stop_pipeline_run(self, run_id: str) -> dict:
+        """Stop a pipeline run; return it."""
+        return self.request("POST", f"pipelines/runs/{_quote(run_id)}/stop")
+
+    def pipeline_records(self, run_id: str, node: str, port: str | None = None, limit: int = 10) -> dict:
+        """Return the first records and fields of a node's output in a run."""
+        return self.request(
+            "GET",
+            f"pipelines/runs/{_quote(run_id)}/nodes/{_quote(node)}/records",
+            {"port": port, "limit": limit},
+        )

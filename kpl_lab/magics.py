@@ -431,3 +431,82 @@ class KPLMagics(Magics):
     def _stop(self, args: argparse.Namespace) -> None:
         job = self.client.stop(args.job)
         print(f"job {job['id']}: {job['state']}" + (f" ({job['reason']})" if job.get("reason") else ""))
+
+    # pipelines
+
+    @magic_arguments("%kpl_pipeline")
+    @_with_help
+    @argument("action", choices=("validate", "run", "runs"), help="validate or run FILE, or list the runs")
+    @argument("file", nargs="?", help="a *.kpl-pipeline.yaml file")
+    @argument("--wait", action="store_true", help="run: block until the run ends, printing each node's state")
+    @argument("--from", dest="from_node", metavar="NODE", help="run: NODE and what follows it again")
+    @argument("--fresh", action="store_true", help="run: every node again (no cache)")
+    @line_magic
+    def kpl_pipeline(self, line: str) -> None:
+        """Validate or run a pipeline file on the server, or list pipeline runs."""
+        self._run(self.kpl_pipeline, line, self._pipeline)
+
+    def _pipeline(self, args: argparse.Namespace) -> None:
+        if args.action == "runs":
+            runs = self.client.pipeline_runs()
+            rows = [
+                [
+                    r["id"],
+                    r["name"],
+                    r["state"],
+                    sum(n["cached"] for n in r["nodes"]),
+                    len(r["nodes"]),
+                    (r.get("created") or "")[:19].replace("T", " "),
+                ]
+                for r in runs
+            ]
+            display(
+                Table(
+                    ["run", "pipeline", "state", "cached", "nodes", "started (UTC)"], rows, "no pipeline runs"
+                )
+            )
+            return
+        if not args.file:
+            raise KPLError(f"%kpl_pipeline {args.action} needs a FILE")
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as error:
+            raise KPLError(f"{args.file}: {error.strerror or error}") from None
+        if args.action == "validate":
+            self._validation(args.file, self.client.validate_pipeline(text))
+            return
+        run = self.client.run_pipeline(text, args.file, from_node=args.from_node, fresh=args.fresh)
+        print(f"pipeline run {run['id']} ({run['name']}): {run['state']}")
+        if args.wait:
+            shown: dict[str, str] = {}
+            while True:
+                run = self.client.pipeline_run(run["id"])
+                for node in run["nodes"]:
+                    if shown.get(node["node"]) != node["state"] and node["state"] != "pending":
+                        shown[node["node"]] = node["state"]
+                        rows = (
+                            f" - {node['rows_out']} rows"
+                            if node["rows_out"] is not None and node["state"] in ("succeeded", "cached")
+                            else ""
+                        )
+                        print(f"{node['node']}: {node['state']}{rows}", flush=True)
+                if run["state"] != "running":
+                    break
+                time.sleep(0.3)
+            print(
+                f"pipeline run {run['id']} {run['state']}" + (f": {run['reason']}" if run["reason"] else "")
+            )
+
+    def _validation(self, file: str, result: dict) -> None:
+        rows = [
+            [node["id"], node["type"], port, ", ".join(f["name"] for f in out["fields"] or []) or out["kind"]]
+            for node in result["nodes"]
+            for port, out in node["outputs"].items()
+        ]
+        display(Table(["node", "type", "output", "fields"], rows, "no nodes"))
+        for problem in result["problems"]:
+            where = ".".join(p for p in (problem["node"], problem["parameter"]) if p)
+            line = f":{problem['line']}" if problem["line"] else ""
+            print(f"{file}{line}: {where + ': ' if where else ''}{problem['message']}", file=sys.stderr)
+        print(f"{file}: valid" if result["ok"] else f"{file}: {len(result['problems'])} problem(s)")

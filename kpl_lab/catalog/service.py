@@ -27,6 +27,7 @@ from .models import (
     ModelVersion,
     Project,
 )
+from .pipelines import PipelineRun  # noqa: F401  (registers the pipeline run tables with the others)
 from .storage import CopyResult, Storage, check_name, copy_hashed
 
 if TYPE_CHECKING:

@@ -32,6 +32,8 @@ PATH_PARAMETERS = {
     "name": {"schema": NAME_SCHEMA},
     "version": {"schema": NAME_SCHEMA, "description": "a version, or a unique prefix of one"},
     "job_id": {"schema": {"type": "string"}},
+    "run_id": {"schema": {"type": "string"}, "description": "a pipeline run id"},
+    "node": {"schema": {"type": "string"}, "description": "a node id of the pipeline"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "field": {
         "schema": {"type": "string"},

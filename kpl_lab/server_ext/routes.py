@@ -33,11 +33,21 @@ from ..api.jobs import (
     ResumeRequest,
 )
 from ..api.models import Model, ModelList, ModelVersion
+from ..api.pipelines import (
+    PipelineRecords,
+    PipelineRun,
+    PipelineRunList,
+    PipelineTemplateList,
+    PipelineText,
+    PipelineValidation,
+    RerunRequest,
+    RunRequest,
+)
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
 from .base import NotFoundHandler
-from .handlers import algorithms, datasets, devices, jobs, models
+from .handlers import algorithms, datasets, devices, jobs, models, pipelines
 from .spec import Operation, Query, Route
 from .version import VersionHandler
 
@@ -360,6 +370,78 @@ ROUTES: list[Route] = [
         "/devices",
         devices.DevicesHandler,
         {"get": Operation("The machine's capacity, its accelerators and what is in use", Devices)},
+    ),
+    Route(
+        "/pipelines/validate",
+        pipelines.PipelineValidateHandler,
+        {
+            "post": Operation(
+                "Validate a pipeline file: each node's input and output schemas, every problem",
+                PipelineValidation,
+                description="A file with problems still answers 200, with ok false and the problems.",
+                body=PipelineText,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/pipelines/templates",
+        pipelines.PipelineTemplatesHandler,
+        {"get": Operation("The pipeline templates shipped with KPL Lab", PipelineTemplateList)},
+    ),
+    Route(
+        "/pipelines/runs",
+        pipelines.PipelineRunsHandler,
+        {
+            "get": Operation(
+                "List pipeline runs, newest first",
+                PipelineRunList,
+                query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),),
+            ),
+            "post": Operation(
+                "Start a run of a pipeline file (a file with problems answers 400 listing each one)",
+                PipelineRun,
+                status=201,
+                body=RunRequest,
+                body_required=True,
+            ),
+        },
+    ),
+    Route(
+        "/pipelines/runs/{run_id}",
+        pipelines.PipelineRunHandler,
+        {"get": Operation("One pipeline run", PipelineRun)},
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/stop",
+        pipelines.PipelineRunStopHandler,
+        {"post": Operation("Stop a pipeline run (409 when it has already ended)", PipelineRun)},
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/nodes/{node}/records",
+        pipelines.PipelineNodeRecordsHandler,
+        {
+            "get": Operation(
+                "The first records and fields of a node's output in a run",
+                PipelineRecords,
+                query=(
+                    Query("port", description="output port (needed when the node has several)"),
+                    Query("limit", {"type": "integer", "minimum": 0, "maximum": 100, "default": 10}),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/rerun",
+        pipelines.PipelineRunRerunHandler,
+        {
+            "post": Operation(
+                "Run an earlier run's file again: every node (fresh), or from one node, reusing the rest",
+                PipelineRun,
+                status=201,
+                body=RerunRequest,
+            )
+        },
     ),
 ]
 

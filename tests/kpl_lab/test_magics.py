@@ -389,3 +389,40 @@ def test_loading_the_magics_does_not_import_the_database_layer():
 def test_help_of_each_magic_names_its_syntax():
     assert KPLMagics.kpl_jobs.__doc__.startswith("usage: %kpl_jobs [-h] [--state")
     assert "--input KEY=REF" in KPLMagics.kpl_infer.__doc__
+
+
+PIPELINE = """\
+version: 1
+name: shapes-png
+nodes:
+  raw: {type: dataset, dataset: shapes}
+  number: {type: regex_extract, input: raw, field: path, pattern: '^images/(?P<n>[0-9]+)\\.png$'}
+  images: {type: select, input: number, where: "n IS NOT NULL"}
+  save: {type: save_dataset, input: images, name: shapes-png}
+"""
+
+
+def test_pipeline_validate_run_runs(shell, tmp_path):
+    file = tmp_path / "shapes.kpl-pipeline.yaml"
+    file.write_text(PIPELINE)
+    result, out, err, outputs = run(shell, f"%kpl_pipeline validate {file}")
+    assert result.success and out.strip().endswith(f"{file}: valid"), err
+    assert re.search(
+        r"^number\s+regex_extract\s+out\s+path, contentType, content, n$", outputs[0].data["text/plain"], re.M
+    )
+
+    file.write_text(PIPELINE.replace("n IS NOT NULL", "m IS NOT NULL"))
+    _, out, err, _ = run(shell, f"%kpl_pipeline validate {file}")
+    assert f"{file}:6: images.where: Referenced column" in err and "1 problem(s)" in out
+
+    file.write_text(PIPELINE)
+    result, out, err, _ = run(shell, f"%kpl_pipeline run {file} --wait")
+    assert result.success, err
+    lines = out.splitlines()
+    run_id = re.match(r"pipeline run (\S+) \(shapes-png\): running", lines[0]).group(1)
+    assert "images: succeeded - 5 rows" in lines and lines[-1] == f"pipeline run {run_id} succeeded"
+
+    _, _, _, outputs = run(shell, "%kpl_pipeline runs")
+    assert re.search(rf"^{run_id}\s+shapes-png\s+succeeded\s+0\s+4\s", outputs[0].data["text/plain"], re.M)
+    _, _, err, _ = run(shell, "%kpl_pipeline run")
+    assert "needs a FILE" in err

@@ -6,6 +6,7 @@ from alembic import context
 
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job and ledger tables)
 import kpl_lab.catalog.models  # noqa: F401  (registers the catalog tables)
+import kpl_lab.catalog.pipelines  # noqa: F401  (registers the pipeline run tables)
 from kpl_lab.catalog.db import Base
 
 config = context.config

@@ -479,6 +479,129 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/pipelines/validate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Validate a pipeline file: each node's input and output schemas, every problem
+         * @description A file with problems still answers 200, with ok false and the problems.
+         */
+        post: operations["postPipelineValidate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The pipeline templates shipped with KPL Lab */
+        get: operations["getPipelineTemplates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List pipeline runs, newest first */
+        get: operations["getPipelineRuns"];
+        put?: never;
+        /** Start a run of a pipeline file (a file with problems answers 400 listing each one) */
+        post: operations["postPipelineRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/runs/{run_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One pipeline run */
+        get: operations["getPipelineRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/runs/{run_id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop a pipeline run (409 when it has already ended) */
+        post: operations["postPipelineRunStop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/runs/{run_id}/nodes/{node}/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The first records and fields of a node's output in a run */
+        get: operations["getPipelineNodeRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/pipelines/runs/{run_id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run an earlier run's file again: every node (fresh), or from one node, reusing the rest */
+        post: operations["postPipelineRunRerun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1029,6 +1152,149 @@ export interface components {
             files: string[];
         };
         /**
+         * PipelineField
+         * @description One field of a schema flowing along an edge.
+         */
+        PipelineField: {
+            name: string;
+            /** @description String, Int, Float, ByteArray, Bool, List[…], Dict{…} */
+            type: string;
+            nullable: boolean;
+        };
+        /**
+         * PipelineNodeCheck
+         * @description A node as validation saw it.
+         */
+        PipelineNodeCheck: {
+            id: string;
+            type: string;
+            inputs: {
+                [key: string]: components["schemas"]["PipelinePort"];
+            };
+            outputs: {
+                [key: string]: components["schemas"]["PipelinePort"];
+            };
+            problems: components["schemas"]["PipelineProblem"][];
+        };
+        /**
+         * PipelineNodeRun
+         * @description One node of a run.
+         */
+        PipelineNodeRun: {
+            node: string;
+            type: string;
+            /** @enum {string} */
+            state: "pending" | "running" | "succeeded" | "cached" | "failed" | "skipped" | "stopped";
+            cached: boolean;
+            started: string | null;
+            finished: string | null;
+            rows_in: number | null;
+            rows_out: number | null;
+            job_id: string | null;
+            /** @description port -> {path (under the storage root), ref, rows} */
+            outputs: {
+                [key: string]: {
+                    [key: string]: unknown;
+                };
+            };
+            log: string;
+        };
+        /**
+         * PipelinePort
+         * @description What an edge carries: a dataset of known fields, or a model.
+         */
+        PipelinePort: {
+            /** @enum {string} */
+            kind: "dataset" | "model";
+            /** @description null for a model or a job's output */
+            fields: components["schemas"]["PipelineField"][] | null;
+        };
+        /**
+         * PipelineProblem
+         * @description One mistake: node, parameter, line of the file, message.
+         */
+        PipelineProblem: {
+            node: string | null;
+            parameter: string | null;
+            line: number | null;
+            message: string;
+        };
+        /**
+         * PipelineRecords
+         * @description The first records of a node's output in a run.
+         */
+        PipelineRecords: {
+            port: string;
+            /** @description records in the output */
+            total: number;
+            fields: components["schemas"]["PipelineField"][];
+            /** @description bytes values as {"$bytes": size} */
+            records: {
+                [key: string]: unknown;
+            }[];
+        };
+        /**
+         * PipelineRun
+         * @description One run of a pipeline file.
+         */
+        PipelineRun: {
+            id: string;
+            project: string;
+            name: string;
+            path: string;
+            /** @enum {string} */
+            state: "running" | "succeeded" | "failed" | "stopped";
+            reason: string;
+            from_node: string | null;
+            fresh: boolean;
+            /** Format: date-time */
+            created: string;
+            finished: string | null;
+            nodes: components["schemas"]["PipelineNodeRun"][];
+        };
+        /**
+         * PipelineRunList
+         * @description Runs, newest first.
+         */
+        PipelineRunList: {
+            runs: components["schemas"]["PipelineRun"][];
+        };
+        /**
+         * PipelineTemplate
+         * @description A template shipped with KPL Lab.
+         */
+        PipelineTemplate: {
+            name: string;
+            text: string;
+        };
+        /**
+         * PipelineTemplateList
+         * @description The shipped templates.
+         */
+        PipelineTemplateList: {
+            templates: components["schemas"]["PipelineTemplate"][];
+        };
+        /**
+         * PipelineText
+         * @description A pipeline file's text, as the editors hold it.
+         */
+        PipelineText: {
+            /** @description the YAML of a *.kpl-pipeline.yaml file */
+            text: string;
+        };
+        /**
+         * PipelineValidation
+         * @description Every node's input and output schemas, and every problem.
+         */
+        PipelineValidation: {
+            name: string | null;
+            ok: boolean;
+            /** @description nodes in run order (those in a cycle left out) */
+            order: string[];
+            nodes: components["schemas"]["PipelineNodeCheck"][];
+            problems: components["schemas"]["PipelineProblem"][];
+        };
+        /**
          * Port
          * @description An input or output of a function.
          */
@@ -1120,6 +1386,16 @@ export interface components {
             records: components["schemas"]["Record"][];
         };
         /**
+         * RerunRequest
+         * @description How to run an earlier run's file again.
+         */
+        RerunRequest: {
+            /** @default null */
+            from_node?: string | null;
+            /** @default false */
+            fresh?: boolean;
+        };
+        /**
          * ResourceAmounts
          * @description Amounts of each resource; null when not set.
          */
@@ -1168,6 +1444,29 @@ export interface components {
             parameters?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * RunRequest
+         * @description What to run: the file, and whether to reuse the cache.
+         */
+        RunRequest: {
+            /** @description the YAML of a *.kpl-pipeline.yaml file */
+            text: string;
+            /**
+             * @description where the file lives (shown in the history)
+             * @default
+             */
+            path?: string;
+            /**
+             * @description run this node and what follows it again; reuse the rest
+             * @default null
+             */
+            from_node?: string | null;
+            /**
+             * @description run every node again (no cache)
+             * @default false
+             */
+            fresh?: boolean;
         };
         /**
          * ServerVersion
@@ -2398,6 +2697,260 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    postPipelineValidate: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PipelineText"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineValidation"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPipelineTemplates: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineTemplateList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPipelineRuns: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRunList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postPipelineRuns: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRun"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPipelineRun: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                /** @description a pipeline run id */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRun"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postPipelineRunStop: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                /** @description a pipeline run id */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRun"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPipelineNodeRecords: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description output port (needed when the node has several) */
+                port?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description a pipeline run id */
+                run_id: string;
+                /** @description a node id of the pipeline */
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRecords"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postPipelineRunRerun: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                /** @description a pipeline run id */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RerunRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineRun"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
 }
 type FlattenedDeepRequired<T> = {
     [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
@@ -2412,3 +2965,6 @@ export const pathsJobsJob_idLogsGetParametersQueryFollowValues: ReadonlyArray<Fl
 export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["state"]> = ["queued", "importing"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
+export const pipelineNodeRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeRun"]["state"]> = ["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"];
+export const pipelinePortKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelinePort"]["kind"]> = ["dataset", "model"];
+export const pipelineRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineRun"]["state"]> = ["running", "succeeded", "failed", "stopped"];

@@ -6,6 +6,7 @@ document gives that path, method and status, and notes which operations it saw.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -65,6 +66,17 @@ class CheckedApi(Api):
             )
         self.seen.add((method.lower(), documented, response.code))
         return response
+
+
+async def wait_run(api, run_id: str) -> dict:
+    """Poll a pipeline run until it has ended; return it."""
+    for _ in range(1200):
+        code, run = await api.get(f"pipelines/runs/{run_id}")
+        assert code == 200, run
+        if run["state"] != "running":
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"pipeline run {run_id} still running")
 
 
 @pytest.fixture
@@ -137,6 +149,39 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     code, stopped = await api.post(f"jobs/{waiting['id']}/stop")
     assert code == 200, stopped
     await api.wait_job(waiting["id"])
+
+    # pipelines: templates, validate, a run to its end and again from a node, a run stopped while its job waits
+    assert (await api.get("pipelines/templates"))[0] == 200
+    copy = (
+        "version: 1\nname: pets-copy\nnodes:\n  raw: {type: dataset, dataset: pets}\n"
+        "  kept: {type: select, input: raw, where: 'true'}\n  save: {type: save_dataset, input: kept, name: pets-copy}\n"
+    )
+    code, validation = await api.post("pipelines/validate", {"text": copy})
+    assert code == 200 and validation["ok"], validation
+    code, run = await api.post("pipelines/runs", {"text": copy})
+    assert code == 201, run
+    assert (await wait_run(api, run["id"]))["state"] == "succeeded"
+    assert (await api.get("pipelines/runs"))[0] == 200
+    code, again = await api.post(f"pipelines/runs/{run['id']}/rerun", {"from_node": "kept"})
+    assert code == 201, again
+    assert (await wait_run(api, again["id"]))["state"] == "succeeded"
+    assert (await api.post(f"pipelines/runs/{run['id']}/stop"))[0] == 409
+    code, records = await api.get(f"pipelines/runs/{run['id']}/nodes/kept/records", limit=2)
+    assert code == 200 and len(records["records"]) == 2, records
+    assert (await api.get(f"pipelines/runs/{run['id']}/nodes/nothing/records"))[0] == 404
+    code, held = await api.post(
+        "pipelines/runs", {"text": "version: 1\nname: hold\nnodes:\n  w: {type: train, algorithm: waiter}\n"}
+    )
+    assert code == 201, held
+    code, stopping = await api.post(f"pipelines/runs/{held['id']}/stop")
+    assert code == 200, stopping
+    held = await wait_run(api, held["id"])
+    assert held["state"] == "stopped", held
+    if held["nodes"][0]["job_id"]:
+        await api.wait_job(held["nodes"][0]["job_id"])
+    assert (await api.post("pipelines/runs", {"text": copy.replace("dataset: pets", "dataset: cats")}))[
+        0
+    ] == 400
 
     # errors answer the Error schema
     assert (await api.get("jobs/0000000000"))[0] == 404

@@ -1,0 +1,198 @@
+"""Pipelines against pandas: regex extract + select + left join + label id over N small records.
+
+    python benchmarks/pipelines.py                      # 1M records, 3 repeats
+    python benchmarks/pipelines.py --records 100000 --repeat 1
+    python benchmarks/pipelines.py --spill              # the flow under a DuckDB memory limit 4x below the data
+
+Each measurement runs in a fresh process; time is wall-clock of the work (reading the input
+dataset, processing, writing the output dataset), memory is that process's peak RSS.
+Printed: medians and the ratios (pandas / ours for time and ours / pandas for memory),
+and the cost of re-running the unchanged pipeline (every node cached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PATTERN = r"^[^/]+/(?P<type>[^/]+)/(?P<id>[^/]+)\.[A-Za-z]+$"
+PIPELINE = f"""\
+version: 1
+name: bench
+nodes:
+  raw:     {{type: dataset, dataset: bench}}
+  extract: {{type: regex_extract, input: raw, field: path, pattern: '{PATTERN}'}}
+  images:  {{type: select, input: extract, where: "type = 'JPEGImages'"}}
+  labels:  {{type: select, input: extract, where: "type = 'Labels'"}}
+  named:   {{type: rename, input: labels, fields: {{contentType: label}}}}
+  joined:  {{type: left_join, left: images, right: named, on: id, fields: [label]}}
+  ids:     {{type: label_id, input: joined, field: label, output: label_id}}
+"""
+
+
+def make(home: Path, records: int) -> None:
+    """Write the input dataset (half images, half label records, one in 10 images unlabelled) and register it."""
+    import pyarrow as pa
+
+    from kpl_dataset import WriteOnlyDataset
+    from kpl_lab.platform import Platform
+
+    folder = home / "upload"
+    images = records // 2
+    with WriteOnlyDataset(
+        folder, "root", {"path": "String", "contentType": "String", "content": "ByteArray"}
+    ) as w:
+        step = 100_000
+        for start in range(0, images, step):
+            n = min(step, images - start)
+            ids = [f"IMG_{i:08d}" for i in range(start, start + n)]
+            paths = [f"Fruit/JPEGImages/{i}.jpg" for i in ids] + [
+                f"Fruit/Labels/{i}.txt" for k, i in enumerate(ids) if (start + k) % 10
+            ]
+            # a label record names its class in contentType (a String to number)
+            kinds = ["image/jpeg"] * n + [f"class{k % 37}" for k in range(len(paths) - n)]
+            content = [b"\xff\xd8" + bytes(14)] * n + [b"label"] * (len(paths) - n)
+            w.write_batch(
+                pa.record_batch(
+                    {"path": paths, "contentType": kinds, "content": pa.array(content, pa.binary())}
+                )
+            )
+    platform = Platform(home=str(home))
+    platform.catalog.add_dataset("p", "bench", folder)
+    platform.close()
+
+
+def ours(home: Path, fresh: bool, memory_limit: str | None) -> dict:
+    from kpl_lab.pipelines.runner import PipelineRunner
+    from kpl_lab.platform import Platform
+
+    platform = Platform(home=str(home))
+    platform.catalog.get_dataset("p", "bench")  # open the database first, as pandas' measure does
+    start = time.perf_counter()
+    run = PipelineRunner(platform, memory_limit=memory_limit or "").run("p", PIPELINE, fresh=fresh)
+    seconds = time.perf_counter() - start
+    assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
+    rows = next(n.rows_out for n in run.nodes if n.node == "ids")
+    cached = sum(n.state == "cached" for n in run.nodes)
+    platform.close()
+    return {"seconds": seconds, "rows": rows, "cached": cached}
+
+
+def pandas(home: Path) -> dict:
+    import pandas as pd
+    import pyarrow as pa
+
+    from kpl_dataset import ReadOnlyDataset, WriteOnlyDataset
+    from kpl_lab.platform import Platform
+
+    platform = Platform(home=str(home))
+    folder = platform.catalog.path(platform.catalog.get_dataset("p", "bench"))
+    start = time.perf_counter()
+    df = ReadOnlyDataset(folder).to_pandas()
+    df = pd.concat([df, df["path"].str.extract(PATTERN)], axis=1)
+    images = df[df["type"] == "JPEGImages"]
+    labels = df[df["type"] == "Labels"][["id", "contentType"]].rename(columns={"contentType": "label"})
+    joined = images.merge(labels, on="id", how="left")
+    names = sorted(joined["label"].dropna().unique())
+    joined["label_id"] = joined["label"].map({v: i for i, v in enumerate(names)}).astype("Int64")
+    out = Path(tempfile.mkdtemp(dir=home))
+    types = {
+        "path": "String",
+        "contentType": "String",
+        "content": "ByteArray",
+        "type": "String",
+        "id": "String",
+        "label": "String",
+        "label_id": "Int",
+    }
+    with WriteOnlyDataset(out, "root", types, nullable=["type", "id", "label", "label_id"]) as w:
+        for batch in pa.Table.from_pandas(joined, preserve_index=False).to_batches(65536):
+            w.write_batch(batch)
+    seconds = time.perf_counter() - start
+    platform.close()
+    return {"seconds": seconds, "rows": len(joined), "cached": 0}
+
+
+def child(args: argparse.Namespace) -> None:
+    home = Path(args.home)
+    if args.tool == "make":
+        make(home, args.records)
+        result = {}
+    elif args.tool == "pandas":
+        result = pandas(home)
+    else:
+        result = ours(home, fresh=args.tool == "ours", memory_limit=args.memory_limit)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+def measure(home: Path, tool: str, memory_limit: str | None = None, records: int = 0) -> dict:
+    command = [sys.executable, __file__, "--child", tool, "--home", str(home), "--records", str(records)]
+    if memory_limit:
+        command += ["--memory-limit", memory_limit]
+    out = subprocess.run(command, capture_output=True, text=True, env={**os.environ})
+    if out.returncode:
+        raise SystemExit(f"{tool} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--spill", action="store_true", help="also run under a DuckDB memory limit 4x below the data"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--home", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-limit", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.tool = args.child
+        child(args)
+        return
+    with tempfile.TemporaryDirectory(prefix="kpl-bench-pipelines-") as tmp:
+        home = Path(tmp)
+        measure(home, "make", records=args.records)
+        size = sum(f.stat().st_size for f in (home / "storage").rglob("*") if f.is_file())
+        print(f"{args.records} records, dataset {size / 2**20:.0f} MiB")
+        runs = {"ours": [], "pandas": []}
+        for _ in range(args.repeat):
+            runs["ours"].append(measure(home, "ours"))
+            runs["pandas"].append(measure(home, "pandas"))
+        assert runs["ours"][0]["rows"] == runs["pandas"][0]["rows"], (runs["ours"][0], runs["pandas"][0])
+        cached = [measure(home, "ours-cached") for _ in range(args.repeat)]
+        med = {
+            tool: {k: statistics.median(r[k] for r in rs) for k in ("seconds", "peak_rss_mb")}
+            for tool, rs in runs.items()
+        }
+        for tool, m in med.items():
+            print(f"{tool:8s} {m['seconds']:7.2f} s  peak RSS {m['peak_rss_mb']:7.0f} MB")
+        print(f"time: pandas / ours = {med['pandas']['seconds'] / med['ours']['seconds']:.2f}x (aim >= 3x)")
+        print(
+            f"memory: ours / pandas = {med['ours']['peak_rss_mb'] / med['pandas']['peak_rss_mb']:.2f}x (aim <= 0.5x)"
+        )
+        print(
+            f"unchanged re-run (all {cached[0]['cached']} processors cached): "
+            f"{statistics.median(c['seconds'] for c in cached):.3f} s (aim < 1 s)"
+        )
+        if args.spill:
+            limit = f"{max(64, int(size / 2**20 / 4))}MB"  # DuckDB needs some room of its own
+            spilled = measure(home, "ours", memory_limit=limit)
+            print(
+                f"under a {limit} engine limit: {spilled['seconds']:.2f} s, peak RSS {spilled['peak_rss_mb']:.0f} MB, {spilled['rows']} rows"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,578 @@
+"""Runs: nodes in parallel as their inputs are ready, results reused from the cache, history in the catalog."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from sqlalchemy import select
+from traitlets import Integer, Unicode
+from traitlets.config import LoggingConfigurable
+
+from ..catalog.models import utcnow
+from ..catalog.pipelines import PipelineNodeRun, PipelineRun
+from ..errors import BadRequest, Conflict, KPLError, NotFound
+from . import cache, processors
+from .format import Spec, parse
+from .nodes import PORT
+from .processors import Settings, Source, Stopped
+from .validate import PlatformCatalog, Validation, validate
+
+JOB_POLL_SECONDS = 0.2
+FINAL = ("succeeded", "failed", "stopped")
+Progress = Callable[[str, str, str], None]  # (node, state, message)
+
+
+@dataclass
+class Result:
+    """What a finished node hands its consumers, per port."""
+
+    outputs: dict[str, dict]  # port -> {"folder", "part", "ref", "content", "rows"}
+
+
+def _shown(value: Any) -> Any:
+    """Return a record value as JSON: bytes as {"$bytes": size} (their content stays on the server)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": len(value)}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items()}
+    return value
+
+
+class PipelineRunner(LoggingConfigurable):
+    """Start, follow and stop pipeline runs of one platform."""
+
+    workers = Integer(4, help="Nodes of one run that may run at the same time.").tag(config=True)
+    memory_limit = Unicode(
+        "",
+        help="Memory the query engine may use per node before it spills to disk, e.g. '2GB' (default: its own).",
+    ).tag(config=True)
+    spill_directory = Unicode(
+        "", help="Where the query engine spills (default: <storage>/pipelines/.spill)."
+    ).tag(config=True)
+
+    def __init__(self, platform: Any, settings: Settings | None = None, **kwargs: Any):
+        super().__init__(parent=platform, **kwargs)
+        self.platform = platform
+        spill = self.spill_directory or str(platform.storage.root / "pipelines" / ".spill")
+        self.settings = settings or Settings(self.memory_limit or None, spill)
+
+    # history
+
+    def _cache(self, project: str) -> cache.Cache:
+        return cache.Cache(self.platform.storage.root / "pipelines" / project / "cache")
+
+    def get(self, project: str, run_id: str) -> PipelineRun:
+        with self.platform.session() as session:
+            run = session.get(PipelineRun, run_id)
+            if run is None or run.project.name != project:
+                raise NotFound(f"pipeline run {run_id!r} not found in project {project!r}")
+        return self._reap(run)
+
+    def _reap(self, run: PipelineRun) -> PipelineRun:
+        """Mark failed a run whose process ended without finishing it (a server restart, a kill)."""
+        if run.state != "running" or run.pid is None or psutil.pid_exists(run.pid):
+            return run
+        return self._end(run.project.name, run.id, "failed", f"the process running it (pid {run.pid}) ended")
+
+    def list(self, project: str, limit: int = 50) -> list[PipelineRun]:
+        from ..catalog.models import Project
+
+        with self.platform.session() as session:
+            query = (
+                select(PipelineRun)
+                .join(Project)
+                .where(Project.name == project)
+                .order_by(PipelineRun.created.desc())
+                .limit(limit)
+            )
+            runs = list(session.scalars(query))
+        return [self._reap(run) for run in runs]
+
+    def stop(self, project: str, run_id: str) -> PipelineRun:
+        """Ask a running pipeline to stop: running nodes end, their jobs are stopped."""
+        with self.platform.session(immediate=True) as session:
+            run = session.get(PipelineRun, run_id)
+            if run is None or run.project.name != project:
+                raise NotFound(f"pipeline run {run_id!r} not found in project {project!r}")
+            if run.state in FINAL:
+                raise Conflict(f"pipeline run {run_id} already {run.state}")
+            run.stop_requested = True
+        return self.get(project, run_id)
+
+    def records(
+        self, project: str, run_id: str, node_id: str, port: str | None = None, limit: int = 10
+    ) -> dict:
+        """Return the first records of a node's output in a run: {port, total, fields, records}."""
+        from kpl_dataset import KPLDatasetError, ReadOnlyDataset
+
+        from .schema import describe
+
+        run = self.get(project, run_id)
+        node = next((n for n in run.nodes if n.node == node_id), None)
+        if node is None:
+            raise NotFound(f"node {node_id!r} is not in pipeline run {run_id}")
+        outputs = node.outputs or {}
+        if not outputs:
+            raise BadRequest(f"node {node_id} has no output in run {run_id} ({node.state})", field="node")
+        if port is None and len(outputs) > 1:
+            raise BadRequest(f"port: node {node_id} has several outputs: {', '.join(outputs)}", field="port")
+        port = port or next(iter(outputs))
+        out = outputs.get(port)
+        if out is None:
+            raise NotFound(f"node {node_id} has no output {port!r} (outputs: {', '.join(outputs)})")
+        if (out.get("ref") or "").startswith("model:"):
+            raise BadRequest(
+                f"output {node_id}.{port} is a model ({out['ref']}): it has no records", field="port"
+            )
+        try:
+            reader = ReadOnlyDataset(self.platform.storage.absolute(out["path"]), out.get("part") or "root")
+        except KPLDatasetError as err:
+            raise NotFound(f"output {node_id}.{port} of run {run_id} is gone ({err})") from None
+        rows = reader[: max(0, min(limit, len(reader)))]
+        return {
+            "port": port,
+            "total": len(reader),
+            "fields": describe(reader.arrow_schema),
+            "records": [{k: _shown(v) for k, v in r.items()} for r in rows],
+        }
+
+    # running
+
+    def validate(self, project: str, spec: Spec) -> Validation:
+        return validate(spec, PlatformCatalog(self.platform, project))
+
+    def create(
+        self,
+        project: str,
+        text: str,
+        path: str = "",
+        from_node: str | None = None,
+        fresh: bool = False,
+        user: str = "",
+    ) -> str:
+        """Validate a pipeline and record a new run of it; refuse one with problems."""
+        spec = parse(text)
+        checked = self.validate(project, spec)
+        if not checked.ok:
+            raise BadRequest(
+                "the pipeline has problems: " + "; ".join(map(str, checked.problems)),
+                errors=[
+                    (".".join(x for x in (p.node, p.parameter) if x) or "pipeline", p.message)
+                    for p in checked.problems
+                ],
+            )
+        if from_node is not None and from_node not in spec.nodes:
+            raise BadRequest(f"from: node {from_node!r} is not in the pipeline", field="from")
+        run_id = secrets.token_hex(6)
+        with self.platform.session(immediate=True) as session:
+            proj = self.platform.catalog.ensure_project(session, project)
+            run = PipelineRun(
+                id=run_id,
+                project_id=proj.id,
+                name=spec.name,
+                file=text,
+                path=path,
+                user=user,
+                from_node=from_node,
+                fresh=fresh,
+                state="running",
+            )
+            run.nodes = [PipelineNodeRun(node=n, type=checked.nodes[n].type) for n in checked.order]
+            session.add(run)
+        return run_id
+
+    def rerun(self, project: str, run_id: str, from_node: str | None = None, fresh: bool = False) -> str:
+        """Record a new run of the file an earlier run ran (all of it fresh, or from one node)."""
+        old = self.get(project, run_id)
+        return self.create(project, old.file, old.path, from_node=from_node, fresh=fresh, user=old.user)
+
+    def execute(self, project: str, run_id: str, progress: Progress | None = None) -> PipelineRun:
+        """Run a recorded run to its end in this process; return it finished."""
+        run = self.get(project, run_id)
+        with self.platform.session(immediate=True) as session:
+            session.get(PipelineRun, run_id).pid = os.getpid()
+        try:
+            checked = self.validate(project, parse(run.file))
+            if not checked.ok:  # the catalog changed since the run was recorded
+                return self._end(project, run_id, "failed", "; ".join(map(str, checked.problems)))
+            return self._execute(project, run_id, run, checked, progress)
+        except Exception as err:
+            self._end(project, run_id, "failed", f"{type(err).__name__}: {err}")
+            raise
+
+    def _end(self, project: str, run_id: str, state: str, reason: str) -> PipelineRun:
+        with self.platform.session(immediate=True) as session:
+            row = session.get(PipelineRun, run_id)
+            row.state, row.finished, row.reason = state, utcnow(), reason
+            for node in row.nodes:
+                if node.state in ("pending", "running"):
+                    node.state = "skipped"
+        return self.get(project, run_id)
+
+    def _execute(
+        self, project: str, run_id: str, run: PipelineRun, checked: Validation, progress
+    ) -> PipelineRun:
+        forced = self._forced(checked, run.from_node, run.fresh)
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(run_id, stop), daemon=True)
+        watcher.start()
+        results: dict[str, Result] = {}
+        failed: set[str] = set()
+        pending = list(checked.order)
+        running: dict[Future, str] = {}
+        note = progress or (lambda node, state, message: None)
+        try:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix=f"pipeline-{run_id}") as pool:
+                while pending or running:
+                    for node_id in list(pending):
+                        ups = checked.upstream(node_id)
+                        if any(u in failed for u in ups) or (stop.is_set() and not running):
+                            pending.remove(node_id)
+                            failed.add(node_id)
+                            state = "stopped" if stop.is_set() else "skipped"
+                            self._node(
+                                run_id,
+                                node_id,
+                                state=state,
+                                log=f"{state}: an input did not finish" if state == "skipped" else "stopped",
+                            )
+                            note(node_id, state, "")
+                        elif all(u in results for u in ups) and not stop.is_set():
+                            pending.remove(node_id)
+                            running[
+                                pool.submit(
+                                    self._run_node,
+                                    project,
+                                    run_id,
+                                    checked,
+                                    node_id,
+                                    results,
+                                    forced,
+                                    stop,
+                                    note,
+                                )
+                            ] = node_id
+                    if not running:
+                        continue
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    for future in done:
+                        node_id = running.pop(future)
+                        result = future.result()
+                        if result is None:
+                            failed.add(node_id)
+                        else:
+                            results[node_id] = result
+        finally:
+            stop_requested = self.get(project, run_id).stop_requested
+            stop.set()
+            watcher.join()
+        state = "stopped" if stop_requested else ("failed" if failed else "succeeded")
+        with self.platform.session(immediate=True) as session:
+            row = session.get(PipelineRun, run_id)
+            row.state, row.finished = state, utcnow()
+            bad = [n.node for n in row.nodes if n.state == "failed"]
+            row.reason = f"failed nodes: {', '.join(bad)}" if bad else ""
+        return self.get(project, run_id)
+
+    def run(
+        self, project: str, text: str, path: str = "", progress: Progress | None = None, **options: Any
+    ) -> PipelineRun:
+        """Record and execute a run; return it finished."""
+        return self.execute(project, self.create(project, text, path, **options), progress)
+
+    def _watch(self, run_id: str, stop: threading.Event) -> None:
+        while not stop.wait(0.3):
+            with self.platform.session() as session:
+                if session.get(PipelineRun, run_id).stop_requested:
+                    stop.set()
+
+    @staticmethod
+    def _forced(checked: Validation, from_node: str | None, fresh: bool) -> set[str]:
+        """Return the nodes that must run even when cached: all when fresh, from_node and after it when named."""
+        if fresh:
+            return set(checked.order)
+        if from_node is None:
+            return set()
+        forced = {from_node}
+        for node_id in checked.order:
+            if any(u in forced for u in checked.upstream(node_id)):
+                forced.add(node_id)
+        return forced
+
+    def _node(self, run_id: str, node_id: str, **values: Any) -> None:
+        with self.platform.session(immediate=True) as session:
+            row = session.scalar(
+                select(PipelineNodeRun).where(
+                    PipelineNodeRun.run_id == run_id, PipelineNodeRun.node == node_id
+                )
+            )
+            for name, value in values.items():
+                setattr(row, name, value)
+
+    def _run_node(self, project, run_id, checked, node_id, results, forced, stop, note) -> Result | None:
+        node = checked.nodes[node_id]
+        lines: list[str] = []
+
+        def log(message: str) -> None:
+            lines.append(message)
+
+        self._node(run_id, node_id, state="running", started=utcnow())
+        note(node_id, "running", "")
+        try:
+            inputs = {param: self._port(results[src], port) for param, (src, port) in node.edges.items()}
+            params = node.params.model_dump(mode="json")
+            node_key = cache.key(
+                node.type, node.node_type.version, params, {k: v["content"] for k, v in inputs.items()}
+            )
+            runner = self._runner(node.node_type.category)
+            result, cached, job_id = runner(
+                project, run_id, node, node_key, inputs, node_id in forced, stop, log
+            )
+        except Stopped:
+            self._node(
+                run_id, node_id, state="stopped", finished=utcnow(), log="\n".join([*lines, "stopped"])
+            )
+            note(node_id, "stopped", "")
+            return None
+        except Exception as err:  # a node's failure is recorded; the other branches go on
+            message = err.message if isinstance(err, KPLError) else f"{type(err).__name__}: {err}"
+            self._node(run_id, node_id, state="failed", finished=utcnow(), log="\n".join([*lines, message]))
+            note(node_id, "failed", message)
+            return None
+        rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
+        rows_out = sum(v["rows"] for v in result.outputs.values() if v.get("rows") is not None)
+        shown = {
+            port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
+            for port, out in result.outputs.items()
+        }
+        state = "cached" if cached else "succeeded"
+        self._node(
+            run_id,
+            node_id,
+            state=state,
+            finished=utcnow(),
+            cache_key=node_key,
+            rows_in=rows_in,
+            rows_out=rows_out if result.outputs else None,
+            log="\n".join(lines),
+            outputs=shown,
+            job_id=job_id,
+        )
+        note(node_id, state, f"{rows_out} rows" if rows_out else "")
+        return result
+
+    @staticmethod
+    def _port(result: Result, port: str | None) -> dict:
+        if port is None or port not in result.outputs:
+            return next(iter(result.outputs.values()))
+        return result.outputs[port]
+
+    def _runner(self, category: str) -> Callable:
+        return {
+            "source": self._source,
+            "processor": self._processor,
+            "sink": self._sink,
+            "algorithm": self._algorithm,
+        }[category]
+
+    def _relative(self, folder: Path) -> str:
+        return self.platform.storage.relative(folder)
+
+    # node kinds
+
+    def _source(self, project, run_id, node, node_key, inputs, forced, stop, log):
+        p = node.params
+        if node.type == "dataset":
+            row = self.platform.catalog.get_dataset(project, p.dataset)
+            folder = self.platform.catalog.path(row)
+            from kpl_dataset import list_parts
+
+            parts = list_parts(folder)
+            part = p.part or ("root" if "root" in parts else parts[0])
+            rows = (row.parts or {}).get(part)
+            log(f"dataset {row.ref}, part {part}")
+            out = {
+                "folder": str(folder),
+                "part": part,
+                "ref": f"dataset:{row.ref}",
+                "rows": rows,
+                "content": f"dataset:{row.ref}/{part}",
+                "path": self._relative(folder),
+            }
+            return Result({PORT: out}), False, None
+        row = self.platform.catalog.get_model(project, p.model)
+        log(f"model {row.ref}")
+        return (
+            Result(
+                {
+                    PORT: {
+                        "ref": f"model:{row.ref}",
+                        "content": f"model:{row.ref}",
+                        "rows": None,
+                        "path": row.path,
+                    }
+                }
+            ),
+            False,
+            None,
+        )
+
+    def _processor(self, project, run_id, node, node_key, inputs, forced, stop, log):
+        store = self._cache(project)
+        if not forced:
+            hit = store.lookup(node_key)
+            if hit is not None:
+                log("cached: same type, parameters and input content; output verified")
+                return self._cached(store, node_key, hit), True, None
+        staged = store.staging(node_key)
+        try:
+            sources = {
+                param: Source(Path(v["folder"]), v["part"], node.inputs[param].schema)
+                for param, v in inputs.items()
+            }
+            outputs = {port: out.schema for port, out in node.outputs.items()}
+            rows = processors.run(node.type, node.params, sources, outputs, staged, stop, log, self.settings)
+            result = {
+                "outputs": {
+                    port: {"rows": n, "content": cache.content(staged / port)} for port, n in rows.items()
+                }
+            }
+            final = store.publish(node_key, staged, result)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        return self._cached(store, node_key, result, final), False, None
+
+    def _cached(self, store: cache.Cache, node_key: str, hit: dict, final: Path | None = None) -> Result:
+        final = final or store.folder(node_key)
+        return Result(
+            {
+                port: {
+                    "folder": str(final / port),
+                    "part": "root",
+                    "ref": None,
+                    "rows": out["rows"],
+                    "content": out["content"],
+                    "path": self._relative(final / port),
+                }
+                for port, out in hit["outputs"].items()
+            }
+        )
+
+    def _exists(self, project: str, ref: str | None) -> bool:
+        if not ref:
+            return False
+        kind, _, rest = ref.partition(":")
+        try:
+            row = (
+                self.platform.catalog.get_dataset(project, rest)
+                if kind == "dataset"
+                else self.platform.catalog.get_model(project, rest)
+            )
+        except KPLError:
+            return False
+        return self.platform.catalog.path(row).exists()
+
+    def _remembered(self, project: str, store: cache.Cache, node_key: str, forced: bool, log) -> dict | None:
+        if forced:
+            return None
+        hit = store.lookup(node_key)
+        if hit is None or not all(self._exists(project, out.get("ref")) for out in hit["outputs"].values()):
+            return None
+        log("cached: the catalog entries made last time still exist")
+        return hit["outputs"]
+
+    def _sink(self, project, run_id, node, node_key, inputs, forced, stop, log):
+        store, p, source = self._cache(project), node.params, inputs["input"]
+        hit = self._remembered(project, store, node_key, forced, log)
+        if hit is not None:
+            return Result(self._with_paths(project, hit)), True, None
+        lineage = {"pipeline": self.get(project, run_id).name, "run": run_id, "node": node.id}
+        if node.type == "save_dataset":
+            row = self.platform.catalog.add_dataset(
+                project, p.name, Path(source["folder"]), p.description, lineage=lineage
+            )
+            out = {"ref": f"dataset:{row.ref}", "rows": row.record_count, "content": f"dataset:{row.ref}"}
+        else:
+            kind, _, rest = source["ref"].partition(":")
+            model = self.platform.catalog.get_model(project, rest)
+            row = self.platform.catalog.add_model(
+                project,
+                p.name,
+                self.platform.catalog.path(model),
+                p.description,
+                lineage={**lineage, "from": model.ref},
+            )
+            out = {"ref": f"model:{row.ref}", "rows": None, "content": f"model:{row.ref}"}
+        log(f"registered {out['ref']}")
+        store.remember(node_key, {"outputs": {PORT: out}})
+        return Result(self._with_paths(project, {PORT: out})), False, None
+
+    def _with_paths(self, project: str, outputs: dict) -> dict:
+        done = {}
+        for port, out in outputs.items():
+            kind, _, rest = out["ref"].partition(":")
+            row = (
+                self.platform.catalog.get_dataset(project, rest)
+                if kind == "dataset"
+                else self.platform.catalog.get_model(project, rest)
+            )
+            folder = self.platform.catalog.path(row)
+            extra = (
+                {"folder": str(folder), "part": "root", "path": row.path}
+                if kind == "dataset"
+                else {"path": row.path}
+            )
+            done[port] = {**out, **extra}
+        return done
+
+    def _algorithm(self, project, run_id, node, node_key, inputs, forced, stop, log):
+        from ..api.jobs import JobRequest, ResourceRequest
+
+        store, p = self._cache(project), node.params
+        hit = self._remembered(project, store, node_key, forced, log)
+        if hit is not None:
+            return Result(self._with_paths(project, hit)), True, None
+        request = JobRequest(
+            project=project,
+            algorithm=p.algorithm,
+            function=node.type,
+            inputs={param.partition(".")[2]: v["ref"] for param, v in inputs.items()},
+            parameters=p.parameters,
+            resources=ResourceRequest(**p.resources) if p.resources else None,
+        )
+        jobs = self.platform.jobs
+        job = jobs.submit(request)
+        log(f"job {job.id} submitted ({job.state})")
+        self._node(run_id, node.id, job_id=job.id)
+        while not job.is_final:
+            if stop.is_set():
+                with contextlib.suppress(Conflict):
+                    jobs.stop(project, job.id, reason="the pipeline run was stopped")
+                raise Stopped
+            time.sleep(JOB_POLL_SECONDS)
+            job = jobs.get(project, job.id)
+        log(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
+        if job.state != "succeeded":
+            raise RuntimeError(f"job {job.id} {job.state}: {job.reason}")
+        outputs = {}
+        for port in node.outputs:
+            ref = (job.outputs.get(port) or {}).get("registered")
+            if not ref:
+                raise RuntimeError(f"job {job.id} wrote nothing to its output {port!r}")
+            outputs[port] = {"ref": ref, "rows": None, "content": ref}
+        store.remember(node_key, {"outputs": outputs, "job_id": job.id})
+        return Result(self._with_paths(project, outputs)), False, job.id

@@ -136,7 +136,7 @@ def test_unknown_class_and_bad_box_are_named(detector):
 
 def test_example_algorithm_is_valid():
     algorithm = read_algorithm(ALGORITHM)
-    assert list(algorithm.spec.functions) == ["train", "test", "infer"]
+    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
     assert [port.key for port in algorithm.spec.function("test").outputs] == ["report"]
     assert algorithm.spec.image.runs == ()

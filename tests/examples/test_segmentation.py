@@ -112,7 +112,7 @@ def test_bad_masks_are_named(segmenter):
 
 def test_example_algorithm_is_valid():
     algorithm = read_algorithm(ALGORITHM)
-    assert list(algorithm.spec.functions) == ["train", "test", "infer"]
+    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
     assert [port.key for port in algorithm.spec.function("infer").outputs] == ["predictions"]
     assert algorithm.spec.image.runs == ()

@@ -54,6 +54,8 @@ def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy
     assert (status, body["class_name"], body["width"]) == (200, "cat", 7)
     with pytest.raises(Conflict):
         service.create("default", "pets", model, algorithm="toy-serve")
+    with pytest.raises(Conflict, match="served by deployment 'pets'"):
+        serving_platform.catalog.delete_model("default", model)
     assert service.delete("default", "pets") == ["pets"]
     assert reservations(serving_platform) == []
     assert service.list("default") == []

@@ -132,6 +132,8 @@ def make_server(predict, port: int | None = None, host: str = "127.0.0.1"):
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connections
+        # headers and body go out in two writes: with Nagle each answer would wait for a delayed ACK
+        disable_nagle_algorithm = True
 
         def _answer(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()

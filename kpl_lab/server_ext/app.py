@@ -116,6 +116,9 @@ class KPLLab(ExtensionApp):
     def _background_round(self) -> None:
         # Local jobs: their supervisors are checked (pid and start time); jobs elsewhere are polled.
         self.platform.jobs.tick()
+        restarted = self.platform.deployments.reconcile()  # replicas whose supervisor died
+        if restarted:
+            self.log.warning("kpl_lab: restarted replicas whose supervisor was gone: %s", restarted)
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""

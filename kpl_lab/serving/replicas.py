@@ -111,6 +111,10 @@ def stop(run_dir: Path, handle: dict, grace: float) -> None:
     server = read_json(run_dir / "status.json") or {}
     if server.get("pid"):  # left behind by a supervisor that was killed
         kill_group(server["pid"], server.get("pid_start"), grace)
+    if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
+        write_atomic(
+            run_dir / "status.json", json.dumps({**server, "state": "stopped", "pid": None}), durable=False
+        )
 
 
 def remove(run_dir: Path) -> None:

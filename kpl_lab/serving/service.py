@@ -326,22 +326,29 @@ class DeploymentService(LoggingConfigurable):
         return [name]
 
     def reconcile(self) -> list[str]:
-        """Restart the supervisors of replicas that should run but lost theirs (a reboot); return their ids."""
+        """Restart the supervisors of replicas that should run but lost theirs (a reboot); return their ids.
+
+        Checked again under the write lock, so a server and a CLI reconciling at once start one each.
+        """
         with self.platform.session() as session:
             rows = list(session.scalars(select(Replica)))
         restarted = []
         for row in rows:
-            run_dir = self.run_dir(row)
-            found = read_json(run_dir / "status.json") or {}
-            if replicas.supervised(row.handle) or found.get("state") in ("failed", "stopped"):
+            if replicas.supervised(row.handle) or not self._should_run(row):
                 continue
-            if not (run_dir / "replica.json").is_file():
-                continue
-            handle = replicas.spawn(run_dir)
             with self.platform.session(immediate=True) as session:
-                session.get(Replica, row.id).handle = handle
+                found = session.get(Replica, row.id)
+                if found is None or replicas.supervised(found.handle):
+                    continue
+                found.handle = replicas.spawn(self.run_dir(found))
             restarted.append(row.id)
         return restarted
+
+    def _should_run(self, row: Replica) -> bool:
+        """Say whether a replica ended on its own terms (failed, stopped) or was cut off."""
+        run_dir = self.run_dir(row)
+        ended = (read_json(run_dir / "status.json") or {}).get("state") in ("failed", "stopped")
+        return not ended and (run_dir / "replica.json").is_file()
 
     # helpers
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -82,8 +84,29 @@ def test_client_predict_bytes_and_files(deployed, tmp_path):
     other = type(client)(client.url, client.token, project="other")
     with pytest.raises(NotFound, match="deployment 'pets' not found in project 'other'"):
         other.predict("pets", image)
+    # a browser form: the multipart file and its content type go to the model
+    boundary = "kpl-boundary"
+    form = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + _png((4, 5, 6))
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        client.url + "deployments/pets/predict",
+        form,
+        {
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Authorization": f"token {client.token}",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.headers["X-KPL-Model-Version"] == model
+        assert json.loads(answer.read())["class_name"] == "steps"
     assert [d["name"] for d in client.deployments()] == ["pets"]
-    assert client.deployment("pets")["metrics"][model]["requests"] == 3
+    assert client.deployment("pets")["metrics"][model]["requests"] == 4
 
 
 def test_kpl_predict_magic(deployed, kpl_server, tmp_path, monkeypatch):

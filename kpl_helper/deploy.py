@@ -1,4 +1,12 @@
-"""Responses of a deployed model, in the shapes the serving page draws."""
+"""Responses of a deployed model, in the shapes the serving page draws, and the server that answers them."""
+
+import json
+import os
+import signal
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class RectangleBoxObjectDetectionResponse:
@@ -41,8 +49,8 @@ class ClassificationResponse:
     _response_type = "classification"
 
     @staticmethod
-    def dumps(height, width, depth, class_id, class_name=None, error=""):
-        return {
+    def dumps(height, width, depth, class_id, class_name=None, error="", score=None):
+        response = {
             "type": ClassificationResponse._response_type,
             "height": height,
             "width": width,
@@ -51,6 +59,9 @@ class ClassificationResponse:
             "class_name": class_name,
             "error": error,
         }
+        if score is not None:  # an addition to the original's shape, so only when given
+            response["score"] = float(score)
+        return response
 
 
 class SegmentationResponse:
@@ -68,3 +79,117 @@ class SegmentationResponse:
             "mask": mask,
             "error": error,
         }
+
+
+PORT_VARIABLE = "KPL_DEPLOY_PORT"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+LATENCY_SAMPLES = 2048
+
+
+class BadInput(ValueError):
+    """The request cannot be predicted on (not an image, wrong shape): answered as 400 with this message."""
+
+
+class _Counters:
+    """Requests, errors and recent latencies of this replica, for the platform's metrics."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.errors = 0
+        self.latency_ms = []
+
+    def record(self, failed: bool, milliseconds: float) -> None:
+        with self.lock:
+            self.requests += 1
+            self.errors += failed
+            self.latency_ms.append(round(milliseconds, 3))
+            del self.latency_ms[:-LATENCY_SAMPLES]
+
+    def to_json(self) -> dict:
+        with self.lock:
+            return {"requests": self.requests, "errors": self.errors, "latency_ms": list(self.latency_ms)}
+
+
+def _as_json(result) -> dict:
+    """Return what `predict` gave as a JSON object: a response's `dumps()` or a dict."""
+    if hasattr(result, "dumps") and not isinstance(result, dict):
+        result = result.dumps()
+    if not isinstance(result, dict):
+        raise TypeError(
+            f"predict must return a dict or a kpl_helper.deploy response, got {type(result).__name__}"
+        )
+    return result
+
+
+def make_server(predict, port: int | None = None, host: str = "127.0.0.1"):
+    """Return an HTTP server answering GET /health, GET /metrics and POST /predict with `predict`.
+
+    `predict(data: bytes, content_type: str)` returns a response of this module (or a dict);
+    raising `BadInput` answers 400 with its message, anything else 500.
+    """
+    counters = _Counters()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connections
+        # headers and body go out in two writes: with Nagle each answer would wait for a delayed ACK
+        disable_nagle_algorithm = True
+
+        def _answer(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path == "/health":
+                self._answer(200, {"status": "ok"})
+            elif self.path == "/metrics":
+                self._answer(200, counters.to_json())
+            else:
+                self._answer(404, {"error": f"no such path: {self.path}"})
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            if self.path != "/predict":
+                self._answer(404, {"error": f"no such path: {self.path}"})
+                return
+            start = time.perf_counter()
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True
+                self._answer(413, {"error": f"the body is larger than {MAX_BODY_BYTES} bytes"})
+                return
+            data = self.rfile.read(length)
+            content_type = self.headers.get("Content-Type") or "application/octet-stream"
+            try:
+                status, body = 200, _as_json(predict(data, content_type))
+            except BadInput as error:
+                status, body = 400, {"error": str(error) or "bad input"}
+            except Exception as error:  # the model failed: say why, keep serving
+                traceback.print_exc()
+                status, body = 500, {"error": f"{type(error).__name__}: {error}"}
+            counters.record(status != 200, (time.perf_counter() - start) * 1000)
+            self._answer(status, body)
+
+        def log_message(self, format, *args):  # noqa: A002 - http.server's signature
+            pass  # one line per request would drown the replica's log
+
+    if port is None:
+        port = int(os.environ.get(PORT_VARIABLE) or 8080)
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve(predict, port: int | None = None, host: str = "127.0.0.1") -> None:
+    """Serve `predict` on the port the platform gives (`KPL_DEPLOY_PORT`) until SIGTERM."""
+    server = make_server(predict, port, host)
+    # shutdown() waits for serve_forever, so it runs on another thread than the handler's
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print(f"serving on http://{host}:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()

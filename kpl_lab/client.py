@@ -11,6 +11,7 @@ server that started this kernel (or one whose root folder holds the working fold
 from __future__ import annotations
 
 import json
+import mimetypes
 import os
 import urllib.error
 import urllib.parse
@@ -19,10 +20,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import BadRequest, Conflict, Forbidden, KPLError, NotFound
+from .errors import BadRequest, Conflict, Forbidden, KPLError, ModelFailed, NotFound, Unavailable
 
 API_PATH = "kpl/api/"
-ERRORS: dict[int, type[KPLError]] = {400: BadRequest, 403: Forbidden, 404: NotFound, 409: Conflict}
+ERRORS: dict[int, type[KPLError]] = {
+    400: BadRequest,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    502: ModelFailed,
+    503: Unavailable,
+}
 UPLOAD_BLOCK = 1024 * 1024
 FOLLOW_WAIT_SECONDS = 10  # long poll: the server answers at once when output comes
 
@@ -366,6 +374,43 @@ class Client:
         """Return one model version with its lineage."""
         version = self._newest("models", name, version)
         return self.request("GET", f"models/{_quote(name)}/versions/{_quote(version)}")
+
+    # deployments
+
+    def deployments(self) -> list[dict]:
+        """Return the project's deployments with their state and replicas."""
+        return self.request("GET", "deployments")["deployments"]
+
+    def deployment(self, name: str) -> dict:
+        """Return one deployment with its replicas and request metrics per model version."""
+        return self.request("GET", f"deployments/{_quote(name)}")
+
+    def deploy(self, name: str, model: str, replicas: int = 1, algorithm: str | None = None) -> dict:
+        """Deploy a model version (NAME or NAME:VERSION) as an HTTP API; its replicas start at once."""
+        body = {"name": name, "model": model, "replicas": replicas, "algorithm": algorithm}
+        return self.request("POST", "deployments", body=body)
+
+    def predict(
+        self,
+        name: str,
+        data: bytes | str | Path,
+        content_type: str | None = None,
+        headers: dict | None = None,
+    ) -> dict:
+        """Send bytes or a file to a deployment; return its JSON answer with `model_version` added."""
+        if not isinstance(data, bytes):
+            path = Path(data)
+            content_type = content_type or mimetypes.guess_type(path.name)[0]
+            data = path.read_bytes()
+        sent = {"Content-Type": content_type or "application/octet-stream", **(headers or {})}
+        with self._open("POST", f"deployments/{_quote(name)}/predict", body=data, headers=sent) as response:
+            answer = json.loads(response.read())
+            answer["model_version"] = response.headers.get("X-KPL-Model-Version")
+        return answer
+
+    def delete_deployment(self, name: str) -> Any:
+        """Stop a deployment and free its resources."""
+        return self.request("DELETE", f"deployments/{_quote(name)}")
 
     # jobs
 

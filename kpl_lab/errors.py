@@ -61,6 +61,12 @@ class Conflict(KPLError):
     status = 409
 
 
+class ModelFailed(KPLError):
+    """A deployed model failed on a request (its server answered 5xx or died on it)."""
+
+    status = 502
+
+
 class Unavailable(KPLError):
     """The server cannot take this now (e.g. too many imports waiting); trying later may work."""
 

@@ -420,6 +420,19 @@ class KPLMagics(Magics):
             display(MetricPlot(args.job, self.client).show(data["figures"], data.get("labels") or {}))
         display(MetricsView(args.job, data["figures"], data.get("labels") or {}))
 
+    @magic_arguments("%kpl_predict")
+    @_with_help
+    @argument("deployment", help="deployment name")
+    @argument("file", help="file to send, e.g. an image")
+    @line_magic
+    def kpl_predict(self, line: str) -> dict | None:
+        """Send a file to a deployment; return its answer, with the model version that made it."""
+        found = {}
+        self._run(
+            self.kpl_predict, line, lambda args: found.update(self.client.predict(args.deployment, args.file))
+        )
+        return found or None
+
     @magic_arguments("%kpl_stop")
     @_with_help
     @argument("job")

@@ -207,6 +207,18 @@ class Catalog:
 
     def _refuse_if_in_use(self, session: Session, kind: _Kind, project_id: int, versions: list) -> None:
         ids = {v.id for v in versions}
+        if kind is MODEL:
+            from .deployments import Deployment
+
+            served = session.scalar(
+                select(Deployment).where(
+                    Deployment.project_id == project_id,
+                    (Deployment.model_version_id.in_(ids)) | (Deployment.canary_model_version_id.in_(ids)),
+                )
+            )
+            if served is not None:
+                refs = ", ".join(v.ref for v in versions)
+                raise Conflict(f"model {refs} is served by deployment {served.name!r}; delete it first")
         active = session.scalars(
             select(Job).where(Job.project_id == project_id, Job.state.in_(ACTIVE_STATES))
         )

@@ -23,7 +23,7 @@ from ..errors import BadRequest
 
 NAME_RE = re.compile(NAME_PATTERN)
 SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints"}
-KINDS = ("datasets", "models", "algorithms", "jobs")
+KINDS = ("datasets", "models", "algorithms", "jobs", "deployments")
 _CHUNK = 1 << 20
 
 

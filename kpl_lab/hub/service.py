@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import secrets
 import signal
@@ -126,6 +127,13 @@ class KPLService(Application):
             return True
         raise NotFound(f"project {project!r} not found", field="project")
 
+    @functools.cached_property
+    def gateway(self):
+        """Return the gateway that forwards predictions to deployments' replicas."""
+        from ..serving.gateway import Gateway
+
+        return Gateway(self.platform.deployments, self.pool)
+
     def setup(self) -> None:
         """Open the platform and the hub directory."""
         self.prefix = self.prefix or self._env("JUPYTERHUB_SERVICE_PREFIX", "/services/kpl/")
@@ -197,6 +205,7 @@ class KPLService(Application):
             loop = asyncio.get_running_loop()
             # the very round the single-user extension runs: ingest running jobs, start queued ones
             await loop.run_in_executor(self.pool, self.platform.jobs.tick)
+            await loop.run_in_executor(self.pool, self.platform.deployments.reconcile)
             await loop.run_in_executor(self.pool, self.record_usage)
         except Exception:
             self.log.exception("kpl service: background round failed")

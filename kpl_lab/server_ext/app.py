@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
@@ -14,6 +16,9 @@ from traitlets import Float, Integer, List, Unicode
 from ..platform import Platform, with_moved_settings
 from .imports import ImportQueue
 from .routes import API_PREFIX, handlers
+
+if TYPE_CHECKING:
+    from ..serving.gateway import Gateway
 
 GiB = 1 << 30
 
@@ -66,6 +71,9 @@ class KPLLab(ExtensionApp):
         outcome = self.platform.jobs.reconcile()
         if outcome:
             self.log.info("kpl_lab: jobs found running at start: %s", outcome)
+        restarted = self.platform.deployments.reconcile()
+        if restarted:
+            self.log.info("kpl_lab: replicas restarted at start (their supervisors were gone): %s", restarted)
         self._tick_running = False
         self._ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
         self._ticker.start()
@@ -76,6 +84,13 @@ class KPLLab(ExtensionApp):
         token = self.serverapp.identity_provider.token
         if token:
             os.environ["KPL_API_TOKEN"] = token
+
+    @functools.cached_property
+    def gateway(self) -> Gateway:
+        """Return the gateway that forwards predictions to deployments' replicas."""
+        from ..serving.gateway import Gateway
+
+        return Gateway(self.platform.deployments, self.pool)
 
     def initialize_handlers(self) -> None:
         """Register the REST API handlers under /kpl/api/."""
@@ -101,11 +116,16 @@ class KPLLab(ExtensionApp):
     def _background_round(self) -> None:
         # Local jobs: their supervisors are checked (pid and start time); jobs elsewhere are polled.
         self.platform.jobs.tick()
+        restarted = self.platform.deployments.reconcile()  # replicas whose supervisor died
+        if restarted:
+            self.log.warning("kpl_lab: restarted replicas whose supervisor was gone: %s", restarted)
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""
         self._ticker.stop()
         self.imports.shutdown()
+        if "gateway" in self.__dict__:
+            self.gateway.close()
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.platform.close()
         for key, value in self._saved_environ.items():

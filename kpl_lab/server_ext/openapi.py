@@ -27,7 +27,10 @@ ERROR_STATUSES = {
     "404": "Not found in this project",
     "409": "Conflict with the object's state",
 }
-MORE_STATUSES = {"503": "Unavailable: the import queue is full, try again later"}
+MORE_STATUSES = {
+    "502": "Bad gateway: the deployed model failed on this request (its error in `message`)",
+    "503": "Unavailable: the import queue is full, or a deployment has no ready replica; try again later",
+}
 PATH_PARAMETERS = {
     "name": {"schema": NAME_SCHEMA},
     "version": {"schema": NAME_SCHEMA, "description": "a version, or a unique prefix of one"},

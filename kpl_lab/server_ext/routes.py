@@ -18,6 +18,7 @@ from ..api.datasets import (
     RecordsPage,
     Stats,
 )
+from ..api.deployments import CanaryRequest, Deployment, DeploymentList, DeploymentLogs, DeploymentRequest
 from ..api.devices import Devices
 from ..api.jobs import (
     MAX_WORKER,
@@ -47,7 +48,7 @@ from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
 from .base import NotFoundHandler
-from .handlers import algorithms, datasets, devices, jobs, models, pipelines
+from .handlers import algorithms, datasets, deployments, devices, jobs, models, pipelines
 from .spec import Operation, Query, Route
 from .version import VersionHandler
 
@@ -363,6 +364,88 @@ ROUTES: list[Route] = [
                 body_required=True,
                 project=False,
                 job_token=True,
+            )
+        },
+    ),
+    Route(
+        "/deployments",
+        deployments.DeploymentsHandler,
+        {
+            "get": Operation("List deployments with their state and replicas", DeploymentList),
+            "post": Operation(
+                "Deploy a model version as an HTTP API (its replicas start at once)",
+                Deployment,
+                status=201,
+                description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
+                "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
+                "defaults to the one whose job made the model. 503 when the replicas do not fit now.",
+                body=DeploymentRequest,
+                body_required=True,
+                errors=("503",),
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}",
+        deployments.DeploymentHandler,
+        {
+            "get": Operation("One deployment with its replicas and request metrics per version", Deployment),
+            "delete": Operation("Stop a deployment's replicas, free their resources and forget it", Deleted),
+        },
+    ),
+    Route(
+        "/deployments/{name}/canary",
+        deployments.DeploymentCanaryHandler,
+        {
+            "post": Operation(
+                "Serve a canary version to `weight` percent of the requests",
+                Deployment,
+                description="A new canary version replaces the old canary's replicas; the same version only "
+                "changes the weight. With `sticky_header`, a caller's header value keeps it on one version.",
+                body=CanaryRequest,
+                body_required=True,
+                errors=("503",),
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/promote",
+        deployments.DeploymentPromoteHandler,
+        {
+            "post": Operation(
+                "Make the canary production: its replicas are ready before the old ones stop",
+                Deployment,
+                description="Answers once the switch is done; no request fails during it. 409 without a "
+                "canary, 503 when the canary's replicas do not become ready.",
+                errors=("503",),
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/logs",
+        deployments.DeploymentLogsHandler,
+        {
+            "get": Operation(
+                "The last lines of each replica's output",
+                DeploymentLogs,
+                query=(Query("lines", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),),
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/predict",
+        deployments.DeploymentPredictHandler,
+        {
+            "post": Operation(
+                "One prediction: the body (or a multipart file) goes to a ready replica",
+                None,
+                description="The answer is the model's JSON response (classification, rectangle boxes or "
+                "segmentation mask, docs/serving.md) with the header `X-KPL-Model-Version: NAME:VERSION` "
+                "naming the version that served it. Bad input answers the model's 4xx (its error in `message`); a model that fails "
+                "answers 502; while no replica is ready, 503 at once with the state and reason.",
+                upload=True,
+                content={"application/json": {"schema": {"type": "object"}}},
+                errors=("503",),
             )
         },
     ),

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -136,3 +141,49 @@ def train_in_job(tmp_path) -> Callable[..., tuple[Path, list[dict], str]]:
         return run_dir / "outputs" / "model", events, out
 
     return train
+
+
+@pytest.fixture
+def serve_standalone():
+    """Return a context manager running an example's deploy.py in its folder; it yields a POST function."""
+
+    @contextlib.contextmanager
+    def serve(work: Path, env: dict[str, str]):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen(
+            [sys.executable, "deploy.py"],
+            cwd=work,
+            env={**env, "KPL_DEPLOY_PORT": str(port)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+
+        def post(body: bytes, content_type: str = "image/png") -> tuple[int, dict]:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/predict", body, {"Content-Type": content_type}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read())
+
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert server.poll() is None, server.stdout.read().decode()
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                        break
+                except OSError:
+                    assert time.monotonic() < deadline, "deploy.py never answered /health"
+                    time.sleep(0.2)
+            yield post
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+            server.stdout.close()
+
+    return serve

@@ -136,7 +136,7 @@ def test_unknown_class_and_bad_box_are_named(detector):
 
 def test_example_algorithm_is_valid():
     algorithm = read_algorithm(ALGORITHM)
-    assert list(algorithm.spec.functions) == ["train", "test", "infer"]
+    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
     assert [port.key for port in algorithm.spec.function("test").outputs] == ["report"]
     assert algorithm.spec.image.runs == ()
@@ -144,7 +144,9 @@ def test_example_algorithm_is_valid():
 
 
 @pytest.mark.slow
-def test_standalone_train_test_infer(shapes, detector, mean_ap, algorithm_copy, clean_env, run_ok):
+def test_standalone_train_test_infer_deploy(
+    shapes, detector, mean_ap, algorithm_copy, clean_env, run_ok, serve_standalone
+):
     # one thread: the test machine is shared
     work = algorithm_copy(ALGORITHM, "shapes", shapes, epochs=6, batch_size=8, threads=1)
     env = clean_env()
@@ -174,6 +176,19 @@ def test_standalone_train_test_infer(shapes, detector, mean_ap, algorithm_copy, 
     infer_map = mean_ap.mean_average_precision(detections, truths, CLASSES)[0]
     assert infer_map > 0.5  # thresholded, integer boxes: still close to test's score
     assert f"{sum(map(len, predicted))} boxes in {TEST} images" in out
+
+    # deploy.py answers the same boxes as infer.py, in the serving response shape
+    with ReadOnlyDataset(shapes, "test") as truth:
+        images = [truth[i]["content"] for i in range(3)]
+    with serve_standalone(work, env) as post:
+        for image, objects in zip(images, predicted, strict=False):
+            status, answer = post(image)
+            assert status == 200 and answer["type"] == "rectangle_box_detection"
+            assert [(o["name"], o["xmin"], o["ymin"], o["xmax"], o["ymax"]) for o in answer["objects"]] == [
+                (o["name"], o["xmin"], o["ymin"], o["xmax"], o["ymax"]) for o in objects
+            ]
+        status, answer = post(b"not an image", "text/plain")
+        assert status == 400 and answer["error"].startswith("not an image (text/plain)")
 
 
 def test_train_refuses_a_segmentation_dataset(tmp_path, make_shapes, algorithm_copy, clean_env, run_script):

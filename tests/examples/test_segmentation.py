@@ -112,7 +112,7 @@ def test_bad_masks_are_named(segmenter):
 
 def test_example_algorithm_is_valid():
     algorithm = read_algorithm(ALGORITHM)
-    assert list(algorithm.spec.functions) == ["train", "test", "infer"]
+    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
     assert [port.key for port in algorithm.spec.function("infer").outputs] == ["predictions"]
     assert algorithm.spec.image.runs == ()
@@ -120,7 +120,9 @@ def test_example_algorithm_is_valid():
 
 
 @pytest.mark.slow
-def test_standalone_train_test_infer(shapes, segmenter, algorithm_copy, clean_env, run_ok):
+def test_standalone_train_test_infer_deploy(
+    shapes, segmenter, algorithm_copy, clean_env, run_ok, serve_standalone
+):
     # one thread: the test machine is shared
     work = algorithm_copy(ALGORITHM, "shapes", shapes, epochs=8, threads=1)
     env = clean_env()
@@ -155,6 +157,16 @@ def test_standalone_train_test_infer(shapes, segmenter, algorithm_copy, clean_en
         predicted = [torch.from_numpy(decode(record["mask"]).astype(np.int64)) for record in predictions]
     matrix = sum(segmenter.confusion(p, t, 4) for p, t in zip(predicted, truths, strict=True))
     assert segmenter.mean_iou(matrix) == pytest.approx(report["mIoU"], abs=1e-9)
+
+    # deploy.py answers the same mask as infer.py, one class index per pixel
+    with ReadOnlyDataset(shapes, "test") as truth:
+        image = truth[0]["content"]
+    with serve_standalone(work, env) as post:
+        status, answer = post(image)
+        assert status == 200 and answer["type"] == "segmentation"
+        assert torch.equal(torch.tensor(answer["mask"]), predicted[0])
+        status, answer = post(b"not an image", "text/plain")
+        assert status == 400 and answer["error"].startswith("not an image (text/plain)")
 
 
 @pytest.mark.slow

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import threading
+
 import numpy as np
 
 from kpl_helper import deploy
@@ -44,3 +48,46 @@ def test_segmentation():
         "mask": [[0, 1]],
         "error": "x",
     }
+
+
+def test_classification_score_only_when_given():
+    assert deploy.ClassificationResponse.dumps(1, 2, 3, 7, "cat", score=np.float32(0.25))["score"] == 0.25
+
+
+def _call(port, method, path, body=None, content_type="image/png"):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_serve_answers_health_predict_bad_input_and_metrics():
+    def predict(data, content_type):
+        if data == b"boom":
+            raise RuntimeError("the model broke")
+        if not data.startswith(b"img"):
+            raise deploy.BadInput(f"not an image: {content_type}")
+        response = deploy.RectangleBoxObjectDetectionResponse(4, 4, 3)
+        response.add_object(data.decode(), 0, 0, 1, 1, 0.9)
+        return response
+
+    server = deploy.make_server(predict, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert _call(port, "GET", "/health") == (200, {"status": "ok"})
+        status, body = _call(port, "POST", "/predict", b"img-a")
+        assert status == 200 and body["objects"][0]["name"] == "img-a"
+        assert _call(port, "POST", "/predict", b"text", "text/plain") == (
+            400,
+            {"error": "not an image: text/plain"},
+        )
+        assert _call(port, "POST", "/predict", b"boom") == (500, {"error": "RuntimeError: the model broke"})
+        status, metrics = _call(port, "GET", "/metrics")
+        assert (metrics["requests"], metrics["errors"], len(metrics["latency_ms"])) == (3, 2, 3)
+    finally:
+        server.shutdown()
+        server.server_close()

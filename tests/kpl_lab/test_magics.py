@@ -49,7 +49,7 @@ def run(shell, line: str):
 
 def test_load_ext_registers_every_magic(shell):
     names = set(shell.magics_manager.magics["line"])
-    for magic in ("datasets", "algorithms", "train", "infer", "jobs", "logs", "metrics", "stop"):
+    for magic in ("datasets", "algorithms", "train", "infer", "jobs", "logs", "metrics", "stop", "predict"):
         assert f"kpl_{magic}" in names
 
 

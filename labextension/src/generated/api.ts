@@ -462,6 +462,122 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deployments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List deployments with their state and replicas */
+        get: operations["getDeployments"];
+        put?: never;
+        /**
+         * Deploy a model version as an HTTP API (its replicas start at once)
+         * @description Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm defaults to the one whose job made the model. 503 when the replicas do not fit now.
+         */
+        post: operations["postDeployments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One deployment with its replicas and request metrics per version */
+        get: operations["getDeployment"];
+        put?: never;
+        post?: never;
+        /** Stop a deployment's replicas, free their resources and forget it */
+        delete: operations["deleteDeployment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/canary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Serve a canary version to `weight` percent of the requests
+         * @description A new canary version replaces the old canary's replicas; the same version only changes the weight. With `sticky_header`, a caller's header value keeps it on one version.
+         */
+        post: operations["postDeploymentCanary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make the canary production: its replicas are ready before the old ones stop
+         * @description Answers once the switch is done; no request fails during it. 409 without a canary, 503 when the canary's replicas do not become ready.
+         */
+        post: operations["postDeploymentPromote"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The last lines of each replica's output */
+        get: operations["getDeploymentLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/predict": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * One prediction: the body (or a multipart file) goes to a ready replica
+         * @description The answer is the model's JSON response (classification, rectangle boxes or segmentation mask, docs/serving.md) with the header `X-KPL-Model-Version: NAME:VERSION` naming the version that served it. Bad input answers the model's 4xx (its error in `message`); a model that fails answers 502; while no replica is ready, 503 at once with the state and reason.
+         */
+        post: operations["postDeploymentPredict"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/devices": {
         parameters: {
             query?: never;
@@ -692,6 +808,28 @@ export interface components {
             thumbnail: string | null;
         };
         /**
+         * CanaryRequest
+         * @description A canary version and the percent of requests it gets.
+         */
+        CanaryRequest: {
+            /** @description NAME:VERSION */
+            model: string;
+            /** @description percent of requests */
+            weight: number;
+            /**
+             * @description default: the algorithm of the model's job
+             * @default null
+             */
+            algorithm?: string | null;
+            /**
+             * @description request header whose value keeps a caller on one version (empty: none)
+             * @default null
+             */
+            sticky_header?: string | null;
+            /** @default 1 */
+            replicas?: number;
+        };
+        /**
          * CopyRequest
          * @description What a copy changes.
          */
@@ -794,6 +932,65 @@ export interface components {
             /** @description NAME:VERSION of every version deleted */
             deleted: string[];
         };
+        /**
+         * Deployment
+         * @description A deployment with its versions, replicas and request metrics per version.
+         */
+        Deployment: {
+            name: string;
+            state: components["schemas"]["DeploymentState"];
+            reason: string;
+            /** @description replicas of the production version */
+            replicas: number;
+            /** @description production NAME:VERSION */
+            model_version: string | null;
+            algorithm_version: string | null;
+            canary_model_version: string | null;
+            canary_weight: number;
+            sticky_header: string;
+            created: string | null;
+            replica_states: components["schemas"]["Replica"][];
+            /** @description NAME:VERSION -> request metrics */
+            metrics: {
+                [key: string]: components["schemas"]["VersionMetrics"];
+            };
+        };
+        /**
+         * DeploymentList
+         * @description The deployments of a project.
+         */
+        DeploymentList: {
+            deployments: components["schemas"]["Deployment"][];
+        };
+        /**
+         * DeploymentLogs
+         * @description The last lines of each replica's output.
+         */
+        DeploymentLogs: {
+            logs: components["schemas"]["ReplicaLog"][];
+        };
+        /**
+         * DeploymentRequest
+         * @description What to deploy: a model version, its replicas, and the algorithm whose deploy serves it.
+         */
+        DeploymentRequest: {
+            name: string;
+            /** @description NAME or NAME:VERSION */
+            model: string;
+            /** @default 1 */
+            replicas?: number;
+            /**
+             * @description NAME[:VERSION]; default: the algorithm of the job that made the model
+             * @default null
+             */
+            algorithm?: string | null;
+        };
+        /**
+         * DeploymentState
+         * @description Where a deployment is: starting until its replicas answer /health, then ready or worse.
+         * @enum {string}
+         */
+        DeploymentState: "starting" | "ready" | "degraded" | "failed" | "stopped";
         /**
          * Device
          * @description One accelerator and who holds it.
@@ -1386,6 +1583,33 @@ export interface components {
             records: components["schemas"]["Record"][];
         };
         /**
+         * Replica
+         * @description One replica process and its state.
+         */
+        Replica: {
+            id: string;
+            /** @description NAME:VERSION it serves */
+            model_version: string;
+            /** @description production, canary, or retiring (after a promote) */
+            role: string;
+            /** @description starting, ready, unhealthy, restarting, failed or stopped */
+            state: string;
+            port: number | null;
+            restarts: number;
+            reason: string | null;
+            /** @description the server's last output, when failed */
+            last_log_lines: string | null;
+        };
+        /**
+         * ReplicaLog
+         * @description The last lines a replica printed.
+         */
+        ReplicaLog: {
+            replica: string;
+            model_version: string;
+            text: string;
+        };
+        /**
          * RerunRequest
          * @description How to run an earlier run's file again.
          */
@@ -1515,6 +1739,16 @@ export interface components {
              */
             gpus: components["schemas"]["GpuSample"][] | null;
         };
+        /**
+         * VersionMetrics
+         * @description Requests served by one model version since its replicas started.
+         */
+        VersionMetrics: {
+            requests: number;
+            errors: number;
+            p50_ms: number | null;
+            p99_ms: number | null;
+        };
     };
     responses: {
         /** @description Bad request: `field` and `errors` name every field at fault */
@@ -1553,7 +1787,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Unavailable: the import queue is full, try again later */
+        /** @description Bad gateway: the deployed model failed on this request (its error in `message`) */
+        Error502: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Unavailable: the import queue is full, or a deployment has no ready replica; try again later */
         Error503: {
             headers: {
                 [name: string]: unknown;
@@ -2669,6 +2912,261 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getDeployments: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeployments: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deployment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            503: components["responses"]["Error503"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeployment: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deployment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDeployment: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeploymentCanary: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CanaryRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deployment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            503: components["responses"]["Error503"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeploymentPromote: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deployment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            503: components["responses"]["Error503"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeploymentLogs: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                lines?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentLogs"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeploymentPredict: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": string;
+                "application/x-tar": string;
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, unknown>;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            503: components["responses"]["Error503"];
+            default: components["responses"]["Error"];
+        };
+    };
     getDevices: {
         parameters: {
             query?: {
@@ -2964,6 +3462,7 @@ export const pathsDatasetsPostParametersQueryFormatValues: ReadonlyArray<Flatten
 export const pathsJobsJob_idLogsGetParametersQueryFollowValues: ReadonlyArray<FlattenedDeepRequired<paths>["/jobs/{job_id}/logs"]["get"]["parameters"]["query"]["follow"]> = [0, 1];
 export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["state"]> = ["queued", "importing"];
+export const deploymentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeploymentState"]> = ["starting", "ready", "degraded", "failed", "stopped"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
 export const pipelineNodeRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeRun"]["state"]> = ["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"];
 export const pipelinePortKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelinePort"]["kind"]> = ["dataset", "model"];

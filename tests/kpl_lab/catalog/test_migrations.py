@@ -11,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
+import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
 from kpl_lab.catalog.db import Base

@@ -115,6 +115,17 @@ class Api:
             await asyncio.sleep(0.2)
         raise AssertionError(f"job {job_id} still {job['state']} after {WAIT_SECONDS} s")
 
+    async def wait_deployment(self, name: str, **params) -> dict:
+        """Poll a deployment until it is ready or failed."""
+        deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            code, deployment = await self.get(f"deployments/{name}", **params)
+            assert code == 200, deployment
+            if deployment["state"] in ("ready", "failed"):
+                return deployment
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"deployment {name} still {deployment['state']} after {WAIT_SECONDS} s")
+
 
 @pytest.fixture
 def api(jp_fetch) -> Api:

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Job
 
-from .conftest import Api, imagefolder_zip
+from .conftest import Api, imagefolder_zip, zip_bytes
 from .test_jobs_api import TRAIN, WAIT, algorithm_zip
 
 SPEC = yaml.safe_load((Path(__file__).parents[3] / "docs" / "openapi.yaml").read_text())
@@ -30,6 +30,32 @@ def _matcher(path: str) -> re.Pattern:
 
 
 PATHS = [(_matcher(path), path) for path in SPEC["paths"]]
+SERVER_ENV = b"""\
+version: 1
+deploy:
+  resource:
+    limits:
+      cpu: 0.1
+      memory: 128
+  inputs:
+    - key: model
+      name: model
+  cmd: python serve.py
+"""
+SERVE = b"""\
+from kpl_helper import deploy
+
+
+def predict(data, content_type):
+    if data == b"fail":
+        raise RuntimeError("the model failed")
+    if not data.startswith(b"img"):
+        raise deploy.BadInput("not an image")
+    return deploy.ClassificationResponse.dumps(1, 1, 1, 0, "one")
+
+
+deploy.serve(predict)
+"""
 
 
 def answer_schema(path: str, method: str, status: int, media: str) -> dict:
@@ -182,6 +208,41 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.post("pipelines/runs", {"text": copy.replace("dataset: pets", "dataset: cats")}))[
         0
     ] == 400
+    # a deployment of the job's model, served by an algorithm with a deploy function
+    code, server = await api.upload(
+        "algorithms", zip_bytes({"environment.yml": SERVER_ENV, "serve.py": SERVE})
+    )
+    assert code == 201, server
+    body = {"name": "api", "model": f"trainer-model:{model_version}", "algorithm": server["ref"]}
+    code, created = await api.post("deployments", body)
+    assert code == 201, created
+    assert (await api.post("deployments", body))[0] == 409
+    deployment = await api.wait_deployment("api")
+    assert deployment["state"] == "ready", deployment
+    response = await api.raw("POST", "deployments/api/predict", b"img", {"Content-Type": "image/png"})
+    assert response.code == 200 and response.headers["X-KPL-Model-Version"] == f"trainer-model:{model_version}"
+    assert (await api.raw("POST", "deployments/api/predict", b"text")).code == 400
+    assert (await api.raw("POST", "deployments/api/predict", b"fail")).code == 502
+    assert (await api.get("deployments"))[0] == 200
+    assert (await api.get("deployments/api/logs", lines=5))[0] == 200
+    code, shown = await api.get("deployments/api")
+    assert code == 200 and shown["metrics"][f"trainer-model:{model_version}"]["requests"] == 3, shown
+    (tmp_path / "second").mkdir()
+    (tmp_path / "second" / "weights.txt").write_text("another model")
+    canary = app.platform.catalog.add_model("default", "trainer-model", tmp_path / "second").ref
+    assert (await api.post("deployments/api/promote"))[0] == 409  # no canary yet
+    code, shown = await api.post(
+        "deployments/api/canary", {"model": canary, "weight": 30, "algorithm": server["ref"]}
+    )
+    assert code == 200 and shown["canary_model_version"] == canary, shown
+    await api.wait_deployment("api")
+    code, shown = await api.post("deployments/api/promote")
+    assert code == 200 and shown["model_version"] == canary, shown
+    assert (await api.get("deployments/api", project="other"))[0] == 404
+    served = canary.removeprefix("trainer-model:")
+    assert (await api.delete(f"models/trainer-model/versions/{served}"))[0] == 409  # the production version now
+    assert (await api.delete("deployments/api"))[0] == 200
+    assert (await api.raw("POST", "deployments/api/predict", b"img")).code == 404
 
     # errors answer the Error schema
     assert (await api.get("jobs/0000000000"))[0] == 404

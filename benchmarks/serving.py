@@ -1,0 +1,271 @@
+"""Measure the serving gateway against calling a replica directly: added latency, throughput, split accuracy.
+
+Everything is real: a platform home with SQLite, one deployment of a model whose deploy
+answers a small classification at once (so the numbers are the serving path's, not a
+model's), a `jupyter server` with the kpl_lab extension in front of it. Each request is
+a 1 KiB body POSTed by tornado's curl client with kept-alive connections, `--clients`
+of them in flight at once.
+
+    python benchmarks/serving.py                           # 2000 requests per run, 10k for the split
+    python benchmarks/serving.py --requests 300 --clients 1,8 --split-requests 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ENVIRONMENT = """\
+version: 1
+deploy:
+  resource:
+    limits:
+      cpu: 0.1
+      memory: 128
+  inputs:
+    - key: model
+      name: model
+  cmd: python serve.py
+"""
+SERVE = """\
+import os
+from kpl_helper import deploy, io
+
+label = open(os.path.join(io.get_input_path(key="model"), "label.txt")).read()
+deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, len(data), 1, 0, label))
+"""
+BODY = os.urandom(1024)
+START_TIMEOUT = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(fraction * len(ordered) + 0.999999) - 1))]
+
+
+async def load(url: str, headers: dict, requests: int, clients: int) -> tuple[list[float], float, list[str]]:
+    """Send `requests` POSTs with `clients` in flight; return latencies (ms), seconds, served versions."""
+    from tornado.curl_httpclient import CurlAsyncHTTPClient
+    from tornado.httpclient import HTTPRequest
+
+    client = CurlAsyncHTTPClient(force_instance=True, max_clients=clients)
+    latencies, versions = [], []
+    left = iter(range(requests))
+
+    async def worker():
+        for _ in left:
+            start = time.perf_counter()
+            answer = await client.fetch(HTTPRequest(url, method="POST", body=BODY, headers=headers))
+            latencies.append((time.perf_counter() - start) * 1000)
+            versions.append(answer.headers.get("X-KPL-Model-Version", ""))
+
+    # warm the connections first: the measured run starts with them open
+    await asyncio.gather(
+        *(client.fetch(HTTPRequest(url, method="POST", body=BODY, headers=headers)) for _ in range(clients))
+    )
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    seconds = time.perf_counter() - start
+    client.close()
+    return latencies, seconds, versions
+
+
+async def load_in_process(gateway, requests: int, clients: int) -> tuple[list[float], float]:
+    """Call the Gateway object itself (no HTTP server in front); return latencies (ms) and seconds."""
+    latencies = []
+    left = iter(range(requests))
+
+    async def worker():
+        for _ in left:
+            start = time.perf_counter()
+            await gateway.predict("default", "bench", BODY)
+            latencies.append((time.perf_counter() - start) * 1000)
+
+    await asyncio.gather(*(gateway.predict("default", "bench", BODY) for _ in range(clients)))
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    seconds = time.perf_counter() - start
+    gateway.close()
+    return latencies, seconds
+
+
+async def load_get(url: str, headers: dict, requests: int) -> list[float]:
+    """Return the latencies (ms) of sequential GETs: the Jupyter server's own cost per request."""
+    from tornado.curl_httpclient import CurlAsyncHTTPClient
+
+    client = CurlAsyncHTTPClient(force_instance=True)
+    await client.fetch(url, headers=headers)
+    latencies = []
+    for _ in range(requests):
+        start = time.perf_counter()
+        await client.fetch(url, headers=headers)
+        latencies.append((time.perf_counter() - start) * 1000)
+    client.close()
+    return latencies
+
+
+def start_server(home: Path, base: Path) -> tuple[subprocess.Popen, str, str]:
+    """Start `jupyter server` with only kpl_lab on the platform home; return it, its URL and token."""
+    config, runtime, root = base / "config", base / "runtime", base / "root"
+    for folder in (config, runtime, root):
+        folder.mkdir()
+    extensions = {
+        "kpl_lab": True,
+        "jupyterlab": False,
+        "jupyter_lsp": False,
+        "jupyter_server_terminals": False,
+    }
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": extensions}})
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "KPL_LAB_HOME": str(home),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+    }
+    log = open(base / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "server",
+            "--allow-root",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--Ledger.cpu=16",
+            "--ServerApp.log_level=WARN",
+        ],
+        env=env,
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/kpl/api/"
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            request = urllib.request.Request(url + "version", headers={"Authorization": f"token {token}"})
+            with urllib.request.urlopen(request, timeout=5):
+                return server, url, token
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((base / "server.log").read_text()[-3000:]) from None
+            time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="requests per run")
+    parser.add_argument("--clients", default="1,8,32", help="concurrent clients, comma-separated")
+    parser.add_argument("--split-requests", type=int, default=10_000, help="requests of the canary split run")
+    parser.add_argument("--weight", type=int, default=20, help="canary weight of the split run (percent)")
+    args = parser.parse_args(argv)
+    from traitlets.config import Config
+
+    from kpl_lab.platform import Platform
+    from kpl_lab.serving.gateway import Gateway
+
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        home = base / "home"
+        platform = Platform(home=str(home), config=Config({"Ledger": {"cpu": 16.0, "memory": 65536}}))
+        algorithm = base / "echo"
+        algorithm.mkdir()
+        (algorithm / "environment.yml").write_text(ENVIRONMENT)
+        (algorithm / "serve.py").write_text(SERVE)
+        platform.catalog.add_algorithm("default", algorithm)
+        refs = []
+        for label in ("a", "b"):
+            (base / label).mkdir()
+            (base / label / "label.txt").write_text(label)
+            refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
+        service = platform.deployments
+        service.create("default", "bench", refs[0], algorithm="echo")
+        server = None
+        try:
+            service.wait("default", "bench", START_TIMEOUT)
+            (port,) = service.routing("default", "bench").ready[refs[0]]
+            server, url, token = start_server(home, base)
+            direct = f"http://127.0.0.1:{port}/predict"
+            gateway = url + "deployments/bench/predict"
+            headers = {"Content-Type": "application/octet-stream"}
+            authorized = {**headers, "Authorization": f"token {token}"}
+            print(f"{args.requests} requests of {len(BODY)} bytes per run; one replica; latencies in ms")
+            print(
+                "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server; "
+                "in-process: the Gateway object called directly (no HTTP server in front)"
+            )
+            print(
+                f"{'clients':>7} {'direct p50':>10} {'p99':>7} {'gateway p50':>11} {'p99':>7} "
+                f"{'added p50':>9} {'p99':>7} {'direct/s':>9} {'gateway/s':>9} {'ratio':>6} "
+                f"{'in-process p50':>14} {'p99':>7} {'/s':>6} {'ratio':>6}"
+            )
+            for clients in (int(c) for c in args.clients.split(",")):
+                d_lat, d_sec, _ = asyncio.run(load(direct, headers, args.requests, clients))
+                g_lat, g_sec, _ = asyncio.run(load(gateway, authorized, args.requests, clients))
+                i_lat, i_sec = asyncio.run(load_in_process(Gateway(service), args.requests, clients))
+                d50, d99, g50, g99 = (
+                    percentile(d_lat, 0.5),
+                    percentile(d_lat, 0.99),
+                    percentile(g_lat, 0.5),
+                    percentile(g_lat, 0.99),
+                )
+                d_rate, g_rate, i_rate = args.requests / d_sec, args.requests / g_sec, args.requests / i_sec
+                print(
+                    f"{clients:>7} {d50:>10.2f} {d99:>7.2f} {g50:>11.2f} {g99:>7.2f} {g50 - d50:>9.2f} "
+                    f"{g99 - d99:>7.2f} {d_rate:>9.0f} {g_rate:>9.0f} {g_rate / d_rate:>6.2f} "
+                    f"{percentile(i_lat, 0.5):>14.2f} {percentile(i_lat, 0.99):>7.2f} {i_rate:>6.0f} "
+                    f"{i_rate / d_rate:>6.2f}"
+                )
+            own = asyncio.run(load_get(url + "version", authorized, min(args.requests, 500)))
+            print(
+                f"the Jupyter server's own cost, GET /kpl/api/version: p50 {percentile(own, 0.5):.2f} ms, "
+                f"p99 {percentile(own, 0.99):.2f} ms"
+            )
+            service.canary("default", "bench", refs[1], args.weight, algorithm="echo")
+            service.wait("default", "bench", START_TIMEOUT)
+            _, _, versions = asyncio.run(load(gateway, authorized, args.split_requests, 32))
+            share = versions.count(refs[1]) / len(versions)
+            expected = args.weight / 100
+            # the binomial standard deviation of the share for this many requests
+            sigma = (expected * (1 - expected) / len(versions)) ** 0.5
+            print(
+                f"canary split over {len(versions)} requests: {share:.2%} to the canary "
+                f"(weight {args.weight} %, off by {abs(share - expected) / sigma:.1f} sigma)"
+            )
+            summary = service.metrics(service.get("default", "bench"))
+            print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=30)
+            service.delete("default", "bench")
+            platform.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

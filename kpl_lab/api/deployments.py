@@ -1,0 +1,107 @@
+"""Deployments: models served over HTTP, their replicas, canary split and request metrics."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import Body
+from .catalog import NAME_PATTERN, REF_PATTERN
+
+
+class DeploymentState(str, Enum):
+    """Where a deployment is: starting until its replicas answer /health, then ready or worse."""
+
+    starting = "starting"
+    ready = "ready"
+    degraded = "degraded"  # some replicas not ready (restarting after a crash, a canary starting)
+    failed = "failed"  # no production replica can start; the replicas' last log lines say why
+    stopped = "stopped"
+
+
+class DeploymentRequest(BaseModel):
+    """What to deploy: a model version, its replicas, and the algorithm whose deploy serves it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    model: str = Field(description="NAME or NAME:VERSION", pattern=REF_PATTERN)
+    replicas: int = Field(default=1, ge=1, le=64)
+    algorithm: str | None = Field(
+        default=None, description="NAME[:VERSION]; default: the algorithm of the job that made the model"
+    )
+
+
+class CanaryRequest(BaseModel):
+    """A canary version and the percent of requests it gets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="NAME:VERSION", pattern=REF_PATTERN)
+    weight: int = Field(ge=0, le=100, description="percent of requests")
+    algorithm: str | None = Field(default=None, description="default: the algorithm of the model's job")
+    sticky_header: str | None = Field(
+        default=None, description="request header whose value keeps a caller on one version (empty: none)"
+    )
+    replicas: int = Field(default=1, ge=1, le=64)
+
+
+class Replica(Body):
+    """One replica process and its state."""
+
+    id: str
+    model_version: str = Field(description="NAME:VERSION it serves")
+    role: str = Field(description="production, canary, or retiring (after a promote)")
+    state: str = Field(description="starting, ready, unhealthy, restarting, failed or stopped")
+    port: int | None
+    restarts: int
+    reason: str | None
+    last_log_lines: str | None = Field(description="the server's last output, when failed")
+
+
+class VersionMetrics(Body):
+    """Requests served by one model version since its replicas started."""
+
+    requests: int
+    errors: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+
+class Deployment(Body):
+    """A deployment with its versions, replicas and request metrics per version."""
+
+    name: str
+    state: DeploymentState
+    reason: str
+    replicas: int = Field(description="replicas of the production version")
+    model_version: str | None = Field(description="production NAME:VERSION")
+    algorithm_version: str | None
+    canary_model_version: str | None
+    canary_weight: int
+    sticky_header: str
+    created: datetime | None
+    replica_states: list[Replica]
+    metrics: dict[str, VersionMetrics] = Field(description="NAME:VERSION -> request metrics")
+
+
+class DeploymentList(Body):
+    """The deployments of a project."""
+
+    deployments: list[Deployment]
+
+
+class ReplicaLog(Body):
+    """The last lines a replica printed."""
+
+    replica: str
+    model_version: str
+    text: str
+
+
+class DeploymentLogs(Body):
+    """The last lines of each replica's output."""
+
+    logs: list[ReplicaLog]

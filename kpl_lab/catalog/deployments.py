@@ -1,0 +1,73 @@
+"""Deployment tables: a deployment of a project and the replica processes that serve it.
+
+A deployment serves a production model version and optionally a canary version with a
+weight (percent of requests). A replica serves one model version; it serves production
+or canary traffic by matching the deployment's versions, so a promote only swaps ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .db import Base
+from .models import AlgorithmVersion, ModelVersion, Project, utcnow
+
+
+class Deployment(Base):
+    """A named HTTP API of a project: model versions served by supervised replicas."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (UniqueConstraint("project_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    replicas: Mapped[int] = mapped_column(Integer, default=1)
+    model_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL"), nullable=True
+    )
+    algorithm_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("algorithm_versions.id", ondelete="SET NULL"), nullable=True
+    )
+    canary_model_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL"), nullable=True
+    )
+    canary_algorithm_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("algorithm_versions.id", ondelete="SET NULL"), nullable=True
+    )
+    canary_weight: Mapped[int] = mapped_column(Integer, default=0)  # percent of requests
+    sticky_header: Mapped[str] = mapped_column(String(100), default="")  # caller header pinning a version
+    user: Mapped[str] = mapped_column(String(200), default="")
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    project: Mapped[Project] = relationship()
+    model_version: Mapped[ModelVersion | None] = relationship(foreign_keys=[model_version_id])
+    algorithm_version: Mapped[AlgorithmVersion | None] = relationship(foreign_keys=[algorithm_version_id])
+    canary_model_version: Mapped[ModelVersion | None] = relationship(foreign_keys=[canary_model_version_id])
+    canary_algorithm_version: Mapped[AlgorithmVersion | None] = relationship(
+        foreign_keys=[canary_algorithm_version_id]
+    )
+    replica_rows: Mapped[list[Replica]] = relationship(
+        back_populates="deployment", order_by="Replica.id", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+
+class Replica(Base):
+    """One server process of a deployment, owned by a detached supervisor (`kpl_lab.serving.replica`)."""
+
+    __tablename__ = "deployment_replicas"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # also the ledger owner id
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    model_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL"), nullable=True
+    )
+    model_ref: Mapped[str] = mapped_column(String(200))  # NAME:VERSION, the version it serves
+    run_dir: Mapped[str] = mapped_column(String(1000))
+    handle: Mapped[dict] = mapped_column(JSON, default=dict)  # supervisor pid and start time
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    deployment: Mapped[Deployment] = relationship(back_populates="replica_rows")

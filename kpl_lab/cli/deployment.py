@@ -1,0 +1,245 @@
+"""`kpl-lab deployment create|predict|canary|promote|list|show|logs|delete`: models served over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import mimetypes
+import sys
+from pathlib import Path
+
+from ..errors import BadRequest, ModelFailed
+from ..serving.describe import deployment_model
+from ..text import emit_json, render_fields, render_table, short
+
+WAIT_SECONDS = 600.0
+
+
+def _describe(platform, row, with_metrics: bool = True) -> dict:
+    return deployment_model(platform.deployments, row, with_metrics).model_dump(mode="json")
+
+
+def _print_deployment(shown: dict) -> None:
+    canary = shown["canary_model_version"]
+    print(
+        render_fields(
+            [
+                ("name", shown["name"]),
+                ("state", shown["state"]),
+                ("reason", shown["reason"]),
+                ("model version", shown["model_version"]),
+                ("algorithm", shown["algorithm_version"]),
+                ("replicas", shown["replicas"]),
+                ("canary", f"{canary} ({shown['canary_weight']} %)" if canary else None),
+                ("sticky header", shown["sticky_header"]),
+            ]
+        )
+    )
+    print()
+    rows = [
+        (
+            r["id"],
+            r["model_version"],
+            r["role"],
+            r["state"],
+            r["restarts"],
+            r["port"],
+            short(r["reason"] or ""),
+        )
+        for r in shown["replica_states"]
+    ]
+    print(render_table(("REPLICA", "MODEL VERSION", "ROLE", "STATE", "RESTARTS", "PORT", "REASON"), rows))
+    failed = [r for r in shown["replica_states"] if r["last_log_lines"]]
+    for replica in failed[:1]:
+        print(f"\nlast lines of replica {replica['id']}:\n{replica['last_log_lines']}")
+    if shown["metrics"]:
+        print()
+        rows = [
+            (version, m["requests"], m["errors"], _ms(m["p50_ms"]), _ms(m["p99_ms"]))
+            for version, m in shown["metrics"].items()
+        ]
+        print(render_table(("MODEL VERSION", "REQUESTS", "ERRORS", "P50", "P99"), rows))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def cmd_create(args: argparse.Namespace, platform) -> int:
+    service = platform.deployments
+    service.create(args.project, args.name, args.model, args.replicas, args.algorithm)
+    if args.wait:
+        service.wait(args.project, args.name, args.timeout)
+    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+    if args.json:
+        emit_json(shown)
+    else:
+        print(
+            f"deployment {args.name}: {shown['model_version']} on {args.replicas} replica(s), {shown['state']}"
+        )
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace, platform) -> int:
+    from ..serving.gateway import Gateway
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise BadRequest(f"{path}: no such file", field="FILE")
+    content_type = args.content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    gateway = Gateway(platform.deployments)
+
+    async def predict():
+        try:
+            return await gateway.predict(args.project, args.name, path.read_bytes(), content_type)
+        finally:
+            gateway.close()
+
+    prediction = asyncio.run(predict())
+    if prediction.status >= 400:
+        message = prediction.json().get("error") or f"the model answered {prediction.status}"
+        raise (ModelFailed if prediction.status >= 500 else BadRequest)(
+            f"{prediction.model_version}: {message}"
+        )
+    emit_json(prediction.json())
+    return 0
+
+
+def cmd_canary(args: argparse.Namespace, platform) -> int:
+    service = platform.deployments
+    service.canary(
+        args.project, args.name, args.model, args.weight, args.algorithm, args.sticky_header, args.replicas
+    )
+    if args.wait:
+        service.wait(args.project, args.name, args.timeout)
+    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+    print(f"deployment {args.name}: canary {shown['canary_model_version']} gets {args.weight} % of requests")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace, platform) -> int:
+    row = platform.deployments.promote(args.project, args.name, args.timeout)
+    print(f"deployment {args.name}: {row.model_version.ref} is production")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, platform) -> int:
+    shown = [_describe(platform, row, with_metrics=False) for row in platform.deployments.list(args.project)]
+    if args.json:
+        emit_json(shown)
+        return 0
+    rows = [
+        (
+            d["name"],
+            d["state"],
+            d["model_version"],
+            f"{d['canary_model_version']} ({d['canary_weight']} %)" if d["canary_model_version"] else "-",
+            sum(r["state"] == "ready" for r in d["replica_states"]),
+            len(d["replica_states"]),
+        )
+        for d in shown
+    ]
+    print(render_table(("NAME", "STATE", "MODEL VERSION", "CANARY", "READY", "REPLICAS"), rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, platform) -> int:
+    shown = _describe(platform, platform.deployments.get(args.project, args.name))
+    if args.json:
+        emit_json(shown)
+    else:
+        _print_deployment(shown)
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace, platform) -> int:
+    for log in platform.deployments.logs(args.project, args.name, args.lines):
+        print(f"==> replica {log['replica']} ({log['model_version']}) <==")
+        if log["text"]:
+            print(log["text"])
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, platform) -> int:
+    platform.deployments.delete(args.project, args.name)
+    print(f"deployment {args.name} deleted")
+    return 0
+
+
+def _reconciled(command):
+    """Restart replicas whose supervisors are gone (a reboot) before running a deployment command."""
+
+    def run(args: argparse.Namespace, platform) -> int:
+        restarted = platform.deployments.reconcile()
+        if restarted:
+            print(
+                f"kpl-lab: restarted replicas whose supervisor was gone: {', '.join(restarted)}",
+                file=sys.stderr,
+            )
+        return command(args, platform)
+
+    return run
+
+
+def register(groups) -> None:
+    """Add the `deployment` commands."""
+    group = groups.add_parser("deployment", help="serve models over HTTP").add_subparsers(
+        dest="command", required=True
+    )
+    create = group.add_parser("create", help="deploy a model version as an HTTP API")
+    create.add_argument("name", metavar="NAME", help="deployment name")
+    create.add_argument(
+        "--model", required=True, metavar="MODEL[:VERSION]", help="model to serve (default: latest)"
+    )
+    create.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas (default 1)")
+    create.add_argument(
+        "--algorithm",
+        metavar="A",
+        help="algorithm whose deploy serves it (default: the one that made the model)",
+    )
+    create.add_argument("--wait", action="store_true", help="wait until every replica is ready")
+    create.add_argument("--timeout", type=float, default=WAIT_SECONDS, help="seconds --wait waits")
+    create.add_argument("--json", action="store_true", help="print JSON")
+    create.set_defaults(func=_reconciled(cmd_create))
+
+    predict = group.add_parser("predict", help="send a file to a deployment; print the JSON response")
+    predict.add_argument("name", metavar="NAME")
+    predict.add_argument("file", metavar="FILE", help="e.g. an image")
+    predict.add_argument("--content-type", help="default: guessed from the file name")
+    predict.set_defaults(func=_reconciled(cmd_predict))
+
+    canary = group.add_parser("canary", help="serve a canary version to a percent of the requests")
+    canary.add_argument("name", metavar="NAME")
+    canary.add_argument("--model", required=True, metavar="MODEL:VERSION")
+    canary.add_argument("--weight", required=True, type=int, metavar="PERCENT", help="0-100")
+    canary.add_argument("--algorithm", metavar="A", help="default: the one that made the model")
+    canary.add_argument(
+        "--sticky-header", metavar="HEADER", help="keep each caller (this header) on one version"
+    )
+    canary.add_argument("--replicas", type=int, default=1, metavar="N", help="canary replicas (default 1)")
+    canary.add_argument("--wait", action="store_true", help="wait until every replica is ready")
+    canary.add_argument("--timeout", type=float, default=WAIT_SECONDS, help="seconds --wait waits")
+    canary.set_defaults(func=_reconciled(cmd_canary))
+
+    promote = group.add_parser("promote", help="make the canary production (no request dropped)")
+    promote.add_argument("name", metavar="NAME")
+    promote.add_argument("--timeout", type=float, default=WAIT_SECONDS, help="seconds to wait for the canary")
+    promote.set_defaults(func=_reconciled(cmd_promote))
+
+    listing = group.add_parser("list", help="list the project's deployments")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(func=_reconciled(cmd_list))
+
+    show = group.add_parser("show", help="show a deployment: replicas and requests per version")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--json", action="store_true", help="print JSON (metrics: requests per version)")
+    show.set_defaults(func=_reconciled(cmd_show))
+
+    logs = group.add_parser("logs", help="print the last lines of each replica's output")
+    logs.add_argument("name", metavar="NAME")
+    logs.add_argument("--lines", type=int, default=100, metavar="N")
+    logs.set_defaults(func=_reconciled(cmd_logs))
+
+    delete = group.add_parser("delete", help="stop a deployment and free its resources")
+    delete.add_argument("name", metavar="NAME")
+    delete.set_defaults(func=_reconciled(cmd_delete))

@@ -1,0 +1,157 @@
+"""The gateway: route one prediction to a ready replica of a deployment and answer what it said.
+
+The routing table (versions, canary weight, ready replica ports) is read from the platform
+at most every `ttl` seconds per deployment; requests go over kept-alive connections
+(tornado's curl client), so the gateway adds little to a replica's own latency. A request
+goes to the canary with the canary's weight (by a hash of the sticky header when the
+deployment names one, so a caller keeps its version), else to production; a replica that
+that stopped listening (and is no longer listed as ready) is skipped for another one. With no replica ready the answer is 503 with
+the deployment's state and reason, at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from tornado.curl_httpclient import CurlAsyncHTTPClient, CurlError
+from tornado.httpclient import HTTPRequest
+
+from ..errors import Unavailable
+from .service import HOST, DeploymentService, Routing
+
+VERSION_HEADER = "X-KPL-Model-Version"
+ROUTING_TTL_SECONDS = 0.5
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 300.0
+ATTEMPTS = 3  # a replica that stopped listening (a promote, a crash) is skipped for another
+COULDNT_CONNECT = 7  # libcurl's CURLE_COULDNT_CONNECT: the request was never sent
+
+
+@dataclass
+class Prediction:
+    """A replica's answer: status, JSON body and the model version that made it."""
+
+    status: int
+    body: bytes
+    model_version: str
+
+    def json(self) -> dict:
+        """Return the body with `model_version` added."""
+        return {**json.loads(self.body), "model_version": self.model_version}
+
+
+def pick_version(routing: Routing, caller: str | None) -> str:
+    """Return the version one request goes to: the canary with its weight, else production."""
+    if not routing.canary or routing.canary_weight <= 0:
+        return routing.production
+    bucket = zlib.crc32(caller.encode()) % 100 if caller else random.randrange(100)
+    return routing.canary if bucket < routing.canary_weight else routing.production
+
+
+class Gateway:
+    """Forward predictions to replicas, with a short-lived routing cache per deployment."""
+
+    def __init__(
+        self, service: DeploymentService, executor: Executor | None = None, max_clients: int = 64
+    ) -> None:
+        self.service = service
+        self.executor = executor
+        self.max_clients = max_clients
+        self._client: CurlAsyncHTTPClient | None = None
+        self._routes: dict[tuple[str, str], tuple[float, Routing]] = {}
+        self._turn = itertools.count()
+
+    @property
+    def client(self) -> CurlAsyncHTTPClient:
+        """Return the HTTP client (made on the running event loop at first use)."""
+        if self._client is None:
+            self._client = CurlAsyncHTTPClient(force_instance=True, max_clients=self.max_clients)
+        return self._client
+
+    def close(self) -> None:
+        """Close the kept-alive connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def routing(self, project: str, name: str, fresh: bool = False) -> Routing:
+        """Return a deployment's routing table, read again once it is older than the TTL."""
+        key = (project, name)
+        cached = self._routes.get(key)
+        if cached is not None and not fresh and cached[0] > time.monotonic():
+            return cached[1]
+        loop = asyncio.get_running_loop()
+        routing = await loop.run_in_executor(self.executor, self.service.routing, project, name)
+        if routing.ready:  # while none is ready, every request looks again: the first ready one serves
+            self._routes[key] = (time.monotonic() + ROUTING_TTL_SECONDS, routing)
+        return routing
+
+    async def predict(
+        self,
+        project: str,
+        name: str,
+        body: bytes,
+        content_type: str = "application/octet-stream",
+        headers: Mapping[str, str] | Callable[[str], str | None] | None = None,
+    ) -> Prediction:
+        """Send one request body to a replica; raise Unavailable (503) while none is ready."""
+        routing = await self.routing(project, name)
+        caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
+        version = pick_version(routing, caller)
+        failure, port, served = "", None, version
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                routing = await self.routing(project, name, fresh=True)
+                if any(port in found for found in routing.ready.values()):
+                    # still listed as ready: it may have died of this very input, which must not
+                    # take down the other replicas too
+                    return Prediction(502, _error(f"the replica did not answer: {failure}"), served)
+            ports = routing.ready.get(version) or next((p for p in routing.ready.values() if p), [])
+            if not ports:
+                why = f": {routing.reason}" if routing.reason else ""
+                raise Unavailable(f"deployment {name!r} has no ready replica ({routing.state}{why})")
+            served = version if routing.ready.get(version) else _version_of(routing, ports)
+            port = ports[next(self._turn) % len(ports)]
+            try:
+                answer = await self.client.fetch(
+                    HTTPRequest(
+                        f"http://{HOST}:{port}/predict",
+                        method="POST",
+                        body=body,
+                        headers={"Content-Type": content_type},
+                        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                        request_timeout=REQUEST_TIMEOUT_SECONDS,
+                    ),
+                    raise_error=False,
+                )
+            except CurlError as error:  # no HTTP answer
+                failure = str(error)
+                if error.errno == COULDNT_CONNECT:
+                    continue
+                # it took the request and died: another replica could die of the same input
+                return Prediction(502, _error(f"the replica closed the connection: {failure}"), served)
+            status = answer.code if answer.code < 500 else 502  # the model's failure, not the gateway's
+            return Prediction(status, answer.body or b"{}", served)
+        raise Unavailable(f"deployment {name!r}: no replica answered ({failure})")
+
+
+def _error(message: str) -> bytes:
+    return json.dumps({"error": message}).encode()
+
+
+def _header(headers, name: str) -> str | None:
+    if headers is None:
+        return None
+    return headers(name) if callable(headers) else headers.get(name)
+
+
+def _version_of(routing: Routing, ports: list[int]) -> str:
+    return next(version for version, found in routing.ready.items() if found is ports)

@@ -1,0 +1,177 @@
+"""The supervisor of one replica: start the deploy command, health-check it, restart it when it crashes.
+
+Run detached (`python -m kpl_lab.serving.replica RUN_DIR`), it outlives the server and the
+CLI that started it, like a job's supervisor. It reads `replica.json` (command, folder,
+environment) from the run folder and keeps `status.json` there up to date: `state`
+(starting, ready, unhealthy, restarting, failed, stopped), the server's `pid` and `port`,
+`restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
+period) and then the supervisor. Standard library only: it starts quickly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
+
+STARTING_CHECK_SECONDS = 0.2
+READY_CHECK_SECONDS = 1.0
+HEALTH_TIMEOUT_SECONDS = 2.0
+
+
+def free_port(host: str) -> int:
+    """Return a TCP port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def is_healthy(host: str, port: int) -> bool:
+    """Say whether the server answers GET /health with 200."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=HEALTH_TIMEOUT_SECONDS) as answer:
+            return answer.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """Return the last lines of a log file ("" when there is none)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 16384))
+            return b"\n".join(log.read().splitlines()[-lines:]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_group(pid: int, start: int | None, grace: float) -> None:
+    """Stop a server's process group: SIGTERM, then SIGKILL after `grace` seconds."""
+    if not is_alive(pid, start):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while is_alive(pid, start) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if is_alive(pid, start):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+class ReplicaSupervisor:
+    """Keep one deploy server running and report its state in status.json."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.spec = json.loads((run_dir / "replica.json").read_text())
+        self.host = self.spec.get("host", "127.0.0.1")
+        self.stopping = False
+        self.status: dict = {"state": "starting", "restarts": 0, "supervisor_pid": os.getpid()}
+        previous = read_json(run_dir / "status.json") or {}
+        self.status["restarts"] = previous.get("restarts", 0)
+        # a server left behind by a supervisor that died: stop it, this one starts its own
+        if previous.get("pid"):
+            kill_group(previous["pid"], previous.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+
+    def write(self, **fields) -> None:
+        self.status.update(fields, time=time.time())
+        write_atomic(self.run_dir / "status.json", json.dumps(self.status), durable=False)
+
+    def on_term(self, *_args) -> None:
+        self.stopping = True
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def start_server(self) -> subprocess.Popen:
+        port = free_port(self.host)
+        env = {**self.spec["env"], "KPL_DEPLOY_PORT": str(port)}
+        with open(self.run_dir / "output.log", "ab") as log:
+            server = subprocess.Popen(
+                self.spec["argv"],
+                cwd=self.spec["cwd"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopped as a whole
+            )
+        self.write(state="starting", pid=server.pid, pid_start=process_start_time(server.pid), port=port)
+        return server
+
+    def watch(self, server: subprocess.Popen) -> bool:
+        """Health-check the server until it exits or the supervisor stops; return whether it was ready."""
+        ready = False
+        while server.poll() is None and not self.stopping:
+            healthy = is_healthy(self.host, self.status["port"])
+            if healthy and self.status["state"] != "ready":
+                ready = True
+                self.write(state="ready", ready_since=time.time(), failures=0)
+            elif not healthy and self.status["state"] == "ready":
+                self.write(state="unhealthy")
+            self.sleep(READY_CHECK_SECONDS if self.status["state"] == "ready" else STARTING_CHECK_SECONDS)
+        return ready
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self.on_term)
+        signal.signal(signal.SIGINT, self.on_term)
+        failures = 0  # crashes since the server was last ready
+        max_failures = self.spec.get("max_failures", 5)
+        backoff, max_backoff = (
+            self.spec.get("backoff_seconds", 0.5),
+            self.spec.get("max_backoff_seconds", 30.0),
+        )
+        while not self.stopping:
+            server = self.start_server()
+            if self.watch(server):
+                failures = 0
+            if self.stopping:
+                kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+                server.wait()
+                break
+            failures += 1
+            reason = f"the server exited with status {server.returncode}"
+            if failures >= max_failures:
+                self.write(
+                    state="failed",
+                    pid=None,
+                    reason=f"{reason}, {failures} times in a row",
+                    exit_code=server.returncode,
+                )
+                return
+            delay = min(max_backoff, backoff * 2 ** (failures - 1))
+            self.write(
+                state="restarting",
+                pid=None,
+                reason=reason,
+                exit_code=server.returncode,
+                restarts=self.status["restarts"] + 1,
+                next_start=time.time() + delay,
+            )
+            self.sleep(delay)
+        self.write(state="stopped", pid=None)
+
+
+def main(argv: list[str]) -> int:
+    """Supervise the replica of the run folder given as the only argument."""
+    ReplicaSupervisor(Path(argv[0])).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

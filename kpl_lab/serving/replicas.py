@@ -1,0 +1,122 @@
+"""Replica processes seen from the platform: start a replica's supervisor, read its state, stop it.
+
+A replica's run folder holds `replica.json` (what to run), `status.json` (written by the
+supervisor, `kpl_lab.serving.replica`), `output.log` (the server's output), `inputs/model`
+(a link to the model version) and `parameter.yml` (the algorithm's defaults).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from ..engine.forkserver import PACKAGE_PARENT
+from ..engine.local import SPAWN
+from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
+from ..engine.supervisor import CommandNotFound, command_argv
+from ..errors import BadRequest
+from .replica import kill_group, tail
+
+LAST_LOG_LINES = 20
+# what a replica's state becomes when its supervisor is gone without saying how it ended
+GONE = {"state": "stopped", "reason": "its supervisor is gone"}
+
+
+def prepare(
+    run_dir: Path, cmd: str, algorithm_dir: Path, model_dir: Path, parameters: dict, settings: dict
+) -> None:
+    """Write a replica's run folder: the model input, the parameters and replica.json."""
+    (run_dir / "inputs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "outputs").mkdir(exist_ok=True)
+    (run_dir / "inputs" / "model").symlink_to(model_dir.resolve(), target_is_directory=True)
+    (run_dir / "parameter.yml").write_text(yaml.safe_dump(parameters, allow_unicode=True))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
+    env.update(
+        {
+            "KPL_INNER": "1",
+            "KPL_ENV": "deploy",
+            "KPL_ENV_FUNCTION": "deploy",
+            "KPL_ENV_INPUT_ROOT_PATH": str(run_dir / "inputs"),
+            "KPL_ENV_OUTPUT_ROOT_PATH": str(run_dir / "outputs"),
+            "KPL_ENV_PARAMETER": json.dumps(parameters),
+            "KPL_PARAMETER_FILE": str(run_dir / "parameter.yml"),
+            "KPL_RUN_DIR": str(run_dir),
+            "PYTHONUNBUFFERED": "1",
+            # the platform's Python (with kpl_helper) first, as for local jobs
+            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+        }
+    )
+    try:
+        argv, _ = command_argv(cmd, env["PATH"], algorithm_dir)
+    except CommandNotFound as error:
+        raise BadRequest(f"deploy.cmd: command not found: {error}", field="deploy.cmd") from None
+    spec = {"argv": argv, "cwd": str(algorithm_dir), "env": env, **settings}
+    write_atomic(run_dir / "replica.json", json.dumps(spec), durable=False)
+
+
+def spawn(run_dir: Path, python: str = sys.executable) -> dict:
+    """Start the replica's detached supervisor; return its handle (pid, start time)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    argv = [python, "-m", "kpl_lab.serving.replica", str(run_dir)]
+    # sh puts it in the background and exits: it outlives this process, nobody has to reap it
+    done = subprocess.run(
+        ["/bin/sh", "-c", SPAWN, "sh", str(run_dir / "supervisor.log"), *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        start_new_session=True,
+        check=False,
+        env=env,
+        timeout=60,
+    )
+    if done.returncode != 0 or not done.stdout.strip().isdigit():
+        raise RuntimeError(f"the replica supervisor did not start: {done.stderr.decode(errors='replace')}")
+    pid = int(done.stdout)
+    return {"supervisor_pid": pid, "supervisor_start": process_start_time(pid)}
+
+
+def supervised(handle: dict) -> bool:
+    """Say whether the replica's supervisor still runs."""
+    return is_alive(handle.get("supervisor_pid"), handle.get("supervisor_start"))
+
+
+def status(run_dir: Path, handle: dict) -> dict:
+    """Return a replica's status.json, with `stopped` when its supervisor vanished without a word."""
+    found = read_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
+    if found["state"] not in ("failed", "stopped") and not supervised(handle):
+        found = {**found, **GONE}
+    if found["state"] == "failed":
+        found["last_log_lines"] = tail(run_dir / "output.log", LAST_LOG_LINES)
+    return found
+
+
+def stop(run_dir: Path, handle: dict, grace: float) -> None:
+    """Stop a replica: its supervisor stops the server; both are killed if they outlast the grace period."""
+    pid, start = handle.get("supervisor_pid"), handle.get("supervisor_start")
+    if is_alive(pid, start):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace + 2
+        while is_alive(pid, start) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if is_alive(pid, start):
+            os.kill(pid, signal.SIGKILL)
+    server = read_json(run_dir / "status.json") or {}
+    if server.get("pid"):  # left behind by a supervisor that was killed
+        kill_group(server["pid"], server.get("pid_start"), grace)
+    if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
+        write_atomic(
+            run_dir / "status.json", json.dumps({**server, "state": "stopped", "pid": None}), durable=False
+        )
+
+
+def remove(run_dir: Path) -> None:
+    """Remove a replica's run folder."""
+    shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,24 @@
+"""Smoke-test benchmarks/serving.py with a few requests (no timing checks)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "serving.py"
+
+
+def test_a_small_run_prints_every_row_and_the_split():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--requests", "40", "--clients", "1,4", "--split-requests", "200"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["1"], ["4"])]
+    assert [row[0] for row in rows] == ["1", "4"] and all(len(row) == 14 for row in rows)
+    assert "canary split over 200 requests" in done.stdout
+    assert "echo-model:" in done.stdout

@@ -1,0 +1,99 @@
+"""A platform with room for replicas and a toy algorithm whose deploy answers with its model's label."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from traitlets.config import Config
+
+from kpl_lab.platform import Platform
+
+ENVIRONMENT = """\
+version: 1
+image:
+  runs: []
+deploy:
+  resource:
+    limits:
+      cpu: 0.5
+      memory: 256
+  inputs:
+    - key: model
+      name: model
+  cmd: python serve.py
+"""
+
+# the model is a file `label.txt`; `crash` makes the server exit, anything not starting with `img` is bad input
+SERVE = """\
+import os
+import kpl_helper
+from kpl_helper import deploy
+
+model = kpl_helper.io.get_input_path(key="model", default="./model")
+label = open(os.path.join(model, "label.txt")).read().strip()
+if label == "broken":
+    raise SystemExit("cannot load model: broken")
+print("loaded", label, flush=True)
+
+
+def predict(data, content_type):
+    if data == b"crash":
+        os._exit(3)
+    if not data.startswith(b"img"):
+        raise deploy.BadInput(f"not an image ({content_type})")
+    return deploy.ClassificationResponse.dumps(1, len(data), 1, 0, label)
+
+
+deploy.serve(predict)
+"""
+
+
+@pytest.fixture
+def serving_platform(tmp_path, monkeypatch):
+    """Return a platform whose ledger holds many replicas, with fast restarts; its deployments end with it."""
+    home = tmp_path / "kpl-home"
+    monkeypatch.setenv("KPL_LAB_HOME", str(home))
+    config = Config(
+        {
+            "Ledger": {"cpu": 16.0, "memory": 65536},
+            "DeploymentService": {"backoff_seconds": 0.2, "grace_seconds": 2.0, "drain_seconds": 0.8},
+        }
+    )
+    platform = Platform(home=str(home), config=config)
+    yield platform
+    for project in platform.catalog.list_projects():
+        for deployment in platform.deployments.list(project.name):
+            with contextlib.suppress(Exception):
+                platform.deployments.delete(project.name, deployment.name)
+    platform.close()
+
+
+@pytest.fixture
+def toy(serving_platform, tmp_path):
+    """Return a function adding the toy algorithm and a model labelled LABEL to a project; it returns the model ref."""
+
+    def add(label: str, project: str = "default", model: str = "toy-model") -> str:
+        algorithm = tmp_path / "toy-serve"
+        if not algorithm.is_dir():
+            algorithm.mkdir()
+            (algorithm / "environment.yml").write_text(ENVIRONMENT)
+            (algorithm / "serve.py").write_text(SERVE)
+        serving_platform.catalog.add_algorithm(project, algorithm, name="toy-serve")
+        folder = tmp_path / "models" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "label.txt").write_text(label)
+        return serving_platform.catalog.add_model(project, model, folder).ref
+
+    return add
+
+
+def ready_port(platform: Platform, project: str, name: str) -> int:
+    """Return the port of the first ready replica of a deployment."""
+    routing = platform.deployments.routing(project, name)
+    return next(iter(routing.ready.values()))[0]
+
+
+@pytest.fixture(name="ready_port")
+def ready_port_fixture():
+    return ready_port

@@ -1,0 +1,122 @@
+"""Deployments as supervised replicas: ready, restarted after a crash, failed with logs, freed on delete."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import time
+
+import pytest
+from sqlalchemy import select
+
+from kpl_lab.catalog.jobs import Reservation
+from kpl_lab.errors import BadRequest, Conflict, Unavailable
+
+WAIT = 120.0
+
+
+def post(port: int, body: bytes) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/predict", body=body, headers={"Content-Type": "image/png"})
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+def reservations(platform) -> list[Reservation]:
+    with platform.session() as session:
+        return list(session.scalars(select(Reservation).where(Reservation.owner_kind == "deployment")))
+
+
+def until(check, timeout: float = WAIT):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy, ready_port):
+    service = serving_platform.deployments
+    model = toy("cat")
+    deployment = service.create("default", "pets", model, replica_count=2, algorithm="toy-serve")
+    assert deployment.model_version.ref == model and len(deployment.replica_rows) == 2
+    assert len(reservations(serving_platform)) == 2
+    service.wait("default", "pets", WAIT)
+    assert service.state(service.get("default", "pets")) == ("ready", "")
+    status, body = post(ready_port(serving_platform, "default", "pets"), b"img-123")
+    assert (status, body["class_name"], body["width"]) == (200, "cat", 7)
+    with pytest.raises(Conflict):
+        service.create("default", "pets", model, algorithm="toy-serve")
+    with pytest.raises(Conflict, match="served by deployment 'pets'"):
+        serving_platform.catalog.delete_model("default", model)
+    assert service.delete("default", "pets") == ["pets"]
+    assert reservations(serving_platform) == []
+    assert service.list("default") == []
+
+
+def test_crashed_replica_is_restarted(serving_platform, toy, ready_port):
+    service = serving_platform.deployments
+    service.create("default", "pets", toy("cat"), algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    port = ready_port(serving_platform, "default", "pets")
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        post(port, b"crash")
+    (replica,) = until(
+        lambda: [s for s in service.replica_states(service.get("default", "pets")) if s["restarts"]]
+    )
+    assert replica["reason"] == "the server exited with status 3"
+    service.wait("default", "pets", WAIT)
+    (replica,) = service.replica_states(service.get("default", "pets"))
+    assert replica["state"] == "ready" and replica["restarts"] == 1
+    os.kill(replica["pid"], signal.SIGKILL)  # killed from outside: restarted too
+    until(lambda: service.replica_states(service.get("default", "pets"))[0]["restarts"] == 2)
+    service.wait("default", "pets", WAIT)
+    assert post(ready_port(serving_platform, "default", "pets"), b"img")[0] == 200
+
+
+def test_a_model_that_cannot_load_fails_with_its_log(serving_platform, toy):
+    service = serving_platform.deployments
+    service.create("default", "bad", toy("broken"), algorithm="toy-serve")
+    with pytest.raises(Unavailable, match="cannot load model: broken"):
+        service.wait("default", "bad", WAIT)
+    until(lambda: service.state(service.get("default", "bad"))[0] == "failed")
+    (replica,) = service.replica_states(service.get("default", "bad"))
+    assert "cannot load model: broken" in replica["last_log_lines"]
+    assert replica["restarts"] == serving_platform.deployments.max_failures - 1
+
+
+def test_algorithm_comes_from_lineage_or_must_be_named(serving_platform, toy):
+    model = toy("cat")
+    with pytest.raises(BadRequest, match="was not made by a job"):
+        serving_platform.deployments.create("default", "pets", model)
+    with pytest.raises(BadRequest, match="replicas"):
+        serving_platform.deployments.create("default", "pets", model, replica_count=0, algorithm="toy-serve")
+
+
+def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(
+    serving_platform, toy, ready_port
+):
+    from kpl_lab.platform import Platform
+
+    service = serving_platform.deployments
+    service.create("default", "pets", toy("cat"), algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    again = Platform(home=serving_platform.home, config=serving_platform.config)
+    try:
+        assert again.deployments.reconcile() == []
+        assert post(ready_port(again, "default", "pets"), b"img")[1]["class_name"] == "cat"
+        (row,) = again.deployments.get("default", "pets").replica_rows
+        os.kill(row.handle["supervisor_pid"], signal.SIGKILL)  # a reboot, as far as this replica knows
+        until(lambda: again.deployments.state(again.deployments.get("default", "pets"))[0] != "ready")
+        assert again.deployments.reconcile() == [row.id]
+        again.deployments.wait("default", "pets", WAIT)
+        assert post(ready_port(again, "default", "pets"), b"img")[0] == 200
+    finally:
+        again.close()

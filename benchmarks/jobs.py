@@ -86,6 +86,7 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float]:
     each pair's ratio compares two starts a moment apart.
     """
     from kpl_lab.api.jobs import JobRequest
+    from kpl_lab.engine.runfolder import is_alive
 
     add_algorithm(platform, src, "first", {"first.py": FIRST_LINE}, "python first.py")
     script = src / "first" / "first.py"
@@ -101,7 +102,10 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float]:
         start = time.time()
         job = platform.jobs.submit(JobRequest(project="bench", algorithm="first"))
         first = float(first_line(platform.jobs.run_dir(job) / "output.log")) - start
-        wait_final(platform, job.id)
+        handle = wait_final(platform, job.id).handle
+        # as communicate() waits for the bare Python's exit: the supervisor's last writes are done
+        while is_alive(handle.get("supervisor_pid"), handle.get("supervisor_start")):
+            time.sleep(0.005)
         return first
 
     our_start()  # the forkserver starts once per server, with its first job: not counted

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, contains_eager, lazyload
 
 from ..errors import BadRequest, Conflict, NotFound
 from . import datasets
@@ -132,6 +132,30 @@ class Catalog:
             problem = "is ambiguous" if matches else "not found"
             raise NotFound(f"{kind.word} version {name}:{version} {problem} (versions: {known})")
         return matches[0]
+
+    def _pinned(self, kind: _Kind, project: str, ref: str):
+        """Return a version as `_get` does, in one query that reads no other version of the name.
+
+        For the job's start (submit, launch): the returned version's named object is loaded
+        without its versions. A version given by a hash prefix, or one not found, takes
+        `_get`'s way, which says what is missing.
+        """
+        name, version = parse_ref(ref)
+        parent = getattr(kind.version, kind.parent)
+        query = (
+            select(kind.version)
+            .join(parent)
+            .join(Project, kind.named.project_id == Project.id)
+            .where(Project.name == check_name(project, "project"), kind.named.name == name)
+            .options(contains_eager(parent).options(lazyload(kind.named.versions)))
+        )
+        if version is None:
+            query = query.order_by(kind.version.id.desc()).limit(1)
+        else:
+            query = query.where(kind.version.version == version)
+        with self.platform.session() as session:
+            row = session.scalar(query)
+        return row if row is not None else self._get(kind, project, ref)
 
     def _list(self, kind: _Kind, project: str) -> list:
         with self.platform.session() as session:
@@ -379,6 +403,10 @@ class Catalog:
         """Return an algorithm version: `NAME` (the latest) or `NAME:VERSION`."""
         return self._get(ALGORITHM, project, ref)
 
+    def algorithm_version(self, project: str, ref: str) -> AlgorithmVersion:
+        """Return an algorithm version as `get_algorithm` does, without reading its algorithm's other versions."""
+        return self._pinned(ALGORITHM, project, ref)
+
     def list_algorithms(self, project: str) -> list[Algorithm]:
         """Return the project's algorithms, each with its versions (oldest first)."""
         return self._list(ALGORITHM, project)
@@ -407,7 +435,7 @@ class Catalog:
         """
         kind, _, rest = ref.partition(":")
         if kind in INPUT_KINDS and rest:
-            row = self._get(KINDS[kind], project, rest)
+            row = self._pinned(KINDS[kind], project, rest)
             return kind, row, self.path(row)
         found = []
         for word in INPUT_KINDS:

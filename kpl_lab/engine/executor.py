@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -54,12 +55,41 @@ class Executor(LoggingConfigurable):
         """Clean up after a job that succeeded."""
 
 
+class _ThreadLoop:
+    """The event loop one thread runs executor coroutines on, closed when the thread's locals go."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        self.loop.close()
+
+
+_threads = threading.local()
+
+
+def _forget_loops() -> None:
+    """Give a forked child loops of its own (the inherited ones share the parent's epoll)."""
+    global _threads
+    _threads = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_loops)
+
+
 def run_sync(coroutine):
-    """Run an executor coroutine from synchronous code, inside or outside an event loop."""
+    """Run an executor coroutine from synchronous code, inside or outside an event loop.
+
+    Outside one, each thread keeps its loop for its next calls: a new loop per call (as
+    `asyncio.run` makes) costs more CPU than the local executor's whole launch, and every
+    job start would pay it.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        if getattr(_threads, "runner", None) is None:
+            _threads.runner = _ThreadLoop()
+        return _threads.runner.loop.run_until_complete(coroutine)
     result: dict = {}
 
     def target() -> None:

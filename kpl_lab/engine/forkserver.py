@@ -8,10 +8,12 @@ else. It is a fresh process started with exec, never a fork of the server, so it
 holds no threads, database connections or locks that a fork could copy in a bad state.
 
 For each job the launcher sends one JSON line over a Unix socket pair (run folder,
-arguments, its current environment and working directory); the forkserver forks, and
-the child starts a new session, points stdin/stdout at /dev/null and stderr at the
-run folder's `supervisor.log`, and runs the supervisor. The reply is the supervisor's
-pid and start time. Supervisors are in their own sessions and hold no end of the
+arguments, its current environment and working directory); the forkserver reads the
+run folder and prepares the job's start (command, environment, cgroups: work that would
+cost more in the child, which copies every page it touches), then forks, and the child
+starts a new session, points stdin/stdout at /dev/null and stderr at the run folder's
+`supervisor.log`, and starts the job before anything else. The reply is the
+supervisor's pid and start time. Supervisors are in their own sessions and hold no end of the
 socket, so they outlive the forkserver and the server, as before.
 
 The forkserver exits when the launcher's end of the socket closes (the server
@@ -175,9 +177,10 @@ atexit.register(_close_all)
 
 def serve(fd: int) -> None:
     """Answer spawn requests on the socket `fd` until the launcher closes its end."""
-    from . import supervisor  # noqa: F401  (the point: children start with it imported)
     from .runfolder import process_start_time
+    from .supervisor import configure_logging
 
+    configure_logging()  # once: the children inherit it (their stderr is their supervisor.log)
     gc.freeze()  # children never scan (and so never copy) the objects imported above
     channel = socket.socket(fileno=fd)
     pending = b""
@@ -210,14 +213,35 @@ def _reap() -> None:
             return
 
 
+def _prepared(request: dict):
+    """Return the request's supervisor with its job's start prepared, or None to leave it all to the child.
+
+    Done here, the preparation costs less than in the forked child, which would first
+    copy every page it touches; a run folder that cannot be read is the child's to report.
+    """
+    from .supervisor import Supervisor
+
+    if request["adopt"]:
+        return None
+    try:
+        supervisor = Supervisor(Path(request["run_dir"]))
+    except Exception:
+        return None
+    supervisor.prepare(request["env"])
+    return supervisor
+
+
 def _fork_supervisor(request: dict, channel: socket.socket) -> int:
     """Fork a supervisor for the request and return its pid (the child never returns)."""
     run_dir = request["run_dir"]
+    supervisor = _prepared(request)
     log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         pid = os.fork()
     except BaseException:
         os.close(log)
+        if supervisor is not None:
+            supervisor.discard()
         raise
     if pid:
         os.close(log)
@@ -241,7 +265,7 @@ def _fork_supervisor(request: dict, channel: socket.socket) -> int:
         os.close(log)
         from .supervisor import supervise
 
-        supervise(Path(run_dir), adopt=request["adopt"])
+        supervise(Path(run_dir), adopt=request["adopt"], supervisor=supervisor)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)

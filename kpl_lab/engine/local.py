@@ -31,6 +31,7 @@ from .launch import JobLaunch
 from .runfolder import is_alive, process_start_time, read_json, write_atomic
 from .supervisor import BOOTSTRAP
 
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a third of the time, on every start
 # sh starts the supervisor in the background and prints its pid: nobody waits for Python to start
 SPAWN = 'log=$1; shift; "$@" </dev/null >/dev/null 2>>"$log" & echo $!'
 
@@ -78,9 +79,8 @@ class LocalExecutor(Executor):
         for key in launch.outputs:
             (run_dir / "outputs" / key).mkdir(exist_ok=True)
         # no fsync: a job whose run folder a crash lost is reported lost (no job.json) by reconcile()
-        write_atomic(
-            run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, allow_unicode=True), durable=False
-        )
+        parameters = yaml.dump(launch.parameters, Dumper=SAFE_DUMPER, allow_unicode=True)
+        write_atomic(run_dir / "parameter.yml", parameters, durable=False)
         write_atomic(run_dir / "job.json", json.dumps(launch.to_json(), indent=1), durable=False)
         supervision = {
             "use_cgroups": self.use_cgroups,

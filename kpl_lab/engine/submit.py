@@ -64,7 +64,7 @@ class Submitter:
 
         catalog = self.platform.catalog
         project = check_name(request.project, "project")
-        version = catalog.get_algorithm(project, request.algorithm)
+        version = catalog.algorithm_version(project, request.algorithm)  # that version alone: the start waits
         algorithm = self.scheduler.read_algorithm(version)
         try:
             function = algorithm.spec.function(request.function)
@@ -121,10 +121,9 @@ class Submitter:
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
         # queued and scheduled in one transaction: the job starts without a second round trip
         with self.ledger.locked() as session:
-            proj = catalog.ensure_project(session, project)
             job = Job(
                 id=self._new_id(session),
-                project_id=proj.id,
+                project_id=version.algorithm.project_id,  # the algorithm's project exists
                 algorithm_version_id=version.id,
                 algorithm_ref=version.ref,
                 function=request.function,

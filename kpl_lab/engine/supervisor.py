@@ -11,7 +11,9 @@ away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
 
 Starting the job quickly matters: the local executor forks supervisors from a forkserver
-(`kpl_lab.engine.forkserver`, which calls `supervise()`), or runs this module with
+(`kpl_lab.engine.forkserver`, which calls `Supervisor.prepare` before forking and
+`supervise()` in the child; resource sampling and the handle come after the job's
+start), or runs this module with
 `python -S` (no site-packages) through `BOOTSTRAP`; either way only the standard library
 and this package's light modules are loaded before the job starts; site-packages and the
 platform (SQLAlchemy) are loaded at the first tick, while the job runs. It also samples the job's resource
@@ -199,6 +201,28 @@ class Supervisor:
         self.killed = False
         self.memory_exceeded: int | None = None  # the rank the RSS watchdog killed
         self.failed: Worker | None = None  # the first worker that failed while the others ran
+        self.ready: tuple | Exception | None = None  # what `prepare` built, or why it could not
+
+    def prepare(self, base: dict[str, str]) -> None:
+        """Build the job's command, environment (over `base`) and limits ahead of `run`.
+
+        The forkserver calls it before forking, where the work costs least and the
+        supervisor it forks only has to start the job. A failure is kept: `run` records it
+        as the job's end. A job whose environment is built from `image.runs` (which can
+        take minutes) is left to `run`.
+        """
+        if self.launch.runs:
+            return
+        try:
+            self.ready = self._prepare(base)
+        except Exception as error:
+            self.ready = error
+
+    def discard(self) -> None:
+        """Remove the cgroups `prepare` created for a job this supervisor will not start."""
+        if isinstance(self.ready, tuple):
+            for worker in self.ready[3]:
+                worker.limits.remove()
 
     def _load_callbacks(self) -> None:
         spec = self.config.get("callbacks")
@@ -225,12 +249,16 @@ class Supervisor:
                 for data in handle.get("workers") or [handle]
             ]
             handle.update(supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))
-            write_atomic(self.run_dir / "handle.json", json.dumps(handle))
+            write_atomic(self.run_dir / "handle.json", json.dumps(handle), durable=False)
             self._watch(workers)
             self._finish(workers, shell=False)
             return
         try:
-            argv, shell, env, workers = self._prepare()
+            if self.ready is None:
+                self.ready = self._prepare()
+            if isinstance(self.ready, Exception):
+                raise self.ready
+            argv, shell, env, workers = self.ready
         except CommandNotFound as missing:
             self._record(127, f"command not found: {missing}", stopped=False)
             return
@@ -284,12 +312,15 @@ class Supervisor:
         }
         if len(workers) > 1:
             handle.update(workers=[worker.to_json() for worker in workers], master_port=port)
-        write_atomic(self.run_dir / "handle.json", json.dumps(handle))
+        # pids mean nothing after a reboot: no fsync while the job starts
+        write_atomic(self.run_dir / "handle.json", json.dumps(handle), durable=False)
         self._watch(workers)
         self._finish(workers, shell=shell)
 
-    def _prepare(self) -> tuple[list[str], bool, dict[str, str], list[Worker]]:
-        env = job_environment(self.launch)
+    def _prepare(
+        self, base: dict[str, str] | None = None
+    ) -> tuple[list[str], bool, dict[str, str], list[Worker]]:
+        env = job_environment(self.launch, base)
         if self.launch.runs:  # a cached virtual environment built from image.runs
             enable_site_packages()
             from kpl_lab.algorithms.runtime import prepare_runtime
@@ -520,19 +551,26 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
+    configure_logging()
     supervise(args.run_dir, adopt=args.adopt)
 
 
-def supervise(run_dir: Path, adopt: bool = False) -> None:
-    """Supervise the job of a run folder in this process, logging to stderr (the forkserver's entry)."""
+def configure_logging() -> None:
+    """Log warnings, and this package's information, to stderr (a supervisor's is its supervisor.log)."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("kpl_lab").setLevel(logging.INFO)
+
+
+def supervise(run_dir: Path, adopt: bool = False, supervisor: Supervisor | None = None) -> None:
+    """Supervise the job of a run folder in this process (the forkserver's entry, `supervisor` prepared)."""
     if not claim(run_dir):
         log.warning("another supervisor owns %s: leaving the job to it", run_dir)
+        if supervisor is not None:
+            supervisor.discard()
         return
-    Supervisor(run_dir).run(adopt=adopt)
+    (supervisor or Supervisor(run_dir)).run(adopt=adopt)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,27 @@ def test_same_content_same_version(platform, algo_dir, tmp_path):
     assert [v.version for v in algorithm.versions] == [first.version, second.version]
 
 
+def test_algorithm_version_reads_only_the_version_a_job_runs(platform, algo_dir):
+    first = platform.catalog.add_algorithm("p", algo_dir)
+    (algo_dir / "train.py").write_text("print('v2')\n")
+    second = platform.catalog.add_algorithm("p", algo_dir, name="classify")
+    catalog = platform.catalog
+    assert catalog.algorithm_version("p", "classify").id == second.id
+    assert catalog.algorithm_version("p", first.ref).id == first.id
+    pinned = catalog.algorithm_version("p", f"classify:{first.version[:6]}")  # a hash prefix
+    assert (pinned.id, pinned.ref, pinned.parameters) == (first.id, first.ref, {"epochs": 2, "lr": 0.1})
+    assert catalog.algorithm_version("p", "classify").algorithm.name == "classify"
+    for project, ref, message in (
+        ("p", "nope", "algorithm 'nope' not found in project 'p'"),
+        ("q", "classify", "not found in project 'q'"),
+        ("p", "classify:0000", "classify:0000 not found"),
+    ):
+        with pytest.raises(NotFound, match=message):
+            catalog.algorithm_version(project, ref)
+        with pytest.raises(NotFound, match=message):
+            catalog.get_algorithm(project, ref)
+
+
 def test_invalid_algorithm_is_refused_with_file_and_line(platform, algo_dir):
     (algo_dir / "environment.yml").write_text(ENVIRONMENT.replace("memory: 256", "memory: 10G"))
     with pytest.raises(BadRequest, match=r"memory.*environment\.yml:8"):

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from ..platform import Platform
 
 
+def being_started(handle: dict | None) -> bool:
+    """Return whether a live process (a server, a CLI) is starting this running job right now."""
+    launcher = (handle or {}).get("launcher")
+    return launcher is not None and is_alive(*launcher)
+
+
 class Poller:
     """Ingest, stop and finish jobs by asking their executor; reconcile after a restart."""
 
@@ -56,11 +62,15 @@ class Poller:
         """
         with self.platform.session() as session:
             active = session.execute(
-                select(Job.id, Job.state).where(Job.state.in_(("queued", "running")))
+                select(Job.id, Job.state, Job.handle).where(Job.state.in_(("queued", "running")))
             ).all()
         if not active:
             return {}
-        outcome = {job_id: self._reattach(job_id) for job_id, state in active if state == "running"}
+        outcome = {
+            job_id: self._reattach(job_id)
+            for job_id, state, handle in active
+            if state == "running" and not being_started(handle)
+        }
         self.scheduler.schedule()
         return outcome
 
@@ -119,8 +129,8 @@ class Poller:
         ended = []
         for job_id, handle in running:
             handle = handle or {}
-            if "supervisor_pid" not in handle:
-                continue  # still being started
+            if being_started(handle) or "supervisor_pid" not in handle:
+                continue
             if is_alive(handle["supervisor_pid"], handle.get("supervisor_start")):
                 continue
             self.log.warning("job %s: its supervisor (pid %s) is gone", job_id, handle["supervisor_pid"])

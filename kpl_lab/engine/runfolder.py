@@ -47,6 +47,17 @@ def process_start_time(pid: int) -> int | None:
     return int(fields[19])  # field 22 of stat, counted after the name
 
 
+_started: dict[int, int | None] = {}
+
+
+def this_process() -> list[int | None]:
+    """Return this process's pid and start time, as stored in handles to say who starts a job."""
+    pid = os.getpid()  # a forked supervisor is another process: keyed by pid, not cached once
+    if pid not in _started:
+        _started[pid] = process_start_time(pid)
+    return [pid, _started[pid]]
+
+
 def is_alive(pid: int | None, start_time: int | None) -> bool:
     """Return whether the process with this pid is still the one started at `start_time`."""
     return pid is not None and start_time is not None and process_start_time(pid) == start_time

@@ -18,6 +18,7 @@ from .finishing import end_job
 from .launch import JobLaunch, Resources
 from .ledger import Ledger
 from .records import JobRecords, now
+from .runfolder import this_process
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -71,6 +72,8 @@ class Scheduler:
                 waiting_projects.add(project)
                 continue
             job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
+            # until its handle is stored, the job is this process's to start: reconcile leaves it be
+            job.handle = {**(job.handle or {}), "launcher": this_process()}
             started.append(job)
         return started
 
@@ -126,7 +129,9 @@ class Scheduler:
             return
         with self.platform.session(immediate=True) as session:
             row = session.get(Job, job.id)
-            row.handle = {**(row.handle or {}), **handle}
+            row.handle = {
+                key: value for key, value in {**(row.handle or {}), **handle}.items() if key != "launcher"
+            }
 
     async def _start(self, launch: JobLaunch) -> dict:
         """Prepare and start a job through the executor, both in one event loop."""

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 
-from kpl_lab.catalog.jobs import Metric, Reservation
+from kpl_lab.catalog.jobs import Job, Metric, Reservation
 from kpl_lab.engine.records import LOG_CHUNK
-from kpl_lab.engine.runfolder import is_alive
+from kpl_lab.engine.runfolder import is_alive, process_start_time
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.errors import BadRequest, Conflict, NotFound
 
@@ -201,6 +202,23 @@ def test_restart_reattaches_running_jobs(lab):
     assert lab.jobs.reconcile() == {job.id: "running"}
     lab.release_file.touch()
     assert lab.wait(job.id).state == "succeeded"
+
+
+def test_reconcile_leaves_a_job_another_process_is_starting(lab):
+    lab = lab(cpu=1.0)
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    queued = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    # what a server or another CLI leaves between marking a job running and storing its handle
+    starter = subprocess.Popen(["sleep", "60"])
+    with lab.platform.session() as session:
+        row = session.get(Job, queued.id)
+        row.state, row.handle = "running", {"launcher": [starter.pid, process_start_time(starter.pid)]}
+    assert queued.id not in lab.jobs.reconcile()
+    assert lab.jobs.get("p", queued.id).state == "running"
+    starter.kill()
+    starter.wait()
+    assert lab.jobs.reconcile()[queued.id] == "lost"  # its starter died before the job began
 
 
 def test_job_and_supervisor_killed_is_lost(lab):

@@ -22,6 +22,7 @@ from .catalog.storage import Storage
 if TYPE_CHECKING:
     from .catalog.service import Catalog
     from .engine.service import JobService
+    from .experiments.search import ExperimentService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_LOCK_SQL = "SELECT id FROM ledger_lock WHERE id = 1 FOR UPDATE"
@@ -134,6 +135,13 @@ class Platform(LoggingConfigurable):
         from .engine.service import JobService
 
         return JobService(self)
+
+    @cached_property
+    def experiments(self) -> ExperimentService:
+        """Return the hyperparameter searches (their trials are jobs)."""
+        from .experiments.search import ExperimentService
+
+        return ExperimentService(self)
 
     def close(self) -> None:
         """Release database connections."""

@@ -101,12 +101,14 @@ class KPLLab(ExtensionApp):
     def _background_round(self) -> None:
         # Local jobs: their supervisors are checked (pid and start time); jobs elsewhere are polled.
         self.platform.jobs.tick()
+        self.platform.experiments.tick()  # report, prune, finish and start trials
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""
         self._ticker.stop()
         self.imports.shutdown()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.platform.experiments.release()  # the next server drives them at once, not after the lease
         self.platform.close()
         for key, value in self._saved_environ.items():
             if value is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job and ledger tables)
 import kpl_lab.catalog.models  # noqa: F401  (registers the catalog tables)
 from kpl_lab.catalog.db import Base

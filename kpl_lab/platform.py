@@ -145,6 +145,8 @@ class Platform(LoggingConfigurable):
 
     def close(self) -> None:
         """Release database connections."""
+        if "experiments" in self.__dict__:
+            self.experiments.close()
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.dispose()

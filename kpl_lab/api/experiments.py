@@ -289,3 +289,12 @@ class Plot(Body):
 
     data: list[dict[str, Any]]
     layout: dict[str, Any]
+
+
+class ResumeExperimentRequest(BaseModel):
+    """What a resume changes: a larger budget lets a finished experiment go on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int | None = Field(default=None, ge=1, le=10_000)
+    seconds: float | None = Field(default=None, gt=0)

@@ -1,6 +1,6 @@
 """The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
 
-One module per noun (`algorithm`, `dataset`, `model`, `job`); text formatting lives in
+One module per noun (`algorithm`, `dataset`, `model`, `job`, `experiment`); text formatting lives in
 `kpl_lab.text`.
 """
 
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import KPLError
-from . import algorithm, dataset, job, model
+from . import algorithm, dataset, experiment, job, model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,8 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="catalog database (default: SQLite in the home; e.g. postgresql://user@host/kpl)",
     )
     parser.add_argument("--project", help="project to work in (default: the platform's default project)")
-    groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job}", required=True)
-    for noun in (algorithm, dataset, model, job):
+    groups = parser.add_subparsers(
+        dest="group", metavar="{algorithm,dataset,model,job,experiment}", required=True
+    )
+    for noun in (algorithm, dataset, model, job, experiment):
         noun.register(groups)
     return parser
 

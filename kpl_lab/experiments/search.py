@@ -118,10 +118,24 @@ class ExperimentService(LoggingConfigurable):
             )
         return self._storage
 
-    def _sampler(self, experiment: Experiment) -> optuna.samplers.BaseSampler:
+    def close(self) -> None:
+        """Close Optuna's connections to the database."""
+        if self._storage is not None:
+            self._storage.scoped_session.remove()
+            self._storage.engine.dispose()
+            self._storage = None
+
+    def _sampler(self, experiment: Experiment, asked: int) -> optuna.samplers.BaseSampler:
+        """Return the sampler for a round after `asked` trials.
+
+        A round makes a new sampler: with the seed alone each would draw the first trial's
+        parameters again, so its seed moves on by the trials asked so far (still reproducible).
+        """
         import optuna
 
         name, seed = experiment.sampler["name"], experiment.sampler.get("seed")
+        if seed is not None and name != "grid":  # the grid sampler skips the points already tried
+            seed += asked
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "grid":
@@ -155,10 +169,12 @@ class ExperimentService(LoggingConfigurable):
         """Return the experiment's Optuna study with its sampler and pruner."""
         import optuna
 
+        study_id = self.storage.get_study_id_from_name(experiment.study_name)
+        asked = len(self.storage.get_all_trials(study_id, deepcopy=False))
         return optuna.load_study(
             study_name=experiment.study_name,
             storage=self.storage,
-            sampler=self._sampler(experiment),
+            sampler=self._sampler(experiment, asked),
             pruner=self._pruner(experiment),
         )
 

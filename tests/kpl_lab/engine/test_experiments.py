@@ -133,7 +133,7 @@ def test_space_and_objective_are_checked_before_any_trial(lab):
 def test_pruning_stops_trials_on_their_curve(lab):
     lab = lab()
     curve(lab)
-    slow = {"steps": 30, "pause": 0.1}
+    slow = {"steps": 30, "pause": 0.25}
     experiment = lab.platform.experiments.create(
         "p",
         request(

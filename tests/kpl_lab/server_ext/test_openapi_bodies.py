@@ -112,6 +112,29 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
         await api.wait_job(other["id"])
     assert (await api.post(f"jobs/{job['id']}/resume", {}))[0] == 400  # no model input to resume from
 
+    # comparisons and experiments (driven by the server's background rounds)
+    code, comparison = await api.get("comparisons", ids=f"{job['id']},{other['id']}")
+    assert code == 200 and comparison["differing_parameters"] == ["epochs"], comparison
+    search = {
+        "name": "tune",
+        "algorithm": "trainer",
+        "space": {"epochs": {"type": "int", "low": 1, "high": 2}},
+        "objective": {"metric": "loss/val", "direction": "minimize"},
+        "sampler": {"name": "grid"},
+    }
+    code, refused = await api.post("experiments", {**search, "space": {"nope": search["space"]["epochs"]}})
+    assert (code, refused["field"]) == (400, "space.nope")
+    code, experiment = await api.post("experiments", search)
+    assert code == 201 and experiment["warnings"] == [], experiment
+    assert (await api.get("experiments"))[0] == 200
+    assert (await api.post("experiments/tune/stop"))[0] == 200
+    assert (await api.post("experiments/tune/resume", {}))[0] == 200
+    experiment = await api.wait_experiment("tune")
+    assert experiment["state"] == "succeeded" and experiment["best_params"] == {"epochs": 2}, experiment
+    for kind in ("history", "importance", "parallel"):
+        assert (await api.get(f"experiments/tune/plots/{kind}"))[0] == 200, kind
+    assert (await api.post("experiments/tune/stop"))[0] == 409
+
     # models
     model_version = job["outputs"]["model"]["registered"].rsplit(":", 1)[1]
     assert (await api.get("models"))[0] == 200

@@ -29,6 +29,8 @@ export type AlgorithmVersionDetail = Required<
 export type FunctionSpec = AlgorithmVersionDetail['function_specs'][string];
 export type Model = Required<Schemas['Model']>;
 export type Job = Required<Schemas['Job']>;
+export type Comparison = Required<Schemas['Comparison']>;
+export type ComparedJob = Comparison['jobs'][number];
 export type JobRequest = Schemas['JobRequest'];
 export type Resources = NonNullable<JobRequest['resources']>;
 export type LogChunk = Required<Schemas['LogChunk']>;
@@ -195,6 +197,13 @@ export class KPLClient {
         path('jobs', id, 'metrics') + query({ max_points: maxPoints })
       )
   };
+
+  /**
+   * Two or more jobs side by side (docs/experiments.md).
+   */
+  compare(ids: string[]): Promise<Comparison> {
+    return this.request('comparisons' + query({ ids: ids.join(',') }));
+  }
 
   /**
    * The URL of a server path (as the API answers them) that an <img> can load.

@@ -40,6 +40,9 @@ class ComparedJob(Body):
     inputs: dict[str, str] = Field(description="input key -> NAME:VERSION it resolved to")
     parameters: dict[str, Any] = Field(description="flattened (dotted) parameter -> value")
     metrics: list[ComparedMetric]
+    results: dict[str, Any] = Field(
+        description="scalar results the job sent (kpl_helper.result), e.g. a test's accuracy"
+    )
     duration_seconds: float | None = Field(description="from start to end (or now while it runs)")
     peak_memory_mb: float | None
     limits: dict[str, Any] = Field(description="cpu, memory (MB), shm and device counts it ran with")
@@ -55,6 +58,7 @@ class Comparison(Body):
     differing_inputs: list[str] = Field(description="input keys whose versions are not all equal")
     differing_algorithms: bool = Field(description="the jobs ran different algorithm versions or functions")
     common_metrics: list[str] = Field(description="FIGURE/SERIES every job pushed (overlay these curves)")
+    differing_results: list[str] = Field(description="scalar results whose values are not all equal")
 
 
 # searching

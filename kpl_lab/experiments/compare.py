@@ -68,6 +68,14 @@ def _duration(job) -> float | None:
     return (end - started).total_seconds()
 
 
+def scalar_results(job) -> dict[str, Any]:
+    """Return the scalar results a job sent, the last value of each name winning."""
+    merged: dict[str, Any] = {}
+    for event in job.results or []:
+        merged |= event.get("values") or {}
+    return merged
+
+
 def _differing(values: list[dict]) -> list[str]:
     keys = sorted(set().union(*values))
     missing = object()
@@ -91,6 +99,7 @@ def compare_jobs(platform: Platform, project: str, job_ids: list[str]) -> Compar
                 inputs={key: value["version"] for key, value in job.inputs.items()},
                 parameters=flatten(job.parameters),
                 metrics=_metrics(platform, job),
+                results=scalar_results(job),
                 duration_seconds=_duration(job),
                 peak_memory_mb=(job.usage or {}).get("peak_memory_mb"),
                 limits=job.limits,
@@ -105,6 +114,7 @@ def compare_jobs(platform: Platform, project: str, job_ids: list[str]) -> Compar
         differing_inputs=_differing([job.inputs for job in compared]),
         differing_algorithms=len({(job.algorithm, job.function) for job in compared}) > 1,
         common_metrics=sorted(set.intersection(*metric_sets)),
+        differing_results=_differing([job.results for job in compared]),
     )
 
 
@@ -130,6 +140,11 @@ def comparison_rows(comparison: Comparison) -> tuple[list[str], list[tuple[str, 
     rows += [
         (key, [cell(job.parameters.get(key)) for job in jobs], key in comparison.differing_parameters)
         for key in parameters
+    ]
+    results = sorted({key for job in jobs for key in job.results})
+    rows += [
+        (f"result {key}", [cell(job.results.get(key)) for job in jobs], key in comparison.differing_results)
+        for key in results
     ]
     for name in comparison.common_metrics:
         found = [next(m for m in job.metrics if f"{m.figure}/{m.series}" == name) for job in jobs]

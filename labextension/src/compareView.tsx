@@ -71,6 +71,15 @@ export function compareRows(comparison: Comparison): ICompareRow[] {
       )
     );
   }
+  for (const key of keys(job => job.results)) {
+    rows.push(
+      row(
+        `result ${key}`,
+        jobs.map(job => job.results[key]),
+        comparison.differing_results.includes(key)
+      )
+    );
+  }
   for (const name of comparison.common_metrics) {
     const found = jobs.map(job =>
       job.metrics.find(m => `${m.figure}/${m.series}` === name)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
@@ -112,3 +114,53 @@ def test_experiment_stop_and_resume(run):
     assert run("experiment", "stop", "slow")[0] == 2
     status, out, _ = run("experiment", "resume", "slow", "--json")
     assert json.loads(out)["state"] == "running"
+
+
+SCORER_ENVIRONMENT = (
+    "version: 1\nimage:\n  runs: []\n"
+    "train:\n  resource:\n    limits:\n      cpu: 1\n      memory: 256\n"
+    "  outputs:\n    - key: model\n      name: scorer\n  cmd: python train.py\n"
+    "test:\n  resource:\n    limits:\n      cpu: 1\n      memory: 256\n"
+    "  inputs:\n    - key: data\n      name: data\n    - key: model\n      name: model\n  cmd: python test.py\n"
+)
+SCORER_TRAIN = (
+    "import os, kpl_helper as kh\np = kh.get_parameter(default='./parameter.yml')\n"
+    "open(os.path.join(kh.io.get_output_path('model', '/x'), 'q.txt'), 'w').write(str(p.quality))\nkh.done()\n"
+)
+SCORER_TEST = (
+    "import os, kpl_helper as kh\nfrom kpl_helper import result\n"
+    "q = float(open(os.path.join(kh.io.get_input_path('model', '/x'), 'q.txt')).read())\n"
+    "result.send_scalar_result(accuracy=q)\nkh.done()\n"
+)
+
+
+def test_model_evaluate_follow(run, tmp_path):
+    from kpl_dataset import BasicType, WriteOnlyDataset
+
+    folder = tmp_path / "scorer"
+    folder.mkdir()
+    for name, text in (
+        ("environment.yml", SCORER_ENVIRONMENT),
+        ("parameter.yml", "quality: 0.5\n"),
+        ("train.py", SCORER_TRAIN),
+        ("test.py", SCORER_TEST),
+    ):
+        (folder / name).write_text(text)
+    assert run("algorithm", "add", str(folder))[0] == 0
+    writer = WriteOnlyDataset(str(tmp_path / "data"), "test", {"x": BasicType.Int})
+    writer.write({"x": 1})
+    writer.close()
+    assert run("dataset", "add", "holdout", str(tmp_path / "data"))[0] == 0
+    models = []
+    for quality in ("0.25", "0.75"):
+        status, out, err = run("job", "submit", "scorer", "--param", f"quality={quality}", "--json")
+        assert status == 0, err
+        job_id = json.loads(out)["id"]
+        while (job := json.loads(run("job", "show", job_id, "--json")[1]))["state"] in ("queued", "running"):
+            time.sleep(0.1)
+        models.append(job["outputs"]["model"]["registered"])
+    args = ["model", "evaluate", "scorer", "--data", "dataset:holdout", "--follow"]
+    status, out, err = run(*args, "--model", models[0], "--model", models[1])
+    assert status == 0, err
+    assert re.search(r"^\* result accuracy\s+0.25\s+0.75$", out, re.M), out
+    assert re.search(r"^\* input model\s+scorer:\S+\s+scorer:\S+$", out, re.M), out

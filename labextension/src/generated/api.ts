@@ -724,6 +724,10 @@ export interface components {
                 [key: string]: unknown;
             };
             metrics: components["schemas"]["ComparedMetric"][];
+            /** @description scalar results the job sent (kpl_helper.result), e.g. a test's accuracy */
+            results: {
+                [key: string]: unknown;
+            };
             /** @description from start to end (or now while it runs) */
             duration_seconds: number | null;
             peak_memory_mb: number | null;
@@ -763,6 +767,8 @@ export interface components {
             differing_algorithms: boolean;
             /** @description FIGURE/SERIES every job pushed (overlay these curves) */
             common_metrics: string[];
+            /** @description scalar results whose values are not all equal */
+            differing_results: string[];
         };
         /**
          * CopyRequest

@@ -6,10 +6,12 @@ import time
 
 import pytest
 
+from kpl_dataset import BasicType, WriteOnlyDataset
 from kpl_lab.api.experiments import ExperimentRequest
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.errors import BadRequest, Conflict
 from kpl_lab.experiments.compare import compare_jobs
+from kpl_lab.experiments.evaluation import evaluate_models
 
 from .conftest import WAIT_SECONDS
 
@@ -243,3 +245,80 @@ def test_compare_jobs(lab):
     assert shown[first.id].duration_seconds > 0
     with pytest.raises(BadRequest, match="give 2 to"):
         compare_jobs(lab.platform, "p", [first.id, first.id])
+
+
+EVALUATED = """\
+version: 1
+image:
+  runs: []
+train:
+  resource:
+    limits:
+      cpu: 1
+      memory: 256
+  outputs:
+    - key: model
+      name: scorer
+  cmd: python train.py
+test:
+  resource:
+    limits:
+      cpu: 1
+      memory: 256
+  inputs:
+    - key: data
+      name: data
+    - key: model
+      name: model
+  cmd: python test.py
+"""
+SCORER_TRAIN = """\
+import os
+import kpl_helper as kh
+
+p = kh.get_parameter(default="./parameter.yml")
+with open(os.path.join(kh.io.get_output_path("model", "/nonexistent"), "quality.txt"), "w") as f:
+    f.write(str(p.quality))
+kh.done()
+"""
+SCORER_TEST = """\
+import os
+import kpl_helper as kh
+from kpl_helper import result
+
+model = kh.io.get_input_path("model", "/nonexistent")
+data = kh.io.get_input_path("data", "/nonexistent")
+quality = float(open(os.path.join(model, "quality.txt")).read())
+result.send_scalar_result(accuracy=quality, records=len(os.listdir(data)))
+kh.done()
+"""
+
+
+def test_evaluate_model_versions_side_by_side(lab, tmp_path):
+    lab = lab()
+    folder = tmp_path / "scorer"
+    folder.mkdir()
+    (folder / "environment.yml").write_text(EVALUATED)
+    (folder / "parameter.yml").write_text("quality: 0.5\n")
+    (folder / "train.py").write_text(SCORER_TRAIN)
+    (folder / "test.py").write_text(SCORER_TEST)
+    lab.platform.catalog.add_algorithm("p", folder)
+    data = tmp_path / "data"
+    writer = WriteOnlyDataset(str(data), "test", {"x": BasicType.Int})
+    writer.write({"x": 1})
+    writer.close()
+    lab.platform.catalog.add_dataset("p", "holdout", data)
+    models = []
+    for quality in (0.3, 0.7):
+        job = lab.jobs.submit(JobRequest(project="p", algorithm="scorer", parameters={"quality": quality}))
+        models.append(lab.wait(job.id).outputs["model"]["registered"])
+    jobs = evaluate_models(lab.platform, "p", "scorer", "dataset:holdout", models)
+    for job in jobs:
+        assert lab.wait(job.id).state == "succeeded"
+    comparison = compare_jobs(lab.platform, "p", [job.id for job in jobs])
+    assert [job.results["accuracy"] for job in comparison.jobs] == [0.3, 0.7]
+    assert comparison.differing_results == ["accuracy"]  # the same records, different accuracy
+    assert comparison.differing_inputs == ["model"]
+    assert [job.inputs["model"] for job in comparison.jobs] == [m.removeprefix("model:") for m in models]
+    with pytest.raises(BadRequest, match="at least one model"):
+        evaluate_models(lab.platform, "p", "scorer", "dataset:holdout", [])

@@ -45,6 +45,7 @@ from ..api.models import Model, ModelList, ModelVersion
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
+from ..experiments.compare import IDS_PATTERN
 from .base import NotFoundHandler
 from .handlers import algorithms, datasets, devices, experiments, jobs, models
 from .spec import Operation, Query, Route
@@ -375,7 +376,14 @@ ROUTES: list[Route] = [
                 "Two or more jobs side by side: parameters (which differ), final and best metrics, "
                 "inputs, algorithm versions, durations and memory",
                 Comparison,
-                query=(Query("ids", required=True, description="comma-separated job ids (2 to 20)"),),
+                query=(
+                    Query(
+                        "ids",
+                        {"type": "string", "pattern": IDS_PATTERN},
+                        "comma-separated job ids (2 to 20)",
+                        required=True,
+                    ),
+                ),
             )
         },
     ),

@@ -244,7 +244,7 @@ def test_compare_jobs(lab):
     assert loss.best == pytest.approx(0.6)  # smaller is better for a loss
     assert shown[first.id].duration_seconds > 0
     with pytest.raises(BadRequest, match="give 2 to"):
-        compare_jobs(lab.platform, "p", [first.id, first.id])
+        compare_jobs(lab.platform, "p", [first.id])
 
 
 EVALUATED = """\

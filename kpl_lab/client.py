@@ -531,3 +531,34 @@ class Client:
             f"pipelines/runs/{_quote(run_id)}/nodes/{_quote(node)}/records",
             {"port": port, "limit": limit},
         )
+
+    # experiments
+
+    def compare(self, job_ids: list[str]) -> dict:
+        """Return two or more jobs side by side (parameters that differ, metrics, inputs, time, memory)."""
+        return self.request("GET", "comparisons", {"ids": ",".join(job_ids)})
+
+    def experiments(self) -> list[dict]:
+        """Return the project's experiments, newest first."""
+        return self.request("GET", "experiments")["experiments"]
+
+    def experiment(self, name: str) -> dict:
+        """Return one experiment with its trials and best trial."""
+        return self.request("GET", f"experiments/{_quote(name)}")
+
+    def create_experiment(self, body: dict) -> dict:
+        """Check and create an experiment (see `kpl_lab.experiment.Experiment`); its first trials start."""
+        return self.request("POST", "experiments", body=body)
+
+    def stop_experiment(self, name: str) -> dict:
+        """Stop an experiment and its running trials."""
+        return self.request("POST", f"experiments/{_quote(name)}/stop")
+
+    def resume_experiment(self, name: str, trials: int | None = None, seconds: float | None = None) -> dict:
+        """Resume a stopped experiment, or a finished one with a larger budget."""
+        body = {key: value for key, value in (("trials", trials), ("seconds", seconds)) if value is not None}
+        return self.request("POST", f"experiments/{_quote(name)}/resume", body=body)
+
+    def experiment_plot(self, name: str, kind: str) -> dict:
+        """Return Optuna's `history`, `importance` or `parallel` plot of an experiment as a Plotly figure."""
+        return self.request("GET", f"experiments/{_quote(name)}/plots/{_quote(kind)}")

@@ -1,5 +1,6 @@
 """IPython magics: `%load_ext kpl_lab`, then `%kpl_datasets`, `%kpl_train ALGO --input ...` and friends.
 
+`%kpl_compare A B` shows jobs side by side; `%kpl_tune` runs a hyperparameter search.
 Every magic talks to the REST API through `kpl_lab.client.Client`. Tables render as HTML
 in notebooks and as text in terminals; a submitted job shows a live progress bar and
 metric curves in a notebook (widgets) and status lines in a terminal.
@@ -8,6 +9,8 @@ metric curves in a notebook (widgets) and status lines in a terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import shlex
 import sys
 import time
@@ -165,6 +168,7 @@ class KPLMagics(Magics):
     def __init__(self, shell=None, client: Client | None = None, use_widgets: bool | None = None) -> None:
         super().__init__(shell)
         self._client = client
+        self.last_charts: list = []
         # widgets need a frontend: a kernel talking to JupyterLab, not a terminal
         self.use_widgets = getattr(shell, "kernel", None) is not None if use_widgets is None else use_widgets
 
@@ -523,3 +527,153 @@ class KPLMagics(Magics):
             line = f":{problem['line']}" if problem["line"] else ""
             print(f"{file}{line}: {where + ': ' if where else ''}{problem['message']}", file=sys.stderr)
         print(f"{file}: valid" if result["ok"] else f"{file}: {len(result['problems'])} problem(s)")
+
+    # experiments
+
+    @magic_arguments("%kpl_compare")
+    @_with_help
+    @argument("jobs", nargs="+", metavar="JOB", help="two or more job ids")
+    @argument("--metric", action="append", default=[], metavar="FIGURE/SERIES", help="curves to overlay")
+    @line_magic
+    def kpl_compare(self, line: str) -> None:
+        """Compare jobs: a table with the differences highlighted, and each shared metric's curves overlaid."""
+        self._run(self.kpl_compare, line, self._compare)
+
+    def _compare(self, args: argparse.Namespace) -> None:
+        from .api.experiments import Comparison
+
+        comparison = Comparison.model_validate(self.client.compare(args.jobs))
+        display(ComparisonView(comparison))
+        if not self.use_widgets:
+            return
+        from .widgets.chart import MetricChart
+
+        metrics = args.metric or comparison.common_metrics
+        figures = {job.id: self.client.metrics(job.id)["figures"] for job in comparison.jobs}
+        self.last_charts = []  # the overlays just shown, one line per job each
+        for metric in metrics:
+            figure, _, series = metric.partition("/")
+            chart = MetricChart(title=metric)
+            chart.update({job_id: data.get(figure, {}).get(series, []) for job_id, data in figures.items()})
+            self.last_charts.append(chart)
+            display(chart)
+
+    @magic_arguments("%kpl_tune")
+    @_with_help
+    @argument("name", help="experiment name")
+    @argument("algorithm", help="NAME or NAME:VERSION")
+    @argument("--function", default="train")
+    @argument("--input", action="append", default=[], metavar="KEY=REF", help="an input of every trial")
+    @argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a fixed parameter")
+    @argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="float:LOW:HIGH[:log], int:LOW:HIGH[:log|:STEP] or categorical:A,B,...",
+    )
+    @argument("--objective", required=True, metavar="FIGURE/SERIES", help="the metric to optimise")
+    @argument("--direction", choices=["maximize", "minimize"], default="maximize")
+    @argument("--trials", type=int, default=10)
+    @argument("--seconds", type=float)
+    @argument("--parallelism", type=int, default=1)
+    @argument("--sampler", choices=["random", "grid", "tpe", "cmaes"], default="tpe")
+    @argument("--seed", type=int)
+    @argument("--pruner", choices=["median", "successive_halving", "hyperband"])
+    @argument("--wait", action="store_true", help="show the trials live until it ends, then its plots")
+    @line_magic
+    def kpl_tune(self, line: str) -> None:
+        """Search parameters of an algorithm: each trial is a job; the best trial's model is registered."""
+        self._run(self.kpl_tune, line, self._tune)
+
+    def _tune(self, args: argparse.Namespace) -> None:
+        from .cli.experiment import parse_space
+
+        name, _, version = args.algorithm.partition(":")
+        detail = self.client.algorithm_version(name, version or None)
+        body = {
+            "name": args.name,
+            "algorithm": detail["ref"],
+            "function": args.function,
+            "inputs": parse_inputs(args.input),
+            "parameters": typed_parameters(detail.get("parameters") or {}, args.param),
+            "space": dict(parse_space(text) for text in args.space),
+            "objective": {"metric": args.objective, "direction": args.direction},
+            "budget": {"trials": args.trials, "seconds": args.seconds},
+            "parallelism": args.parallelism,
+            "sampler": {"name": args.sampler, "seed": args.seed},
+            "pruner": {"name": args.pruner} if args.pruner else None,
+        }
+        experiment = self.client.create_experiment(body)
+        for warning in experiment["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
+        print(f"experiment {args.name}: {len(experiment['trials'])} trials started")
+        if not args.wait:
+            print(f"watch it with %kpl_tune ... --wait, or kpl-lab experiment show {args.name}")
+            return
+        handle = display(trials_table(experiment), display_id=True)
+        try:
+            while experiment["state"] == "running":
+                time.sleep(WAIT_INTERVAL)
+                experiment = self.client.experiment(args.name)
+                handle.update(trials_table(experiment))
+        except KeyboardInterrupt:
+            print(f"stopped waiting; experiment {args.name} goes on", file=sys.stderr)
+            return
+        best = experiment["best_trial"]
+        print(
+            f"experiment {args.name} {experiment['state']}"
+            + (
+                f": best trial {best} {experiment['best_value']:.4g} {experiment['best_params']}"
+                if best is not None
+                else ""
+            )
+            + (f", model {experiment['best_model']}" if experiment["best_model"] else "")
+        )
+        if self.use_widgets and best is not None:
+            import plotly.io
+
+            for kind in ("history", "parallel", "importance"):
+                with contextlib.suppress(KPLError):  # importance needs two complete trials
+                    display(plotly.io.from_json(json.dumps(self.client.experiment_plot(args.name, kind))))
+
+
+def trials_table(experiment: dict) -> Table:
+    """Return an experiment's trials as a table."""
+    rows = [
+        [
+            trial["number"],
+            trial["state"],
+            trial["job_id"],
+            "-" if trial["value"] is None else format_number(trial["value"]),
+            trial["reported"],
+            " ".join(
+                f"{k}={format_number(v) if isinstance(v, float) else v}" for k, v in trial["params"].items()
+            ),
+        ]
+        for trial in experiment["trials"]
+    ]
+    return Table(["trial", "state", "job", "value", "points", "parameters"], rows, "no trials yet")
+
+
+class ComparisonView:
+    """Jobs side by side: rows whose values differ are highlighted (HTML) or starred (text)."""
+
+    def __init__(self, comparison) -> None:
+        from .experiments.compare import comparison_rows
+
+        self.headers, self.rows = comparison_rows(comparison)
+
+    def __repr__(self) -> str:
+        rows = [[("* " if differ else "  ") + label, *cells] for label, cells, differ in self.rows]
+        return render_table(["", *self.headers], rows)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left'>{escape(h)}</th>" for h in ["", *self.headers])
+        body = "".join(
+            ("<tr class='kpl-differs' style='background:#fff3cd'>" if differ else "<tr>")
+            + "".join(f"<td style='text-align:left'>{escape(c)}</td>" for c in [label, *cells])
+            + "</tr>"
+            for label, cells, differ in self.rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -22,6 +22,7 @@ from .catalog.storage import Storage
 if TYPE_CHECKING:
     from .catalog.service import Catalog
     from .engine.service import JobService
+    from .experiments.search import ExperimentService
     from .serving.service import DeploymentService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -143,8 +144,17 @@ class Platform(LoggingConfigurable):
 
         return DeploymentService(self)
 
+    @cached_property
+    def experiments(self) -> ExperimentService:
+        """Return the hyperparameter searches (their trials are jobs)."""
+        from .experiments.search import ExperimentService
+
+        return ExperimentService(self)
+
     def close(self) -> None:
         """Release database connections."""
+        if "experiments" in self.__dict__:
+            self.experiments.close()
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.dispose()

@@ -166,6 +166,8 @@ class Job(Body):
     finished: datetime | None
     copied_from: str | None
     resumed_from: str | None
+    experiment: str | None = Field(description="the experiment this job is a trial of")
+    trial: int | None = Field(description="its trial number in that experiment")
 
 
 class JobList(Body):

@@ -76,6 +76,8 @@ class Job(Base):
     finished: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     copied_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
     resumed_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    experiment: Mapped[str | None] = mapped_column(String(100), nullable=True)  # name, when a trial
+    trial: Mapped[int | None] = mapped_column(Integer, nullable=True)  # its trial number
 
     project: Mapped[Project] = relationship()
     algorithm_version: Mapped[AlgorithmVersion | None] = relationship()

@@ -130,6 +130,8 @@ def job_model(job: Any, progress: float, eta_seconds: float | None, queue: Any =
             "finished": utc(job.finished),
             "copied_from": job.copied_from,
             "resumed_from": job.resumed_from,
+            "experiment": job.experiment,
+            "trial": job.trial,
         }
     )
 

@@ -1,6 +1,6 @@
 """The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
 
-One module per noun (`algorithm`, `dataset`, `model`, `job`, `deployment`); text formatting lives in
+One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`); text formatting lives in
 `kpl_lab.text`.
 """
 
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import KPLError
-from . import algorithm, dataset, deployment, job, model, pipeline
+from . import algorithm, dataset, deployment, experiment, job, model, pipeline
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,9 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--project", help="project to work in (default: the platform's default project)")
     groups = parser.add_subparsers(
-        dest="group", metavar="{algorithm,dataset,model,job,pipeline,deployment}", required=True
+        dest="group",
+        metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment}",
+        required=True,
     )
-    for noun in (algorithm, dataset, model, job, pipeline, deployment):
+    for noun in (algorithm, dataset, model, job, pipeline, deployment, experiment):
         noun.register(groups)
     return parser
 

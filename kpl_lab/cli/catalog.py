@@ -110,8 +110,8 @@ def cmd_delete(args, platform) -> int:
     return 0
 
 
-def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser, str], None]) -> None:
-    """Add the `add`, `list`, `show` and `delete` commands of one catalog noun."""
+def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser, str], None]):
+    """Add the `add`, `list`, `show` and `delete` commands of one catalog noun; return its subparsers."""
     group = groups.add_parser(kind, help=f"manage {kind}s").add_subparsers(dest="command", required=True)
     add = group.add_parser("add", help=f"add a {kind} version")
     add_args(add, kind)
@@ -128,3 +128,4 @@ def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser,
     delete = group.add_parser("delete", help=f"delete a {kind} version, or every version")
     delete.add_argument("ref", metavar="REF", help="NAME:VERSION (one version) or NAME (all versions)")
     delete.set_defaults(func=cmd_delete, kind=kind)
+    return group

@@ -440,6 +440,23 @@ def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
         plt.close(figure)
 
 
+def cmd_job_compare(args, platform) -> int:
+    from ..experiments.compare import compare_jobs, comparison_rows
+
+    comparison = compare_jobs(platform, args.project, args.job_ids)
+    if args.json:
+        emit_json(comparison.model_dump(mode="json"))
+        return 0
+    headers, rows = comparison_rows(comparison)
+    # a `*` marks the rows whose values differ between the jobs
+    print(
+        render_table(
+            ["", *headers], [[("* " if differ else "  ") + label, *cells] for label, cells, differ in rows]
+        )
+    )
+    return 0
+
+
 def register(groups) -> None:
     """Add the `job` commands."""
     jobs = groups.add_parser("job", help="submit and watch jobs").add_subparsers(
@@ -490,6 +507,10 @@ def register(groups) -> None:
     metrics.add_argument("--max-points", type=int, default=1000, help="points per series at most")
     metrics.add_argument("--json", action="store_true", help="print JSON")
     metrics.set_defaults(func=cmd_job_metrics)
+    compare = jobs.add_parser("compare", help="jobs side by side: parameters, metrics, inputs, time, memory")
+    compare.add_argument("job_ids", metavar="ID", nargs="+", help="two or more jobs")
+    compare.add_argument("--json", action="store_true", help="print JSON")
+    compare.set_defaults(func=cmd_job_compare)
 
 
 def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, resources: bool = True) -> None:

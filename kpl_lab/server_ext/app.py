@@ -119,6 +119,7 @@ class KPLLab(ExtensionApp):
         restarted = self.platform.deployments.reconcile()  # replicas whose supervisor died
         if restarted:
             self.log.warning("kpl_lab: restarted replicas whose supervisor was gone: %s", restarted)
+        self.platform.experiments.tick()  # report, prune, finish and start trials
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""
@@ -127,6 +128,7 @@ class KPLLab(ExtensionApp):
         if "gateway" in self.__dict__:
             self.gateway.close()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.platform.experiments.release()  # the next server drives them at once, not after the lease
         self.platform.close()
         for key, value in self._saved_environ.items():
             if value is None:

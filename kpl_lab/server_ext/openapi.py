@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 from ..api.catalog import NAME_SCHEMA
 from ..api.datasets import BytesRef
 from ..api.errors import Error
+from ..api.experiments import PlotKind
 from .routes import ROUTES, Route
 from .spec import Operation
 
@@ -42,6 +43,7 @@ PATH_PARAMETERS = {
         "schema": {"type": "string"},
         "description": "field path: a top-level field, or e.g. object.0.mask",
     },
+    "kind": {"schema": {"type": "string", "enum": [kind.value for kind in PlotKind]}, "description": "plot"},
 }
 DESCRIPTION = """\
 The REST API of the KPL Lab jupyter-server extension, written by

@@ -20,6 +20,15 @@ from ..api.datasets import (
 )
 from ..api.deployments import CanaryRequest, Deployment, DeploymentList, DeploymentLogs, DeploymentRequest
 from ..api.devices import Devices
+from ..api.experiments import (
+    Comparison,
+    Experiment,
+    ExperimentList,
+    ExperimentRequest,
+    Plot,
+    PlotKind,
+    ResumeExperimentRequest,
+)
 from ..api.jobs import (
     MAX_WORKER,
     CopyRequest,
@@ -47,8 +56,9 @@ from ..api.pipelines import (
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
+from ..experiments.compare import IDS_PATTERN
 from .base import NotFoundHandler
-from .handlers import algorithms, datasets, deployments, devices, jobs, models, pipelines
+from .handlers import algorithms, datasets, deployments, devices, experiments, jobs, models, pipelines
 from .spec import Operation, Query, Route
 from .version import VersionHandler
 
@@ -523,6 +533,74 @@ ROUTES: list[Route] = [
                 PipelineRun,
                 status=201,
                 body=RerunRequest,
+            )
+        },
+    ),
+    Route(
+        "/comparisons",
+        experiments.ComparisonHandler,
+        {
+            "get": Operation(
+                "Two or more jobs side by side: parameters (which differ), final and best metrics, "
+                "inputs, algorithm versions, durations and memory",
+                Comparison,
+                query=(
+                    Query(
+                        "ids",
+                        {"type": "string", "pattern": IDS_PATTERN},
+                        "comma-separated job ids (2 to 20)",
+                        required=True,
+                    ),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/experiments",
+        experiments.ExperimentsHandler,
+        {
+            "get": Operation("List experiments (hyperparameter searches), newest first", ExperimentList),
+            "post": Operation(
+                "Check and create an experiment; its first trials start at once",
+                Experiment,
+                status=201,
+                description="The space and objective are checked before any trial: unknown parameters, "
+                "values parameter.yml refuses and unknown inputs answer 400 naming each field (e.g. "
+                "`space.lr`); an objective metric no earlier run of the function pushed is a warning in "
+                "the answer. Trials are ordinary jobs of the project, under its quota and queue.",
+                body=ExperimentRequest,
+                body_required=True,
+            ),
+        },
+    ),
+    Route(
+        "/experiments/{name}", experiments.ExperimentHandler, {"get": Operation("One experiment", Experiment)}
+    ),
+    Route(
+        "/experiments/{name}/stop",
+        experiments.ExperimentStopHandler,
+        {"post": Operation("Stop an experiment and its running trials (409 when not running)", Experiment)},
+    ),
+    Route(
+        "/experiments/{name}/resume",
+        experiments.ExperimentResumeHandler,
+        {
+            "post": Operation(
+                "Resume a stopped experiment, or a finished one with a larger budget",
+                Experiment,
+                description="The trials a stop interrupted are tried again first.",
+                body=ResumeExperimentRequest,
+            )
+        },
+    ),
+    Route(
+        "/experiments/{name}/plots/{kind}",
+        experiments.ExperimentPlotHandler,
+        {
+            "get": Operation(
+                f"Optuna's {', '.join(k.value for k in PlotKind)} plot of the study as a Plotly figure",
+                Plot,
+                description="409 until enough trials have completed (1 for history, 2 for the others).",
             )
         },
     ),

@@ -29,6 +29,8 @@ export type AlgorithmVersionDetail = Required<
 export type FunctionSpec = AlgorithmVersionDetail['function_specs'][string];
 export type Model = Required<Schemas['Model']>;
 export type Job = Required<Schemas['Job']>;
+export type Comparison = Required<Schemas['Comparison']>;
+export type ComparedJob = Comparison['jobs'][number];
 export type JobRequest = Schemas['JobRequest'];
 export type Resources = NonNullable<JobRequest['resources']>;
 export type LogChunk = Required<Schemas['LogChunk']>;
@@ -209,6 +211,13 @@ export class KPLClient {
    */
   devices(): Promise<Devices> {
     return this.request<Devices>('devices');
+  }
+
+  /**
+   * Two or more jobs side by side (docs/experiments.md).
+   */
+  compare(ids: string[]): Promise<Comparison> {
+    return this.request('comparisons' + query({ ids: ids.join(',') }));
   }
 
   /**

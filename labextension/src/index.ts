@@ -19,6 +19,7 @@ import { DatasetViewer, datasetWidget } from './datasetViewer';
 import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
+import { CompareView } from './compareView';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -37,6 +38,7 @@ export namespace CommandIDs {
   export const openDataset = 'kpl-lab:open-dataset';
   export const submitJob = 'kpl-lab:submit-job';
   export const openJob = 'kpl-lab:open-job';
+  export const compareJobs = 'kpl-lab:compare-jobs';
 }
 
 /**
@@ -130,7 +132,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       settings.refreshInterval * 5,
       openForm
     );
-    const jobsPanel = new JobsPanel(client, settings.refreshInterval, openJob);
+    const compareJobs = (ids: string[]) => {
+      const widget = new MainAreaWidget({
+        content: new CompareView(client, ids)
+      });
+      widget.id = `kpl-compare-${ids.join('-')}`;
+      widget.title.closable = true;
+      app.shell.add(widget, 'main');
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const jobsPanel = new JobsPanel(
+      client,
+      settings.refreshInterval,
+      openJob,
+      compareJobs
+    );
     [datasetsPanel, algorithmsPanel, jobsPanel].forEach((panel, index) => {
       app.shell.add(panel, 'left', { rank: 600 + index });
       restorer?.add(panel, panel.id);
@@ -216,6 +233,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
         app.shell.activateById(algorithmsPanel.id);
       }
+    });
+    commands.addCommand(CommandIDs.compareJobs, {
+      label: 'Compare KPL jobs',
+      execute: args => compareJobs((args.ids as string[]) ?? [])
     });
     commands.addCommand(CommandIDs.openJob, {
       label: args => (args.id ? `Open Job ${args.id}` : 'Open KPL Job'),

@@ -72,10 +72,26 @@ export function StateBadge(props: { state: string }): JSX.Element {
 function JobsList(props: {
   model: PollingListModel<Job>;
   openJob: (id: string) => void;
+  compareJobs: (ids: string[]) => void;
 }): JSX.Element {
-  const { model, openJob } = props;
+  const { model, openJob, compareJobs } = props;
+  // jobs ticked for a comparison, in the order they were ticked
+  const [picked, setPicked] = React.useState<string[]>([]);
+  const shown = picked.filter(id => model.items.some(job => job.id === id));
+  const toggle = (id: string) =>
+    setPicked(
+      shown.includes(id) ? shown.filter(other => other !== id) : [...shown, id]
+    );
   return (
     <>
+      <button
+        className="jp-Button jp-mod-styled jp-mod-accept kpl-compare-button"
+        disabled={shown.length < 2}
+        title="Tick two or more jobs to compare them side by side"
+        onClick={() => compareJobs(shown)}
+      >
+        {`Compare ${shown.length} jobs`}
+      </button>
       <HTMLSelect
         className="kpl-state-filter"
         aria-label="State"
@@ -107,6 +123,15 @@ function JobsList(props: {
             onKeyDown={event => event.key === 'Enter' && openJob(job.id)}
           >
             <div className="kpl-item-title">
+              <input
+                type="checkbox"
+                className="kpl-compare-pick"
+                aria-label={`Compare job ${job.id}`}
+                checked={shown.includes(job.id)}
+                onClick={event => event.stopPropagation()}
+                onKeyDown={event => event.stopPropagation()}
+                onChange={() => toggle(job.id)}
+              />
               <span className="kpl-name">
                 {job.algorithm.split(':')[0]} · {job.function}
               </span>
@@ -133,7 +158,8 @@ export class JobsPanel extends KPLSidePanel<Job> {
   constructor(
     client: KPLClient,
     interval: number,
-    openJob: (id: string) => void
+    openJob: (id: string) => void,
+    compareJobs: (ids: string[]) => void
   ) {
     super({
       id: 'kpl-lab-jobs',
@@ -151,7 +177,13 @@ export class JobsPanel extends KPLSidePanel<Job> {
     this.addClass('kpl-JobsPanel');
     this.addContent(
       <UseSignal signal={this.model.changed}>
-        {() => <JobsList model={this.model} openJob={openJob} />}
+        {() => (
+          <JobsList
+            model={this.model}
+            openJob={openJob}
+            compareJobs={compareJobs}
+          />
+        )}
       </UseSignal>
     );
   }

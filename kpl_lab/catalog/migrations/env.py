@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
+import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job and ledger tables)
 import kpl_lab.catalog.models  # noqa: F401  (registers the catalog tables)
 import kpl_lab.catalog.pipelines  # noqa: F401  (registers the pipeline run tables)

@@ -718,6 +718,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/comparisons": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two or more jobs side by side: parameters (which differ), final and best metrics, inputs, algorithm versions, durations and memory */
+        get: operations["getComparison"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/experiments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List experiments (hyperparameter searches), newest first */
+        get: operations["getExperiments"];
+        put?: never;
+        /**
+         * Check and create an experiment; its first trials start at once
+         * @description The space and objective are checked before any trial: unknown parameters, values parameter.yml refuses and unknown inputs answer 400 naming each field (e.g. `space.lr`); an objective metric no earlier run of the function pushed is a warning in the answer. Trials are ordinary jobs of the project, under its quota and queue.
+         */
+        post: operations["postExperiments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/experiments/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One experiment */
+        get: operations["getExperiment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/experiments/{name}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop an experiment and its running trials (409 when not running) */
+        post: operations["postExperimentStop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/experiments/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a stopped experiment, or a finished one with a larger budget
+         * @description The trials a stop interrupted are tried again first.
+         */
+        post: operations["postExperimentResume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/experiments/{name}/plots/{kind}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Optuna's history, importance, parallel plot of the study as a Plotly figure
+         * @description 409 until enough trials have completed (1 for history, 2 for the others).
+         */
+        get: operations["getExperimentPlot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -795,6 +907,19 @@ export interface components {
             };
         };
         /**
+         * Budget
+         * @description When the search stops starting trials: after so many trials or so many seconds.
+         */
+        Budget: {
+            /** @default 10 */
+            trials?: number;
+            /**
+             * @description wall time, stop and resume excluded
+             * @default null
+             */
+            seconds?: number | null;
+        };
+        /**
          * BytesRef
          * @description A bytes or File value of a record, replaced by its size, content type and where to fetch it.
          */
@@ -828,6 +953,83 @@ export interface components {
             sticky_header?: string | null;
             /** @default 1 */
             replicas?: number;
+        };
+        /**
+         * Categorical
+         * @description A parameter drawn from a list of choices.
+         */
+        Categorical: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "categorical";
+            choices: (string | number | boolean | null)[];
+        };
+        /**
+         * ComparedJob
+         * @description What a comparison shows of one job.
+         */
+        ComparedJob: {
+            id: string;
+            state: components["schemas"]["JobState"];
+            /** @description NAME:VERSION */
+            algorithm: string;
+            function: string;
+            /** @description input key -> NAME:VERSION it resolved to */
+            inputs: {
+                [key: string]: string;
+            };
+            /** @description flattened (dotted) parameter -> value */
+            parameters: {
+                [key: string]: unknown;
+            };
+            metrics: components["schemas"]["ComparedMetric"][];
+            /** @description scalar results the job sent (kpl_helper.result), e.g. a test's accuracy */
+            results: {
+                [key: string]: unknown;
+            };
+            /** @description from start to end (or now while it runs) */
+            duration_seconds: number | null;
+            peak_memory_mb: number | null;
+            /** @description cpu, memory (MB), shm and device counts it ran with */
+            limits: {
+                [key: string]: unknown;
+            };
+            experiment: string | null;
+            trial: number | null;
+        };
+        /**
+         * ComparedMetric
+         * @description One metric series of one job: its last and best points.
+         */
+        ComparedMetric: {
+            figure: string;
+            series: string;
+            points: number;
+            /** @description the last value pushed */
+            final: number | null;
+            /** @description the largest value for an accuracy-like series, else the smallest */
+            best: number | null;
+            /** @description the x of the best value */
+            best_x: number | null;
+        };
+        /**
+         * Comparison
+         * @description Two or more jobs side by side, with the keys whose values differ.
+         */
+        Comparison: {
+            jobs: components["schemas"]["ComparedJob"][];
+            /** @description dotted parameters whose values are not all equal */
+            differing_parameters: string[];
+            /** @description input keys whose versions are not all equal */
+            differing_inputs: string[];
+            /** @description the jobs ran different algorithm versions or functions */
+            differing_algorithms: boolean;
+            /** @description FIGURE/SERIES every job pushed (overlay these curves) */
+            common_metrics: string[];
+            /** @description scalar results whose values are not all equal */
+            differing_results: string[];
         };
         /**
          * CopyRequest
@@ -1021,6 +1223,12 @@ export interface components {
             devices: components["schemas"]["Device"][];
         };
         /**
+         * Direction
+         * @description Whether the objective is to be made as large or as small as possible.
+         * @enum {string}
+         */
+        Direction: "maximize" | "minimize";
+        /**
          * Error
          * @description What went wrong; a refused request names every field at fault.
          */
@@ -1040,6 +1248,103 @@ export interface components {
         EventsAccepted: {
             accepted: number;
         };
+        /**
+         * Experiment
+         * @description An experiment with its trials and best trial.
+         */
+        Experiment: {
+            name: string;
+            project: string;
+            /** @description NAME:VERSION */
+            algorithm: string;
+            function: string;
+            inputs: {
+                [key: string]: string;
+            };
+            parameters: {
+                [key: string]: unknown;
+            };
+            space: {
+                [key: string]: {
+                    [key: string]: unknown;
+                };
+            };
+            objective: {
+                [key: string]: unknown;
+            };
+            budget: {
+                [key: string]: unknown;
+            };
+            parallelism: number;
+            sampler: {
+                [key: string]: unknown;
+            };
+            pruner: {
+                [key: string]: unknown;
+            } | null;
+            state: components["schemas"]["ExperimentState"];
+            reason: string;
+            /** @description found when the space and objective were checked */
+            warnings: string[];
+            trials: components["schemas"]["Trial"][];
+            best_trial: number | null;
+            best_value: number | null;
+            best_params: {
+                [key: string]: unknown;
+            } | null;
+            best_job: string | null;
+            /** @description model:NAME:VERSION the best trial registered */
+            best_model: string | null;
+            created: string | null;
+            finished: string | null;
+        };
+        /**
+         * ExperimentList
+         * @description The experiments of a project, newest first.
+         */
+        ExperimentList: {
+            experiments: components["schemas"]["Experiment"][];
+        };
+        /**
+         * ExperimentRequest
+         * @description A search: an algorithm function, its inputs, a space over parameter.yml keys and an objective.
+         */
+        ExperimentRequest: {
+            name: string;
+            /** @description NAME or NAME:VERSION (pinned to a version at creation) */
+            algorithm: string;
+            /** @default train */
+            function?: string;
+            inputs?: {
+                [key: string]: string;
+            };
+            /** @description fixed parameters of every trial */
+            parameters?: {
+                [key: string]: unknown;
+            };
+            /** @description parameter (dotted) -> range or choices */
+            space: {
+                [key: string]: components["schemas"]["FloatRange"] | components["schemas"]["IntRange"] | components["schemas"]["Categorical"];
+            };
+            objective: components["schemas"]["Objective"];
+            budget?: components["schemas"]["Budget"];
+            /**
+             * @description trials queued or running at once
+             * @default 1
+             */
+            parallelism?: number;
+            sampler?: components["schemas"]["Sampler"];
+            /** @default null */
+            pruner?: components["schemas"]["Pruner"] | null;
+            /** @default null */
+            resources?: components["schemas"]["ResourceRequest"] | null;
+        };
+        /**
+         * ExperimentState
+         * @description Where an experiment is.
+         * @enum {string}
+         */
+        ExperimentState: "running" | "stopped" | "succeeded" | "failed";
         /**
          * FieldError
          * @description One problem with one field of the request.
@@ -1076,6 +1381,23 @@ export interface components {
             x_name: string | null;
             y1_name: string | null;
             y2_name: string | null;
+        };
+        /**
+         * FloatRange
+         * @description A float parameter drawn from [low, high], on a log scale or in steps.
+         */
+        FloatRange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "float";
+            low: number;
+            high: number;
+            /** @default false */
+            log?: boolean;
+            /** @default null */
+            step?: number | null;
         };
         /**
          * FunctionResource
@@ -1142,6 +1464,23 @@ export interface components {
             imports: components["schemas"]["DatasetImport"][];
         };
         /**
+         * IntRange
+         * @description An integer parameter drawn from [low, high], on a log scale or in steps.
+         */
+        IntRange: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "int";
+            low: number;
+            high: number;
+            /** @default false */
+            log?: boolean;
+            /** @default 1 */
+            step?: number;
+        };
+        /**
          * Job
          * @description A job with its progress and the seconds left.
          */
@@ -1195,6 +1534,10 @@ export interface components {
             finished: string | null;
             copied_from: string | null;
             resumed_from: string | null;
+            /** @description the experiment this job is a trial of */
+            experiment: string | null;
+            /** @description its trial number in that experiment */
+            trial: number | null;
         };
         /**
          * JobInput
@@ -1349,6 +1692,16 @@ export interface components {
             files: string[];
         };
         /**
+         * Objective
+         * @description The metric a trial is judged by (its last value) and which way is better.
+         */
+        Objective: {
+            /** @description FIGURE/SERIES or SERIES, as kpl-helper pushes it */
+            metric: string;
+            /** @default maximize */
+            direction?: components["schemas"]["Direction"];
+        };
+        /**
          * PipelineField
          * @description One field of a schema flowing along an edge.
          */
@@ -1492,6 +1845,18 @@ export interface components {
             problems: components["schemas"]["PipelineProblem"][];
         };
         /**
+         * Plot
+         * @description A Plotly figure (render with plotly.io.from_json or Plotly.newPlot).
+         */
+        Plot: {
+            data: {
+                [key: string]: unknown;
+            }[];
+            layout: {
+                [key: string]: unknown;
+            };
+        };
+        /**
          * Port
          * @description An input or output of a function.
          */
@@ -1512,6 +1877,45 @@ export interface components {
             /** @description why a queued job waits; null once it runs */
             queue: components["schemas"]["QueueReason"] | null;
         };
+        /**
+         * Pruner
+         * @description When a running trial is stopped early, from the objective's points it pushed so far.
+         */
+        Pruner: {
+            /** @default median */
+            name?: components["schemas"]["PrunerName"];
+            /**
+             * @description median: trials that complete before any is pruned
+             * @default 2
+             */
+            startup_trials?: number;
+            /**
+             * @description median: points a trial pushes before it may be pruned
+             * @default 1
+             */
+            warmup_steps?: number;
+            /**
+             * @description successive halving, hyperband: points before the first rung
+             * @default 1
+             */
+            min_resource?: number;
+            /**
+             * @description successive halving, hyperband
+             * @default 3
+             */
+            reduction_factor?: number;
+            /**
+             * @description hyperband: points of a full trial
+             * @default null
+             */
+            max_resource?: number | null;
+        };
+        /**
+         * PrunerName
+         * @description Optuna's pruners offered.
+         * @enum {string}
+         */
+        PrunerName: "median" | "successive_halving" | "hyperband";
         /**
          * QueueHolder
          * @description A job or notebook holding what a queued job needs (other projects' stay anonymous).
@@ -1660,6 +2064,16 @@ export interface components {
             workers?: number | null;
         };
         /**
+         * ResumeExperimentRequest
+         * @description What a resume changes: a larger budget lets a finished experiment go on.
+         */
+        ResumeExperimentRequest: {
+            /** @default null */
+            trials?: number | null;
+            /** @default null */
+            seconds?: number | null;
+        };
+        /**
          * ResumeRequest
          * @description What a resumed run changes.
          */
@@ -1693,6 +2107,22 @@ export interface components {
             fresh?: boolean;
         };
         /**
+         * Sampler
+         * @description How the next trial's parameters are chosen.
+         */
+        Sampler: {
+            /** @default tpe */
+            name?: components["schemas"]["SamplerName"];
+            /** @default null */
+            seed?: number | null;
+        };
+        /**
+         * SamplerName
+         * @description Optuna's samplers offered.
+         * @enum {string}
+         */
+        SamplerName: "random" | "grid" | "tpe" | "cmaes";
+        /**
          * ServerVersion
          * @description The product name and version of the running server.
          */
@@ -1720,6 +2150,30 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /**
+         * Trial
+         * @description One trial: the parameters chosen, its job and its objective value.
+         */
+        Trial: {
+            number: number;
+            state: components["schemas"]["TrialState"];
+            job_id: string;
+            params: {
+                [key: string]: unknown;
+            };
+            /** @description the objective: the last value pushed (pruned: the last reported) */
+            value: number | null;
+            /** @description objective points reported to the pruner */
+            reported: number;
+            created: string | null;
+            finished: string | null;
+        };
+        /**
+         * TrialState
+         * @description Where a trial is.
+         * @enum {string}
+         */
+        TrialState: "running" | "complete" | "pruned" | "failed" | "stopped";
         /**
          * UsageSample
          * @description The job's use at one moment.
@@ -3449,6 +3903,222 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getComparison: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description comma-separated job ids (2 to 20) */
+                ids: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Comparison"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getExperiments: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExperimentList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postExperiments: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExperimentRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Experiment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getExperiment: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Experiment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postExperimentStop: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Experiment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postExperimentResume: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ResumeExperimentRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Experiment"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getExperimentPlot: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description plot */
+                kind: "history" | "importance" | "parallel";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plot"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
 }
 type FlattenedDeepRequired<T> = {
     [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
@@ -3460,10 +4130,19 @@ type ReadonlyArray<T> = [
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
 export const pathsDatasetsPostParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/datasets"]["post"]["parameters"]["query"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const pathsJobsJob_idLogsGetParametersQueryFollowValues: ReadonlyArray<FlattenedDeepRequired<paths>["/jobs/{job_id}/logs"]["get"]["parameters"]["query"]["follow"]> = [0, 1];
+export const pathsExperimentsNamePlotsKindGetParametersPathKindValues: ReadonlyArray<FlattenedDeepRequired<paths>["/experiments/{name}/plots/{kind}"]["get"]["parameters"]["path"]["kind"]> = ["history", "importance", "parallel"];
+export const categoricalTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Categorical"]["type"]> = ["categorical"];
 export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["state"]> = ["queued", "importing"];
 export const deploymentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeploymentState"]> = ["starting", "ready", "degraded", "failed", "stopped"];
+export const directionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Direction"]> = ["maximize", "minimize"];
+export const experimentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ExperimentState"]> = ["running", "stopped", "succeeded", "failed"];
+export const floatRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FloatRange"]["type"]> = ["float"];
+export const intRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IntRange"]["type"]> = ["int"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
 export const pipelineNodeRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeRun"]["state"]> = ["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"];
 export const pipelinePortKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelinePort"]["kind"]> = ["dataset", "model"];
 export const pipelineRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineRun"]["state"]> = ["running", "succeeded", "failed", "stopped"];
+export const prunerNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PrunerName"]> = ["median", "successive_halving", "hyperband"];
+export const samplerNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SamplerName"]> = ["random", "grid", "tpe", "cmaes"];
+export const trialStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TrialState"]> = ["running", "complete", "pruned", "failed", "stopped"];

@@ -1,4 +1,4 @@
-"""Alembic migrations on SQLite and PostgreSQL: head is exactly the ORM's tables, and base is empty."""
+"""Alembic migrations on SQLite and PostgreSQL: head is exactly the ORM's and Optuna's tables, base is empty."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from optuna.storages._rdb.models import BaseModel as OptunaBase
 from sqlalchemy import inspect
 
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
+import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
 from kpl_lab.catalog.db import Base
@@ -19,14 +21,23 @@ from kpl_lab.catalog.migrate import alembic_config, current_revision, head_revis
 from kpl_lab.platform import Platform
 
 pytestmark = pytest.mark.databases
+# Optuna's study storage, created by 0006_experiments in the same database (docs/experiments.md)
+OPTUNA_TABLES = set(OptunaBase.metadata.tables)
+
+
+def ours(name, type_, *_args) -> bool:
+    """Say whether a schema object is ours to compare (Optuna's tables are Optuna's)."""
+    return not (type_ == "table" and name in OPTUNA_TABLES)
 
 
 def test_migrated_schema_matches_the_models(platform):
     with platform.engine.connect() as conn:
         assert current_revision(conn) == head_revision()
         tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
-        assert tables == set(Base.metadata.tables)
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        assert not OPTUNA_TABLES & set(Base.metadata.tables)  # no name clash
+        assert tables == set(Base.metadata.tables) | OPTUNA_TABLES
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": ours})
+        diff = compare_metadata(context, Base.metadata)
     assert diff == []
 
 
@@ -50,7 +61,8 @@ def test_upgrade_to_head_and_downgrade_to_base(tmp_path, empty_database_url):
         upgrade(engine)
         with engine.connect() as conn:
             assert current_revision(conn) == head_revision()
-            assert set(inspect(conn).get_table_names()) - {"alembic_version"} == set(Base.metadata.tables)
+            tables = set(inspect(conn).get_table_names()) - {"alembic_version"}
+            assert tables == set(Base.metadata.tables) | OPTUNA_TABLES
     finally:
         plat.close()
 

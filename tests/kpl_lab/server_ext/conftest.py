@@ -126,6 +126,17 @@ class Api:
             await asyncio.sleep(0.2)
         raise AssertionError(f"deployment {name} still {deployment['state']} after {WAIT_SECONDS} s")
 
+    async def wait_experiment(self, name: str) -> dict:
+        """Poll an experiment until the server's background rounds have finished it."""
+        deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            code, experiment = await self.get(f"experiments/{name}")
+            assert code == 200, experiment
+            if experiment["state"] != "running":
+                return experiment
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"experiment {name} still running after {WAIT_SECONDS} s")
+
 
 @pytest.fixture
 def api(jp_fetch) -> Api:

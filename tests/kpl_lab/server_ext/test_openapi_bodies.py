@@ -150,6 +150,29 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
         await api.wait_job(other["id"])
     assert (await api.post(f"jobs/{job['id']}/resume", {}))[0] == 400  # no model input to resume from
 
+    # comparisons and experiments (driven by the server's background rounds)
+    code, comparison = await api.get("comparisons", ids=f"{job['id']},{other['id']}")
+    assert code == 200 and comparison["differing_parameters"] == ["epochs"], comparison
+    search = {
+        "name": "tune",
+        "algorithm": "trainer",
+        "space": {"epochs": {"type": "int", "low": 1, "high": 2}},
+        "objective": {"metric": "loss/val", "direction": "minimize"},
+        "sampler": {"name": "grid"},
+    }
+    code, refused = await api.post("experiments", {**search, "space": {"nope": search["space"]["epochs"]}})
+    assert (code, refused["field"]) == (400, "space.nope")
+    code, experiment = await api.post("experiments", search)
+    assert code == 201 and experiment["warnings"] == [], experiment
+    assert (await api.get("experiments"))[0] == 200
+    assert (await api.post("experiments/tune/stop"))[0] == 200
+    assert (await api.post("experiments/tune/resume", {}))[0] == 200
+    experiment = await api.wait_experiment("tune")
+    assert experiment["state"] == "succeeded" and experiment["best_params"] == {"epochs": 2}, experiment
+    for kind in ("history", "importance", "parallel"):
+        assert (await api.get(f"experiments/tune/plots/{kind}"))[0] == 200, kind
+    assert (await api.post("experiments/tune/stop"))[0] == 409
+
     # models
     model_version = job["outputs"]["model"]["registered"].rsplit(":", 1)[1]
     assert (await api.get("models"))[0] == 200
@@ -220,7 +243,9 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     deployment = await api.wait_deployment("api")
     assert deployment["state"] == "ready", deployment
     response = await api.raw("POST", "deployments/api/predict", b"img", {"Content-Type": "image/png"})
-    assert response.code == 200 and response.headers["X-KPL-Model-Version"] == f"trainer-model:{model_version}"
+    assert (
+        response.code == 200 and response.headers["X-KPL-Model-Version"] == f"trainer-model:{model_version}"
+    )
     assert (await api.raw("POST", "deployments/api/predict", b"text")).code == 400
     assert (await api.raw("POST", "deployments/api/predict", b"fail")).code == 502
     assert (await api.get("deployments"))[0] == 200
@@ -240,7 +265,9 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert code == 200 and shown["model_version"] == canary, shown
     assert (await api.get("deployments/api", project="other"))[0] == 404
     served = canary.removeprefix("trainer-model:")
-    assert (await api.delete(f"models/trainer-model/versions/{served}"))[0] == 409  # the production version now
+    assert (await api.delete(f"models/trainer-model/versions/{served}"))[
+        0
+    ] == 409  # the production version now
     assert (await api.delete("deployments/api"))[0] == 200
     assert (await api.raw("POST", "deployments/api/predict", b"img")).code == 404
 

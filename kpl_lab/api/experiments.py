@@ -1,0 +1,304 @@
+"""Experiments: comparing jobs, and hyperparameter searches whose trials are jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .base import Body
+from .catalog import NAME_PATTERN, REF_PATTERN
+from .jobs import INPUT_PATTERN, JobState, ResourceRequest
+
+# FIGURE/SERIES, or SERIES when one figure of the algorithm's jobs has it
+METRIC_PATTERN = r"^[^/]+(/[^/]+)?$"
+
+
+# comparing
+
+
+class ComparedMetric(Body):
+    """One metric series of one job: its last and best points."""
+
+    figure: str
+    series: str
+    points: int
+    final: float | None = Field(description="the last value pushed")
+    best: float | None = Field(description="the largest value for an accuracy-like series, else the smallest")
+    best_x: float | None = Field(description="the x of the best value")
+
+
+class ComparedJob(Body):
+    """What a comparison shows of one job."""
+
+    id: str
+    state: JobState
+    algorithm: str = Field(description="NAME:VERSION")
+    function: str
+    inputs: dict[str, str] = Field(description="input key -> NAME:VERSION it resolved to")
+    parameters: dict[str, Any] = Field(description="flattened (dotted) parameter -> value")
+    metrics: list[ComparedMetric]
+    results: dict[str, Any] = Field(
+        description="scalar results the job sent (kpl_helper.result), e.g. a test's accuracy"
+    )
+    duration_seconds: float | None = Field(description="from start to end (or now while it runs)")
+    peak_memory_mb: float | None
+    limits: dict[str, Any] = Field(description="cpu, memory (MB), shm and device counts it ran with")
+    experiment: str | None
+    trial: int | None
+
+
+class Comparison(Body):
+    """Two or more jobs side by side, with the keys whose values differ."""
+
+    jobs: list[ComparedJob]
+    differing_parameters: list[str] = Field(description="dotted parameters whose values are not all equal")
+    differing_inputs: list[str] = Field(description="input keys whose versions are not all equal")
+    differing_algorithms: bool = Field(description="the jobs ran different algorithm versions or functions")
+    common_metrics: list[str] = Field(description="FIGURE/SERIES every job pushed (overlay these curves)")
+    differing_results: list[str] = Field(description="scalar results whose values are not all equal")
+
+
+# searching
+
+
+class FloatRange(BaseModel):
+    """A float parameter drawn from [low, high], on a log scale or in steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> FloatRange:
+        _check_range(self.low, self.high, self.log, self.step)
+        return self
+
+
+class IntRange(BaseModel):
+    """An integer parameter drawn from [low, high], on a log scale or in steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = Field(default=1, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> IntRange:
+        _check_range(self.low, self.high, self.log, self.step if self.step != 1 else None)
+        return self
+
+
+class Categorical(BaseModel):
+    """A parameter drawn from a list of choices."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["categorical"]
+    choices: list[str | int | float | bool | None] = Field(min_length=1)
+
+
+def _check_range(low: float, high: float, log: bool, step: float | None) -> None:
+    if low > high:
+        raise ValueError(f"low ({low}) must not be above high ({high})")
+    if log and low <= 0:
+        raise ValueError(f"a log scale needs low > 0, got {low}")
+    if log and step is not None:
+        raise ValueError("a log scale takes no step")
+
+
+Distribution = Annotated[FloatRange | IntRange | Categorical, Field(discriminator="type")]
+
+
+class Direction(str, Enum):
+    """Whether the objective is to be made as large or as small as possible."""
+
+    maximize = "maximize"
+    minimize = "minimize"
+
+
+class Objective(BaseModel):
+    """The metric a trial is judged by (its last value) and which way is better."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = Field(
+        pattern=METRIC_PATTERN, description="FIGURE/SERIES or SERIES, as kpl-helper pushes it"
+    )
+    direction: Direction = Direction.maximize
+
+
+class Budget(BaseModel):
+    """When the search stops starting trials: after so many trials or so many seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int = Field(default=10, ge=1, le=10_000)
+    seconds: float | None = Field(default=None, gt=0, description="wall time, stop and resume excluded")
+
+
+class SamplerName(str, Enum):
+    """Optuna's samplers offered."""
+
+    random = "random"
+    grid = "grid"
+    tpe = "tpe"
+    cmaes = "cmaes"
+
+
+class Sampler(BaseModel):
+    """How the next trial's parameters are chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: SamplerName = SamplerName.tpe
+    seed: int | None = None
+
+
+class PrunerName(str, Enum):
+    """Optuna's pruners offered."""
+
+    median = "median"
+    successive_halving = "successive_halving"
+    hyperband = "hyperband"
+
+
+class Pruner(BaseModel):
+    """When a running trial is stopped early, from the objective's points it pushed so far."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: PrunerName = PrunerName.median
+    startup_trials: int = Field(
+        default=2, ge=0, description="median: trials that complete before any is pruned"
+    )
+    warmup_steps: int = Field(
+        default=1, ge=0, description="median: points a trial pushes before it may be pruned"
+    )
+    min_resource: int = Field(
+        default=1, ge=1, description="successive halving, hyperband: points before the first rung"
+    )
+    reduction_factor: int = Field(default=3, ge=2, description="successive halving, hyperband")
+    max_resource: int | None = Field(default=None, ge=1, description="hyperband: points of a full trial")
+
+
+class ExperimentRequest(BaseModel):
+    """A search: an algorithm function, its inputs, a space over parameter.yml keys and an objective."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    algorithm: str = Field(
+        description="NAME or NAME:VERSION (pinned to a version at creation)", pattern=REF_PATTERN
+    )
+    function: str = "train"
+    inputs: dict[str, Annotated[str, Field(pattern=INPUT_PATTERN)]] = Field(default_factory=dict)
+    parameters: dict[str, Any] = Field(default_factory=dict, description="fixed parameters of every trial")
+    space: dict[str, Distribution] = Field(min_length=1, description="parameter (dotted) -> range or choices")
+    objective: Objective
+    budget: Budget = Field(default_factory=Budget)
+    parallelism: int = Field(default=1, ge=1, le=1000, description="trials queued or running at once")
+    sampler: Sampler = Field(default_factory=Sampler)
+    pruner: Pruner | None = None
+    resources: ResourceRequest | None = None
+
+
+class TrialState(str, Enum):
+    """Where a trial is."""
+
+    running = "running"  # its job is queued or running
+    complete = "complete"
+    pruned = "pruned"
+    failed = "failed"
+    stopped = "stopped"  # the experiment was stopped; a resume tries these parameters again
+
+
+class Trial(Body):
+    """One trial: the parameters chosen, its job and its objective value."""
+
+    number: int
+    state: TrialState
+    job_id: str
+    params: dict[str, Any]
+    value: float | None = Field(
+        description="the objective: the last value pushed (pruned: the last reported)"
+    )
+    reported: int = Field(description="objective points reported to the pruner")
+    created: datetime | None
+    finished: datetime | None
+
+
+class ExperimentState(str, Enum):
+    """Where an experiment is."""
+
+    running = "running"
+    stopped = "stopped"
+    succeeded = "succeeded"
+    failed = "failed"
+
+
+class Experiment(Body):
+    """An experiment with its trials and best trial."""
+
+    name: str
+    project: str
+    algorithm: str = Field(description="NAME:VERSION")
+    function: str
+    inputs: dict[str, str]
+    parameters: dict[str, Any]
+    space: dict[str, dict[str, Any]]
+    objective: dict[str, Any]
+    budget: dict[str, Any]
+    parallelism: int
+    sampler: dict[str, Any]
+    pruner: dict[str, Any] | None
+    state: ExperimentState
+    reason: str
+    warnings: list[str] = Field(description="found when the space and objective were checked")
+    trials: list[Trial]
+    best_trial: int | None
+    best_value: float | None
+    best_params: dict[str, Any] | None
+    best_job: str | None
+    best_model: str | None = Field(description="model:NAME:VERSION the best trial registered")
+    created: datetime | None
+    finished: datetime | None
+
+
+class ExperimentList(Body):
+    """The experiments of a project, newest first."""
+
+    experiments: list[Experiment]
+
+
+class PlotKind(str, Enum):
+    """Optuna's visualisations of a study."""
+
+    history = "history"
+    importance = "importance"
+    parallel = "parallel"
+
+
+class Plot(Body):
+    """A Plotly figure (render with plotly.io.from_json or Plotly.newPlot)."""
+
+    data: list[dict[str, Any]]
+    layout: dict[str, Any]
+
+
+class ResumeExperimentRequest(BaseModel):
+    """What a resume changes: a larger budget lets a finished experiment go on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int | None = Field(default=None, ge=1, le=10_000)
+    seconds: float | None = Field(default=None, gt=0)

@@ -207,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         server = None
         try:
             service.wait("default", "bench", START_TIMEOUT)
-            (port,) = service.routing("default", "bench").ready[refs[0]]
+            (replica,) = service.routing("default", "bench").ready[refs[0]]
             server, url, token = start_server(home, base)
-            direct = f"http://127.0.0.1:{port}/predict"
+            direct = f"{replica}/predict"
             gateway = url + "deployments/bench/predict"
             headers = {"Content-Type": "application/octet-stream"}
             authorized = {**headers, "Authorization": f"token {token}"}

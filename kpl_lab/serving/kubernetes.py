@@ -247,42 +247,44 @@ class KubernetesDeployments(LoggingConfigurable):
                     raise self.executor._refused(exc, namespace, f"creating Service {served.name}") from exc
             return api.sanitize_for_serialization(created)
 
-    async def scale(self, served: ServedVersion, replicas: int) -> dict:
-        """Set the replicas of a version's Deployment; return it."""
-        namespace = self.executor.namespace_for(served.project)
-        async with self._api(f"scaling deployment {served.name}") as (api, apps, _):
+    async def scale(self, project: str, name: str, replicas: int) -> dict:
+        """Set the replicas of a served version's Deployment; return it."""
+        namespace = self.executor.namespace_for(project)
+        async with self._api(f"scaling deployment {name}") as (api, apps, _):
             try:
                 found = await apps.patch_namespaced_deployment(
-                    served.name, namespace, {"spec": {"replicas": replicas}}
+                    name, namespace, {"spec": {"replicas": replicas}}
                 )
             except ApiException as exc:
-                raise self.executor._refused(exc, namespace, f"scaling Deployment {served.name}") from exc
+                raise self.executor._refused(exc, namespace, f"scaling Deployment {name}") from exc
             return api.sanitize_for_serialization(found)
 
-    async def status(self, served: ServedVersion) -> dict:
-        """Return a version's state: starting, ready or degraded, with its replica counts and why."""
-        namespace = self.executor.namespace_for(served.project)
-        async with self._api(f"reading deployment {served.name}") as (api, apps, _):
+    async def status(self, project: str, name: str) -> dict:
+        """Return a served version's state: starting, ready, degraded, failed or stopped, with replica counts and why."""
+        namespace = self.executor.namespace_for(project)
+        async with self._api(f"reading deployment {name}") as (api, apps, _):
             try:
-                found = api.sanitize_for_serialization(
-                    await apps.read_namespaced_deployment(served.name, namespace)
-                )
+                found = api.sanitize_for_serialization(await apps.read_namespaced_deployment(name, namespace))
             except ApiException as exc:
                 if exc.status == 404:
                     return {"state": "stopped", "ready": 0, "replicas": 0, "reason": "no Deployment"}
-                raise self.executor._refused(exc, namespace, f"reading Deployment {served.name}") from exc
+                raise self.executor._refused(exc, namespace, f"reading Deployment {name}") from exc
         return deployment_state(found)
 
-    async def delete(self, served: ServedVersion) -> None:
-        """Delete a version's Deployment (its pods go with it) and Service; missing ones are fine."""
-        namespace = self.executor.namespace_for(served.project)
-        async with self._api(f"deleting deployment {served.name}") as (_, apps, core):
+    async def delete(self, project: str, name: str) -> None:
+        """Delete a served version's Deployment (its pods go with it) and Service; missing ones are fine."""
+        namespace = self.executor.namespace_for(project)
+        async with self._api(f"deleting deployment {name}") as (_, apps, core):
             for remove in (apps.delete_namespaced_deployment, core.delete_namespaced_service):
                 try:
-                    await remove(served.name, namespace, propagation_policy="Foreground")
+                    await remove(name, namespace, propagation_policy="Foreground")
                 except ApiException as exc:
                     if exc.status != 404:
-                        raise self.executor._refused(exc, namespace, f"deleting {served.name}") from exc
+                        raise self.executor._refused(exc, namespace, f"deleting {name}") from exc
+
+    def url(self, project: str, name: str) -> str:
+        """Return the in-cluster URL of a served version's Service."""
+        return f"http://{name}.{self.executor.namespace_for(project)}.svc:{self.service_port}"
 
 
 def deployment_state(found: dict) -> dict:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy import select
 
+from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.engine.kubernetes import KubernetesExecutor
 from kpl_lab.engine.launch import Resources
-from kpl_lab.errors import BadRequest, Forbidden
+from kpl_lab.errors import BadRequest, Forbidden, Unavailable
 from kpl_lab.serving.kubernetes import KubernetesDeployments, ServedVersion, deployment_state
 
 
@@ -235,9 +239,14 @@ async def test_apply_creates_the_deployment_and_its_service(double, tmp_path):
     assert double.services[(NS, name)]["spec"]["clusterIP"].startswith("10.96.")
     assert yaml.safe_load((version.run_dir / "parameter.yml").read_text()) == {"threshold": 0.5}
 
-    assert (await manager.status(version))["state"] == "starting"
+    assert (await manager.status(version.project, version.name))["state"] == "starting"
     double.set_deployment_status(NS, name, fixture("deployment_status_available.json"))
-    assert (await manager.status(version)) == {"state": "ready", "ready": 2, "replicas": 2, "reason": ""}
+    assert (await manager.status(version.project, version.name)) == {
+        "state": "ready",
+        "ready": 2,
+        "replicas": 2,
+        "reason": "",
+    }
 
 
 async def test_apply_again_patches_the_existing_deployment(double, tmp_path):
@@ -262,12 +271,12 @@ async def test_scale_patches_the_replicas(double, tmp_path):
     await manager.apply(version)
     double.set_deployment_status(NS, version.name, fixture("deployment_status_available.json"))
 
-    scaled = await manager.scale(version, 3)
+    scaled = await manager.scale(version.project, version.name, 3)
 
     [patch] = double.sent("PATCH", f"/deployments/{version.name}")
     assert patch.body == {"spec": {"replicas": 3}}
     assert scaled["spec"]["replicas"] == 3
-    status = await manager.status(version)
+    status = await manager.status(version.project, version.name)
     assert status["state"] == "degraded" and status["reason"].startswith("2 of 3 replicas ready")
 
 
@@ -276,14 +285,14 @@ async def test_delete_removes_deployment_and_service_and_tolerates_missing_ones(
     manager, version = live(double, tmp_path, root), served(root)
     await manager.apply(version)
 
-    await manager.delete(version)
-    await manager.delete(version)  # already gone: nothing to do
+    await manager.delete(version.project, version.name)
+    await manager.delete(version.project, version.name)  # already gone: nothing to do
 
     assert not double.deployments and not double.services
     deletes = double.sent("DELETE")
     assert [r.path.rsplit("/", 2)[-2] for r in deletes] == ["deployments", "services"] * 2
     assert deletes[0].query["propagationPolicy"] == "Foreground"
-    assert (await manager.status(version))["state"] == "stopped"
+    assert (await manager.status(version.project, version.name))["state"] == "stopped"
 
 
 async def test_canary_is_a_second_deployment_beside_production(double, tmp_path):
@@ -298,7 +307,9 @@ async def test_canary_is_a_second_deployment_beside_production(double, tmp_path)
     assert len(double.deployments) == 2 and len(double.services) == 2
     selectors = {s["spec"]["selector"]["kpl-lab.io/model-version"] for s in double.services.values()}
     assert len(selectors) == 2
-    await manager.delete(production)  # promote's last step: the old version goes, the canary stays
+    await manager.delete(
+        production.project, production.name
+    )  # promote's last step: the old version goes, the canary stays
     assert list(double.deployments) == [(NS, canary.name)]
 
 
@@ -311,3 +322,95 @@ async def test_rbac_refusal_names_the_role(double, tmp_path):
     with pytest.raises(Forbidden, match="docs/kubernetes.md"):
         await manager.apply(served(root))
     assert not double.services
+
+
+# -- DeploymentService with the Kubernetes replica backend ----------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Run the double on its own event loop: the service's calls block the test's thread."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = K8sDouble()
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
+    yield server
+    asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@pytest.fixture
+def on_kubernetes(serving_platform, cluster, tmp_path):
+    """Return the serving platform with replicas on the double's cluster."""
+    config = serving_platform.config
+    config.DeploymentService.replica_backend = "kubernetes"
+    config.KubernetesExecutor.kubeconfig = str(cluster.kubeconfig(tmp_path / "kubeconfig"))
+    config.KubernetesExecutor.storage_root = str(serving_platform.storage.root)
+    config.KubernetesExecutor.default_image = "registry.example.com/kpl/serve:1"
+    config.KubernetesExecutor.run_as_user = None
+    serving_platform.deployments.update_config(config)
+    return serving_platform
+
+
+def reservations(platform) -> list[Reservation]:
+    with platform.session() as session:
+        return list(session.scalars(select(Reservation).where(Reservation.owner_kind == "deployment")))
+
+
+def test_create_canary_promote_and_delete_drive_deployments_and_services(on_kubernetes, cluster, toy):
+    platform, service = on_kubernetes, on_kubernetes.deployments
+    production, canary = toy("cat"), toy("dog")
+
+    service.create("default", "pets", production, replica_count=2, algorithm="toy-serve")
+
+    # the first replica creates the Deployment; the second finds it (409) and patches it to 2
+    posts = cluster.sent("POST", "/apis/apps/v1/namespaces/kpl-default/deployments")
+    assert [post.body["spec"]["replicas"] for post in posts] == [1, 2]
+    [patch] = cluster.sent("PATCH")
+    assert patch.body["spec"]["replicas"] == 2
+    [(namespace, name)] = cluster.deployments
+    template = cluster.deployments[(namespace, name)]["spec"]["template"]
+    assert template["spec"]["containers"][0]["image"] == "registry.example.com/kpl/serve:1"
+    assert template["metadata"]["annotations"]["kpl-lab.io/model-version"] == production
+    assert list(cluster.services) == [(namespace, name)]
+    assert [r.cpu for r in reservations(platform)] == [0.5, 0.5]
+    routing = service.routing("default", "pets")
+    assert routing.state == "starting" and not routing.ready
+
+    cluster.set_deployment_status(namespace, name, fixture("deployment_status_available.json"))
+    routing = service.routing("default", "pets")
+    assert routing.state == "ready"
+    assert routing.ready == {production: [f"http://{name}.kpl-default.svc:80"] * 2}
+
+    service.canary("default", "pets", canary, 20, algorithm="toy-serve", replica_count=2)
+    assert len(cluster.deployments) == 2 and len(cluster.services) == 2
+    [canary_name] = [n for _, n in cluster.deployments if n != name]
+    assert service.state(service.get("default", "pets"))[0] == "degraded"  # the canary is not ready yet
+    cluster.set_deployment_status(namespace, canary_name, fixture("deployment_status_available.json"))
+
+    service.promote("default", "pets", timeout=10)
+
+    assert list(cluster.deployments) == [(namespace, canary_name)]
+    assert list(cluster.services) == [(namespace, canary_name)]
+    routing = service.routing("default", "pets")
+    assert routing.production == canary and list(routing.ready) == [canary]
+
+    service.delete("default", "pets")
+    assert not cluster.deployments and not cluster.services
+    assert reservations(platform) == []
+
+
+def test_a_deployment_past_its_progress_deadline_fails_with_the_reason(on_kubernetes, cluster, toy):
+    service = on_kubernetes.deployments
+    service.create("default", "pets", toy("cat"), algorithm="toy-serve")
+    [(namespace, name)] = cluster.deployments
+    cluster.set_deployment_status(namespace, name, fixture("deployment_status_deadline_exceeded.json"))
+
+    state, reason = service.state(service.get("default", "pets"))
+
+    assert state == "failed" and "timed out progressing" in reason
+    with pytest.raises(Unavailable, match="timed out progressing"):
+        service.wait("default", "pets", timeout=5)
+    assert service.reconcile() == []  # Kubernetes restarts its own pods

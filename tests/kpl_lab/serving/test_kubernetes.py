@@ -13,9 +13,10 @@ import yaml
 from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Reservation
-from kpl_lab.engine.kubernetes import KubernetesExecutor
+from kpl_lab.engine.kubernetes import KubernetesAPIError, KubernetesExecutor
 from kpl_lab.engine.launch import Resources
 from kpl_lab.errors import BadRequest, Forbidden, Unavailable
+from kpl_lab.serving.describe import deployment_model
 from kpl_lab.serving.kubernetes import KubernetesDeployments, ServedVersion, deployment_state
 
 
@@ -414,3 +415,23 @@ def test_a_deployment_past_its_progress_deadline_fails_with_the_reason(on_kubern
     with pytest.raises(Unavailable, match="timed out progressing"):
         service.wait("default", "pets", timeout=5)
     assert service.reconcile() == []  # Kubernetes restarts its own pods
+
+
+def test_show_lists_pod_replicas_and_an_api_failure_is_a_502(on_kubernetes, cluster, toy):
+    service = on_kubernetes.deployments
+    model = toy("cat")
+    service.create("default", "pets", model, replica_count=2, algorithm="toy-serve")
+    [(namespace, name)] = cluster.deployments
+    cluster.set_deployment_status(namespace, name, fixture("deployment_status_progressing.json"))
+
+    shown = deployment_model(service, service.get("default", "pets"))
+
+    assert shown.state == "degraded" and shown.reason.startswith("replica ")
+    assert sorted(r.state for r in shown.replica_states) == ["ready", "starting"]
+    assert all(r.port is None for r in shown.replica_states)
+    assert shown.metrics[model].requests == 0  # counters of pods are not collected
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    cluster.fail("GET", path, 500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500})
+    with pytest.raises(KubernetesAPIError) as refused:
+        service.routing("default", "pets")
+    assert refused.value.status == 502

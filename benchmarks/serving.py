@@ -44,6 +44,37 @@ from kpl_helper import deploy, io
 label = open(os.path.join(io.get_input_path(key="model"), "label.txt")).read()
 deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, len(data), 1, 0, label))
 """
+# the gateway behind a bare tornado server in a process of its own: what a standalone gateway
+# front would cost at best (no authentication, no Jupyter handler machinery)
+FRONT = """\
+import asyncio, sys
+from tornado import web
+from traitlets.config import Config
+from kpl_lab.platform import Platform
+from kpl_lab.serving.gateway import VERSION_HEADER, Gateway
+
+
+class Predict(web.RequestHandler):
+    async def post(self, name):
+        answer = await GATEWAY.predict(
+            "default", name, self.request.body, self.request.headers.get("Content-Type", "")
+        )
+        self.set_status(answer.status)
+        self.set_header("Content-Type", "application/json")
+        self.set_header(VERSION_HEADER, answer.model_version)
+        self.finish(answer.body)
+
+
+async def main():
+    global GATEWAY
+    GATEWAY = Gateway(Platform(home=sys.argv[1], config=Config({"Ledger": {"cpu": 16.0}})).deployments)
+    web.Application([(r"/predict/([^/]+)", Predict)]).listen(int(sys.argv[2]), "127.0.0.1")
+    print("listening", flush=True)
+    await asyncio.Event().wait()
+
+
+asyncio.run(main())
+"""
 BODY = os.urandom(1024)
 START_TIMEOUT = 120.0
 
@@ -176,6 +207,17 @@ def start_server(home: Path, base: Path) -> tuple[subprocess.Popen, str, str]:
             time.sleep(0.2)
 
 
+def start_front(home: Path) -> tuple[subprocess.Popen, str]:
+    """Start the bare gateway front on the platform home; return it and its predict URL prefix."""
+    port = free_port()
+    front = subprocess.Popen(
+        [sys.executable, "-c", FRONT, str(home), str(port)], stdout=subprocess.PIPE, text=True
+    )
+    if front.stdout.readline().strip() != "listening":
+        raise RuntimeError("the gateway front did not start")
+    return front, f"http://127.0.0.1:{port}/predict/"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests per run")
@@ -204,29 +246,34 @@ def main(argv: list[str] | None = None) -> int:
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
         service.create("default", "bench", refs[0], algorithm="echo")
-        server = None
+        server = front = None
         try:
             service.wait("default", "bench", START_TIMEOUT)
-            (port,) = service.routing("default", "bench").ready[refs[0]]
+            (replica,) = service.routing("default", "bench").ready[refs[0]]
             server, url, token = start_server(home, base)
-            direct = f"http://127.0.0.1:{port}/predict"
+            front, front_url = start_front(home)
+            direct = f"{replica}/predict"
             gateway = url + "deployments/bench/predict"
             headers = {"Content-Type": "application/octet-stream"}
             authorized = {**headers, "Authorization": f"token {token}"}
             print(f"{args.requests} requests of {len(BODY)} bytes per run; one replica; latencies in ms")
             print(
                 "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server; "
-                "in-process: the Gateway object called directly (no HTTP server in front)"
+                "in-process: the Gateway object called directly (no HTTP server in front); "
+                "front: the Gateway behind a bare tornado server in its own process"
             )
             print(
                 f"{'clients':>7} {'direct p50':>10} {'p99':>7} {'gateway p50':>11} {'p99':>7} "
                 f"{'added p50':>9} {'p99':>7} {'direct/s':>9} {'gateway/s':>9} {'ratio':>6} "
-                f"{'in-process p50':>14} {'p99':>7} {'/s':>6} {'ratio':>6}"
+                f"{'in-process p50':>14} {'p99':>7} {'/s':>6} {'ratio':>6} "
+                f"{'front p50':>9} {'p99':>7} {'added p50':>9} {'/s':>6} {'ratio':>6}"
             )
             for clients in (int(c) for c in args.clients.split(",")):
                 d_lat, d_sec, _ = asyncio.run(load(direct, headers, args.requests, clients))
                 g_lat, g_sec, _ = asyncio.run(load(gateway, authorized, args.requests, clients))
                 i_lat, i_sec = asyncio.run(load_in_process(Gateway(service), args.requests, clients))
+                f_lat, f_sec, _ = asyncio.run(load(front_url + "bench", headers, args.requests, clients))
+                f50, f_rate = percentile(f_lat, 0.5), args.requests / f_sec
                 d50, d99, g50, g99 = (
                     percentile(d_lat, 0.5),
                     percentile(d_lat, 0.99),
@@ -238,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{clients:>7} {d50:>10.2f} {d99:>7.2f} {g50:>11.2f} {g99:>7.2f} {g50 - d50:>9.2f} "
                     f"{g99 - d99:>7.2f} {d_rate:>9.0f} {g_rate:>9.0f} {g_rate / d_rate:>6.2f} "
                     f"{percentile(i_lat, 0.5):>14.2f} {percentile(i_lat, 0.99):>7.2f} {i_rate:>6.0f} "
-                    f"{i_rate / d_rate:>6.2f}"
+                    f"{i_rate / d_rate:>6.2f} {f50:>9.2f} {percentile(f_lat, 0.99):>7.2f} {f50 - d50:>9.2f} "
+                    f"{f_rate:>6.0f} {f_rate / d_rate:>6.2f}"
                 )
             own = asyncio.run(load_get(url + "version", authorized, min(args.requests, 500)))
             print(
@@ -259,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = service.metrics(service.get("default", "bench"))
             print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
         finally:
+            if front is not None:
+                front.terminate()
+                front.wait(timeout=30)
             if server is not None:
                 server.terminate()
                 server.wait(timeout=30)

@@ -1,6 +1,6 @@
 """The gateway: route one prediction to a ready replica of a deployment and answer what it said.
 
-The routing table (versions, canary weight, ready replica ports) is read from the platform
+The routing table (versions, canary weight, ready replica URLs) is read from the platform
 at most every `ttl` seconds per deployment; requests go over kept-alive connections
 (tornado's curl client), so the gateway adds little to a replica's own latency. A request
 goes to the canary with the canary's weight (by a hash of the sticky header when the
@@ -25,7 +25,7 @@ from tornado.curl_httpclient import CurlAsyncHTTPClient, CurlError
 from tornado.httpclient import HTTPRequest
 
 from ..errors import Unavailable
-from .service import HOST, DeploymentService, Routing
+from .service import DeploymentService, Routing
 
 VERSION_HEADER = "X-KPL-Model-Version"
 ROUTING_TTL_SECONDS = 0.5
@@ -106,24 +106,24 @@ class Gateway:
         routing = await self.routing(project, name)
         caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
         version = pick_version(routing, caller)
-        failure, port, served = "", None, version
+        failure, url, served = "", None, version
         for attempt in range(ATTEMPTS):
             if attempt:
                 routing = await self.routing(project, name, fresh=True)
-                if any(port in found for found in routing.ready.values()):
+                if any(url in found for found in routing.ready.values()):
                     # still listed as ready: it may have died of this very input, which must not
                     # take down the other replicas too
                     return Prediction(502, _error(f"the replica did not answer: {failure}"), served)
-            ports = routing.ready.get(version) or next((p for p in routing.ready.values() if p), [])
-            if not ports:
+            urls = routing.ready.get(version) or next((p for p in routing.ready.values() if p), [])
+            if not urls:
                 why = f": {routing.reason}" if routing.reason else ""
                 raise Unavailable(f"deployment {name!r} has no ready replica ({routing.state}{why})")
-            served = version if routing.ready.get(version) else _version_of(routing, ports)
-            port = ports[next(self._turn) % len(ports)]
+            served = version if routing.ready.get(version) else _version_of(routing, urls)
+            url = urls[next(self._turn) % len(urls)]
             try:
                 answer = await self.client.fetch(
                     HTTPRequest(
-                        f"http://{HOST}:{port}/predict",
+                        f"{url}/predict",
                         method="POST",
                         body=body,
                         headers={"Content-Type": content_type},
@@ -153,5 +153,5 @@ def _header(headers, name: str) -> str | None:
     return headers(name) if callable(headers) else headers.get(name)
 
 
-def _version_of(routing: Routing, ports: list[int]) -> str:
-    return next(version for version, found in routing.ready.items() if found is ports)
+def _version_of(routing: Routing, urls: list[str]) -> str:
+    return next(version for version, found in routing.ready.items() if found is urls)

@@ -3,21 +3,25 @@
 A deployment serves a production model version with `replicas` replicas and optionally a
 canary version (its own replicas) that gets `canary_weight` percent of the requests.
 Each replica holds a ledger reservation (owner kind `deployment`) from its start until it
-is stopped. Replicas are detached supervised processes (`kpl_lab.serving.replica`): they
-keep serving while the platform restarts; `reconcile()` restarts those whose supervisor
-died (a reboot).
+is stopped. With `replica_backend = "local"` replicas are detached supervised processes
+(`kpl_lab.serving.replica`): they keep serving while the platform restarts; `reconcile()`
+restarts those whose supervisor died (a reboot). With `"kubernetes"` each served version is
+a Kubernetes Deployment with a Service (`kpl_lab.serving.kubernetes`) scaled to its replicas;
+Kubernetes restarts them, and the gateway reaches them through the Service.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
-from traitlets import Float, Integer
+from traitlets import Enum, Float, Integer
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.deployments import Deployment, Replica
@@ -30,6 +34,7 @@ from . import metrics, replicas
 if TYPE_CHECKING:
     from ..catalog.models import AlgorithmVersion, ModelVersion
     from ..platform import Platform
+    from .kubernetes import KubernetesDeployments
 
 OWNER_KIND = "deployment"
 HOST = "127.0.0.1"
@@ -44,7 +49,7 @@ class Routing:
     canary: str | None
     canary_weight: int
     sticky_header: str
-    ready: dict[str, list[int]] = field(default_factory=dict)  # NAME:VERSION -> ports of ready replicas
+    ready: dict[str, list[str]] = field(default_factory=dict)  # NAME:VERSION -> URLs of ready replicas
     state: str = "starting"
     reason: str = ""
 
@@ -67,10 +72,30 @@ class DeploymentService(LoggingConfigurable):
     drain_seconds = Float(
         1.5, help="Seconds old replicas keep serving after a promote, so requests in flight finish."
     ).tag(config=True)
+    replica_backend = Enum(
+        ["local", "kubernetes"],
+        "local",
+        help="Where replicas run: local supervised processes, or a Kubernetes Deployment and Service "
+        "per served version, with the KubernetesExecutor's settings (docs/kubernetes.md).",
+    ).tag(config=True)
 
     def __init__(self, platform: Platform, **kwargs) -> None:
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
+        self._kubernetes: KubernetesDeployments | None = None
+
+    @property
+    def kubernetes(self) -> KubernetesDeployments:
+        """Return the Kubernetes side of deployments, with the job executor's cluster settings."""
+        if self._kubernetes is None:
+            from ..engine.kubernetes import KubernetesExecutor
+            from .kubernetes import KubernetesDeployments
+
+            executor = self.platform.jobs.executor
+            if not isinstance(executor, KubernetesExecutor):
+                executor = KubernetesExecutor(parent=self)
+            self._kubernetes = KubernetesDeployments(executor)
+        return self._kubernetes
 
     @property
     def ledger(self):
@@ -118,12 +143,30 @@ class DeploymentService(LoggingConfigurable):
     def replica_states(self, deployment: Deployment) -> list[dict]:
         """Return each replica's id, model version, role (production, canary, retiring) and status."""
         states = []
+        served: dict[str, dict] = {}  # Kubernetes: Deployment name -> its state, read once
         for row in deployment.replica_rows:
-            status = replicas.status(self.run_dir(row), row.handle)
+            if "kubernetes" in row.handle:
+                status = self._pod_status(deployment, row, served)
+            else:
+                status = replicas.status(self.run_dir(row), row.handle)
+                if status.get("port"):
+                    status["url"] = f"http://{HOST}:{status['port']}"
             states.append(
                 {"id": row.id, "model_version": row.model_ref, "role": _role(deployment, row), **status}
             )
         return states
+
+    def _pod_status(self, deployment: Deployment, row: Replica, served: dict[str, dict]) -> dict:
+        """Return the status of a replica of a Kubernetes Deployment: the first `ready` of its version's rows are ready."""
+        name, project = row.handle["kubernetes"], deployment.project.name
+        if name not in served:
+            served[name] = _run(self.kubernetes.status(project, name))
+        found = served[name]
+        siblings = sorted(r.id for r in deployment.replica_rows if r.handle.get("kubernetes") == name)
+        if siblings.index(row.id) < found["ready"]:
+            return {"state": "ready", "restarts": 0, "url": self.kubernetes.url(project, name)}
+        state = found["state"] if found["state"] in ("failed", "stopped") else "starting"
+        return {"state": state, "restarts": 0, "reason": found["reason"]}
 
     def state(self, deployment: Deployment, states: list[dict] | None = None) -> tuple[str, str]:
         """Return the deployment's state (starting, ready, degraded, failed, stopped) and why."""
@@ -159,7 +202,7 @@ class DeploymentService(LoggingConfigurable):
         )
         for status in states:
             if status["role"] in ("production", "canary") and status["state"] == "ready":
-                routing.ready.setdefault(status["model_version"], []).append(status["port"])
+                routing.ready.setdefault(status["model_version"], []).append(status["url"])
         routing.state, routing.reason = self.state(deployment, states)
         return routing
 
@@ -329,12 +372,13 @@ class DeploymentService(LoggingConfigurable):
         """Restart the supervisors of replicas that should run but lost theirs (a reboot); return their ids.
 
         Checked again under the write lock, so a server and a CLI reconciling at once start one each.
+        Kubernetes restarts its own pods: its replicas are left to it.
         """
         with self.platform.session() as session:
             rows = list(session.scalars(select(Replica)))
         restarted = []
         for row in rows:
-            if replicas.supervised(row.handle) or not self._should_run(row):
+            if "kubernetes" in row.handle or replicas.supervised(row.handle) or not self._should_run(row):
                 continue
             with self.platform.session(immediate=True) as session:
                 found = session.get(Replica, row.id)
@@ -402,6 +446,13 @@ class DeploymentService(LoggingConfigurable):
                 f"({resources.cpu:g} CPU, {resources.memory} MB): stop something or lower the replicas"
             )
         run_dir = self.platform.storage.kind_dir(project, "deployments") / name / replica_id
+        if self.replica_backend == "kubernetes":
+            try:
+                self._scale_up(project, name, deployment_id, replica_id, model_version, algorithm_version)
+            except BaseException:
+                self.ledger.release(OWNER_KIND, replica_id)
+                raise
+            return replica_id
         try:
             replicas.prepare(
                 run_dir,
@@ -436,18 +487,106 @@ class DeploymentService(LoggingConfigurable):
             raise
         return replica_id
 
+    def _scale_up(
+        self,
+        project: str,
+        name: str,
+        deployment_id: int,
+        replica_id: str,
+        model_version: ModelVersion,
+        algorithm_version: AlgorithmVersion,
+    ) -> None:
+        """Record one more replica of a version and apply its Kubernetes Deployment with that many replicas."""
+        from .kubernetes import ServedVersion
+
+        catalog = self.platform.catalog
+        algorithm = catalog.read_algorithm(algorithm_version)
+        function = algorithm.spec.function("deploy")
+        run_dir = (
+            self.platform.storage.kind_dir(project, "deployments")
+            / name
+            / model_version.ref.replace(":", "-")
+        )
+        with self.platform.session(immediate=True) as session:
+            count = 1 + len(
+                list(
+                    session.scalars(
+                        select(Replica.id).where(
+                            Replica.deployment_id == deployment_id,
+                            Replica.model_version_id == model_version.id,
+                        )
+                    )
+                )
+            )
+        served = ServedVersion(
+            project=project,
+            deployment=name,
+            model_version=model_version.ref,
+            cmd=function.cmd,
+            image=algorithm.spec.image.from_image,
+            algorithm_dir=catalog.path(algorithm_version),
+            model_dir=catalog.path(model_version),
+            run_dir=run_dir,
+            replicas=count,
+            limits=function.launch_resources(),
+            parameters=algorithm.parameters.values,
+        )
+        _run(self.kubernetes.apply(served))
+        with self.platform.session(immediate=True) as session:
+            session.add(
+                Replica(
+                    id=replica_id,
+                    deployment_id=deployment_id,
+                    model_version_id=model_version.id,
+                    model_ref=model_version.ref,
+                    run_dir=self.platform.storage.relative(run_dir),
+                    handle={"kubernetes": served.name},
+                )
+            )
+
+    def _scale_down(self, rows: list[Replica]) -> None:
+        """Scale the Kubernetes Deployments of these replicas down by as many; delete those left with none."""
+        for name in {row.handle["kubernetes"] for row in rows}:
+            going = [row for row in rows if row.handle["kubernetes"] == name]
+            with self.platform.session() as session:
+                deployment = session.get(Deployment, going[0].deployment_id)
+                project = deployment.project.name
+                left = sum(
+                    1
+                    for r in session.scalars(select(Replica).where(Replica.deployment_id == deployment.id))
+                    if r.handle.get("kubernetes") == name
+                ) - len(going)
+            if left > 0:
+                _run(self.kubernetes.scale(project, name, left))
+            else:
+                _run(self.kubernetes.delete(project, name))
+
     def _stop_replicas(self, rows: list[Replica]) -> None:
         """Stop replicas, free their reservations and forget them."""
+        pods = [row for row in rows if "kubernetes" in row.handle]
+        if pods:
+            self._scale_down(pods)
+        rows = [row for row in rows if "kubernetes" not in row.handle]
         for row in rows:
             replicas.stop(self.run_dir(row), row.handle, self.grace_seconds)
         with self.ledger.locked() as session:
-            for row in rows:
+            for row in [*pods, *rows]:
                 self.ledger.release(OWNER_KIND, row.id, session)
                 found = session.get(Replica, row.id)
                 if found is not None:
                     session.delete(found)
         for row in rows:
             replicas.remove(self.run_dir(row))
+
+
+def _run(coroutine):
+    """Run a Kubernetes API coroutine to its end, from a thread with or without an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:  # a loop runs here: the coroutine gets one of its own
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _load(row: Deployment) -> None:

@@ -56,8 +56,18 @@ def _matches(labels: dict, selector: str) -> bool:
     return True
 
 
+def _merge(target: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        elif value is None:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class K8sDouble:
-    """Serve jobs, secrets, services, pods, pod logs and events for namespaces, recording every request.
+    """Serve jobs, deployments, secrets, services, pods, pod logs and events, recording every request.
 
     With `training_operator`, it also serves the Kubeflow Training Operator's PyTorchJobs
     (kubeflow.org/v1), as a cluster with the operator's CRDs installed does.
@@ -67,6 +77,7 @@ class K8sDouble:
         self.training_operator = training_operator
         self.requests: list[Request] = []
         self.jobs: dict[tuple[str, str], dict] = {}
+        self.deployments: dict[tuple[str, str], dict] = {}
         self.pytorchjobs: dict[tuple[str, str], dict] = {}
         self.services: dict[tuple[str, str], dict] = {}
         self.secrets: dict[tuple[str, str], dict] = {}
@@ -88,6 +99,11 @@ class K8sDouble:
         """Give a stored Job the status the job controller would have written."""
         self.jobs[(namespace, name)]["status"] = copy.deepcopy(status)
         self.jobs[(namespace, name)]["metadata"]["resourceVersion"] = self._next_version()
+
+    def set_deployment_status(self, namespace: str, name: str, status: dict) -> None:
+        """Give a stored Deployment the status the deployment controller would have written."""
+        self.deployments[(namespace, name)]["status"] = copy.deepcopy(status)
+        self.deployments[(namespace, name)]["metadata"]["resourceVersion"] = self._next_version()
 
     def set_pytorchjob_status(self, namespace: str, name: str, status: dict) -> None:
         """Give a stored PyTorchJob the status the Training Operator would have written."""
@@ -138,7 +154,14 @@ class K8sDouble:
         app.router.add_get(kubeflow + "/namespaces/{ns}/pytorchjobs", self.list_pytorchjobs)
         app.router.add_get(kubeflow + "/namespaces/{ns}/pytorchjobs/{name}", self.read_pytorchjob)
         app.router.add_delete(kubeflow + "/namespaces/{ns}/pytorchjobs/{name}", self.delete_pytorchjob)
+        apps = "/apis/apps/v1/namespaces/{ns}/deployments"
+        app.router.add_post(apps, self.create_deployment)
+        app.router.add_get(apps + "/{name}", self.read_deployment)
+        app.router.add_patch(apps + "/{name}", self.patch_deployment)
+        app.router.add_delete(apps + "/{name}", self.delete_deployment)
         app.router.add_post(core + "/services", self.create_service)
+        app.router.add_get(core + "/services/{name}", self.read_service)
+        app.router.add_delete(core + "/services/{name}", self.delete_service)
         app.router.add_post(core + "/secrets", self.create_secret)
         app.router.add_get(core + "/secrets/{name}", self.read_secret)
         app.router.add_patch(core + "/secrets/{name}", self.patch_secret)
@@ -351,6 +374,97 @@ class K8sDouble:
             )
         return web.json_response(self._deleted(job, request))
 
+    async def create_deployment(self, request: web.Request) -> web.Response:
+        ns, body = request.match_info["ns"], await request.json()
+        name = body["metadata"]["name"]
+        if (ns, name) in self.deployments:
+            return _status(
+                409,
+                "AlreadyExists",
+                f'deployments.apps "{name}" already exists',
+                {"name": name, "group": "apps", "kind": "deployments"},
+            )
+        deployment = self._server_fields(body, ns)
+        deployment["metadata"]["generation"] = 1
+        deployment["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = "1"
+        spec = deployment["spec"]
+        # the API server's defaults for apps/v1 Deployments
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault(
+            "strategy",
+            {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+        )
+        pod = spec["template"]["spec"]
+        pod.setdefault("dnsPolicy", "ClusterFirst")
+        pod.setdefault("schedulerName", "default-scheduler")
+        for container in pod["containers"]:
+            container.setdefault("imagePullPolicy", "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+        deployment["status"] = {}
+        self.deployments[(ns, name)] = deployment
+        return web.json_response(deployment, status=201)
+
+    def _deployment_missing(self, name: str) -> web.Response:
+        return _status(
+            404,
+            "NotFound",
+            f'deployments.apps "{name}" not found',
+            {"name": name, "group": "apps", "kind": "deployments"},
+        )
+
+    async def read_deployment(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if (ns, name) not in self.deployments:
+            return self._deployment_missing(name)
+        return web.json_response(self.deployments[(ns, name)])
+
+    async def patch_deployment(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if request.content_type != "application/strategic-merge-patch+json":
+            return _status(
+                415,
+                "UnsupportedMediaType",
+                f"the double expects a strategic merge patch, got {request.content_type}",
+            )
+        if (ns, name) not in self.deployments:
+            return self._deployment_missing(name)
+        deployment = self.deployments[(ns, name)]
+        before = copy.deepcopy(deployment["spec"])
+        # maps merge; the double replaces lists whole (a strategic merge would merge them by name)
+        _merge(deployment, await request.json())
+        meta = deployment["metadata"]
+        if deployment["spec"] != before:  # any spec change bumps the generation, as the API server does
+            meta["generation"] += 1
+        meta["resourceVersion"] = self._next_version()
+        return web.json_response(deployment)
+
+    async def delete_deployment(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        deployment = self.deployments.pop((ns, name), None)
+        if deployment is None:
+            return self._deployment_missing(name)
+        return web.json_response(self._deleted(deployment, request))
+
+    async def read_service(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if (ns, name) not in self.services:
+            return _status(
+                404, "NotFound", f'services "{name}" not found', {"name": name, "kind": "services"}
+            )
+        return web.json_response(self.services[(ns, name)])
+
+    async def delete_service(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        service = self.services.pop((ns, name), None)
+        if service is None:
+            return _status(
+                404, "NotFound", f'services "{name}" not found', {"name": name, "kind": "services"}
+            )
+        return web.json_response(service)
+
     async def create_service(self, request: web.Request) -> web.Response:
         ns, body = request.match_info["ns"], await request.json()
         name = body["metadata"]["name"]
@@ -359,7 +473,11 @@ class K8sDouble:
                 409, "AlreadyExists", f'services "{name}" already exists', {"name": name, "kind": "services"}
             )
         service = self._server_fields(body, ns)
-        service["spec"].setdefault("clusterIPs", ["None"])
+        # a headless Service keeps "None"; others get an address from the service range
+        address = service["spec"].setdefault(
+            "clusterIP", f"10.96.{len(self.services) // 250}.{len(self.services) % 250 + 2}"
+        )
+        service["spec"].setdefault("clusterIPs", [address])
         service["spec"].setdefault("type", "ClusterIP")
         self.services[(ns, name)] = service
         return web.json_response(service, status=201)

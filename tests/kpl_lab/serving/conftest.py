@@ -91,7 +91,7 @@ def toy(serving_platform, tmp_path):
 def ready_port(platform: Platform, project: str, name: str) -> int:
     """Return the port of the first ready replica of a deployment."""
     routing = platform.deployments.routing(project, name)
-    return next(iter(routing.ready.values()))[0]
+    return int(next(iter(routing.ready.values()))[0].rsplit(":", 1)[1])
 
 
 @pytest.fixture(name="ready_port")

@@ -1,7 +1,8 @@
 """The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
 
 One module per noun (`algorithm`, `dataset`, `model`, `job`); text formatting lives in
-`kpl_lab.text`.
+`kpl_lab.text`. Commands get a platform from `kpl_lab.cli.platforms`: this machine's, or in a
+notebook under the hub the shared service as the user; every command goes through it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `kpl-lab`; a person's mistake is one message and exit status 2, a bug a traceback."""
-    from ..platform import Platform
+    from .platforms import open_platform
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
@@ -39,9 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return up(argv[1:])
     args = build_parser().parse_args(argv)
-    settings = {"home": args.home, "database_url": args.database_url}
-    platform = Platform(**{name: value for name, value in settings.items() if value})
-    args.project = args.project or platform.default_project
+    try:
+        platform = open_platform(args)
+    except KPLError as exc:
+        print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
+        return 2
     try:
         _reconcile(platform)
         return args.func(args, platform)
@@ -60,6 +63,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _reconcile(platform) -> None:
     """Finish jobs that ended while nothing watched them and start queued ones (cheap when idle)."""
     try:
-        platform.jobs.reconcile()
+        platform.reconcile()
     except KPLError as exc:  # a job the platform cannot check must not lock the CLI out
         print(f"kpl-lab: warning: could not check running jobs: {exc.message}", file=sys.stderr)

@@ -37,7 +37,7 @@ def usage_text(usage: dict) -> str:
     if latest.get("cpu_percent") is not None:
         parts.append(f"cpu {latest['cpu_percent']:.0f}%")
     parts.append(f"memory {latest.get('memory_mb', 0):.0f} MB (peak {usage.get('peak_memory_mb', 0):.0f} MB)")
-    for gpu in latest.get("gpus", []):
+    for gpu in latest.get("gpus") or []:
         parts.append(f"gpu{gpu['index']} {gpu['utilization_percent']}% {gpu['memory_mb']:.0f} MB")
     memory = [sample.get("memory_mb", 0) for sample in usage.get("history", [])]
     if len(memory) > 1:

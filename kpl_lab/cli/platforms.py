@@ -181,8 +181,8 @@ class LocalPlatform:
         return summaries
 
     def usage(self, job_id: str) -> dict:
-        """Return a job's resource use: latest, peak_memory_mb, history."""
-        return self.platform.jobs.usage(self.project, job_id)
+        """Return a job's resource use as the REST API answers it: latest, peak_memory_mb, history."""
+        return serialize.usage_model(self.platform.jobs.usage(self.project, job_id)).model_dump(mode="json")
 
     def metrics(self, job_id: str, max_points: int) -> dict:
         """Return a job's metrics as the REST API answers them."""

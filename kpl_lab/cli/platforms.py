@@ -224,7 +224,7 @@ class ServicePlatform:
         name, version = _split(ref)
         named = getattr(self.client, kind)(name)
         if not named["versions"]:
-            raise BadRequest(f"{kind} {name!r} has no versions", field="ref")
+            raise NotFound(f"{kind} {name!r} has no versions")
         wanted = version or named["versions"][-1]["version"]
         found = [v for v in named["versions"] if v["version"] == wanted]
         if not found:

@@ -2,7 +2,8 @@
 
 The server of `kpl_server` stands in for the hub's shared service: `KPL_SERVICE_URL` and
 `JUPYTERHUB_API_TOKEN` point the CLI at it, and the same commands run with `--home` on the
-server's own home folder give the local answer to compare with.
+server's own home folder give the local answer to compare with. They work in a project of
+their own, so the jobs and models they make are not the other client tests'.
 """
 
 from __future__ import annotations
@@ -13,11 +14,29 @@ import pytest
 
 from kpl_lab.cli import main
 from kpl_lab.cli.platforms import LocalPlatform, ServicePlatform, open_platform
+from kpl_lab.client import Client
+
+from .conftest import ENVIRONMENT, INFER, TRAIN, _png, _zip
+
+PROJECT = "cli"
+
+
+@pytest.fixture(scope="module")
+def cli_data(kpl_server, tmp_path_factory) -> None:
+    """Upload the toy algorithm and a dataset of two PNG images into the project `cli`."""
+    base = tmp_path_factory.mktemp("cli-data")
+    client = Client(kpl_server.url, kpl_server.token, project=PROJECT)
+    files = {"environment.yml": ENVIRONMENT, "parameter.yml": "steps: 3\npause: 0.0\nlr: 0.1\n"}
+    files |= {"train.py": TRAIN, "infer.py": INFER}
+    toy = _zip(base / "toy.zip", {f"toy/{name}": text.encode() for name, text in files.items()})
+    client.upload_algorithm(toy, name="toy", description="a toy that learns nothing")
+    shapes = {f"images/{i}.png": _png(colour) for i, colour in enumerate([(255, 0, 0), (0, 0, 255)])}
+    client.upload_dataset(_zip(base / "shapes.zip", shapes), "shapes", description="coloured squares")
 
 
 @pytest.fixture
-def cli(kpl_server, kpl_data, monkeypatch, capsys):
-    """Return run(*args, service=True): the CLI's exit status, output and errors."""
+def cli(kpl_server, cli_data, monkeypatch, capsys):
+    """Return run(*args, service=True): the CLI's exit status, output and errors, in project `cli`."""
     for name in ("KPL_API_URL", "KPL_API_TOKEN", "KPL_PROJECT", "KPL_LAB_HOME"):
         monkeypatch.delenv(name, raising=False)
 
@@ -25,11 +44,11 @@ def cli(kpl_server, kpl_data, monkeypatch, capsys):
         if service:
             monkeypatch.setenv("KPL_SERVICE_URL", kpl_server.url + "kpl/")
             monkeypatch.setenv("JUPYTERHUB_API_TOKEN", kpl_server.token)
-            status = main(list(args))
+            status = main(["--project", PROJECT, *args])
         else:
             monkeypatch.delenv("KPL_SERVICE_URL", raising=False)
             monkeypatch.delenv("JUPYTERHUB_API_TOKEN", raising=False)
-            status = main(["--home", str(kpl_server.home), *args])
+            status = main(["--home", str(kpl_server.home), "--project", PROJECT, *args])
         out, err = capsys.readouterr()
         return status, out, err
 
@@ -114,6 +133,20 @@ def test_a_job_submitted_followed_and_shown_through_the_service(cli):
     assert "step 3" in cli("job", "logs", job_id)[1]
     listed = cli("job", "list")[1]
     assert job_id in listed and "100%" in listed
+
+
+def test_a_job_copied_then_stopped_through_the_service(cli):
+    status, out, err = cli("job", "submit", "toy", "--input", "data=shapes", "--json")
+    assert status == 0, err
+    first = json.loads(out)["id"]
+    status, out, err = cli("job", "copy", first, "--param", "steps=500", "--param", "pause=0.2")
+    assert status == 0, err
+    assert out.startswith("job ") and f"copies job {first}" in out
+    copy = out.split()[1]
+    status, out, err = cli("job", "stop", copy)
+    assert status == 0, err
+    assert out.startswith(f"job {copy} stopped")
+    assert json.loads(cli("job", "show", copy, "--json")[1])["parameters"]["steps"] == 500
 
 
 def test_an_algorithm_folder_is_uploaded_and_deleted_through_the_service(cli, tmp_path):

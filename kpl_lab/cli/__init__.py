@@ -23,7 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--database-url",
         help="catalog database (default: SQLite in the home; e.g. postgresql://user@host/kpl)",
     )
-    parser.add_argument("--project", help="project to work in (default: the platform's default project)")
+    parser.add_argument(
+        "--project",
+        help="project to work in (default: the platform's default project; in a hub notebook $KPL_PROJECT)",
+    )
     groups = parser.add_subparsers(dest="group", metavar="{algorithm,dataset,model,job}", required=True)
     for noun in (algorithm, dataset, model, job):
         noun.register(groups)

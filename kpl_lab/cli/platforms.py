@@ -55,8 +55,6 @@ def _metric_summary(figure: str, series: str, points: list, last, curve: str, co
 class LocalPlatform:
     """The platform whose database and files this process opens itself."""
 
-    remote = False
-
     def __init__(self, platform, project: str | None) -> None:
         self.platform = platform
         self.project = project or platform.default_project
@@ -199,7 +197,6 @@ class LocalPlatform:
 class ServicePlatform:
     """The hub's shared platform service, reached through `Client` as the notebook's user."""
 
-    remote = True
     grace_seconds = 30  # the service's stop grace period is not in the API: wait at least this long
 
     def __init__(self, client) -> None:

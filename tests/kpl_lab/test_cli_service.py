@@ -116,6 +116,8 @@ def test_a_job_submitted_followed_and_shown_through_the_service(cli):
         ("job", "show", job_id),
         ("job", "show", job_id, "--json"),
         ("job", "logs", job_id),
+        ("job", "logs", job_id, "--follow"),
+        ("job", "list"),
         ("job", "metrics", job_id),
         ("job", "metrics", job_id, "--json"),
         ("model", "list"),

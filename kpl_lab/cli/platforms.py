@@ -304,11 +304,13 @@ class ServicePlatform:
 
     def metric_summaries(self, job_id: str) -> list[dict]:
         """Return each series' figure, points, last, min, max and sparkline, from its points."""
+        # the sparkline from the points the service reads off the same envelopes as a local summary
+        curves = self.client.metrics(job_id, max_points=2 * SUMMARY_WIDTH)["figures"]
         summaries = []
         for figure, series in sorted(self._points(job_id).items()):
             for name, points in sorted(series.items()):
                 last = points[-1][1] if points else None
-                line = sparkline([y for _, y in points], SUMMARY_WIDTH)
+                line = sparkline([y for _, y in curves[figure][name]], SUMMARY_WIDTH)
                 summaries.append(_metric_summary(figure, name, points, last, line, len(points)))
         return summaries
 

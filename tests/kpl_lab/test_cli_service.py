@@ -141,9 +141,13 @@ def test_a_job_copied_then_stopped_through_the_service(cli):
     status, out, err = cli("job", "submit", "toy", "--input", "data=shapes", "--json")
     assert status == 0, err
     first = json.loads(out)["id"]
-    status, out, err = cli("job", "copy", first, "--param", "steps=500", "--param", "pause=0.2")
+    status, out, err = cli("job", "copy", first, "--param", "steps=150", "--follow")
     assert status == 0, err
     assert out.startswith("job ") and f"copies job {first}" in out
+    longer = out.split()[1]
+    assert cli("job", "show", longer)[1] == cli("job", "show", longer, service=False)[1]  # 150 points each
+    status, out, err = cli("job", "copy", first, "--param", "steps=500", "--param", "pause=0.2")
+    assert status == 0, err
     copy = out.split()[1]
     status, out, err = cli("job", "stop", copy)
     assert status == 0, err

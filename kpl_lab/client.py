@@ -91,10 +91,15 @@ def hub_api(url: str, token: str, timeout: float = 30.0) -> tuple[str, list[str]
     return root + SERVICE_API, sorted(user.get("groups") or [])
 
 
+def service_configured() -> bool:
+    """Say whether this process runs in a notebook under the hub, whose platform is the shared service."""
+    return bool(os.environ.get("KPL_SERVICE_URL") and os.environ.get("JUPYTERHUB_API_TOKEN"))
+
+
 def discover() -> tuple[str, str]:
     """Return the API root URL and token of the KPL Lab server this kernel belongs to."""
     hub_token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
-    if os.environ.get("KPL_SERVICE_URL") and hub_token:  # a notebook under the hub: the shared service
+    if service_configured():  # a notebook under the hub: the shared service
         return urllib.parse.urljoin(os.environ["KPL_SERVICE_URL"].rstrip("/") + "/", "api/"), hub_token
     if os.environ.get("KPL_API_URL"):
         return _api_root(os.environ["KPL_API_URL"]), os.environ.get("KPL_API_TOKEN", "")
@@ -411,6 +416,11 @@ class Client:
     def delete_deployment(self, name: str) -> Any:
         """Stop a deployment and free its resources."""
         return self.request("DELETE", f"deployments/{_quote(name)}")
+
+    def delete_model(self, name: str, version: str | None = None) -> Any:
+        """Delete a model, or one of its versions."""
+        path = f"models/{_quote(name)}" + (f"/versions/{_quote(version)}" if version else "")
+        return self.request("DELETE", path)
 
     # jobs
 

@@ -26,10 +26,12 @@ def human_size(size: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-def human_time(moment: datetime | None) -> str:
-    """Return a stored (UTC) time in local time, to the minute."""
+def human_time(moment: datetime | str | None) -> str:
+    """Return a stored (UTC) time, or its ISO text as the REST API gives it, in local time, to the minute."""
     if moment is None:
         return "-"
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
     if moment.tzinfo is None:  # SQLite returns naive UTC
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M")

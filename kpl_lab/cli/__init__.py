@@ -1,7 +1,11 @@
 """The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
 
-One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`); text formatting lives in
-`kpl_lab.text`.
+One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`);
+text formatting lives in `kpl_lab.text`. Commands get a platform from `kpl_lab.cli.platforms`:
+this machine's, or in a notebook under the hub the shared service as the user. The nouns in
+`ON_THIS_MACHINE` are not ported to it yet: they get this machine's `Platform` and refuse under
+the hub with a sentence naming what works there, as do commands whose parser sets
+`on_this_machine` to that hint.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--database-url",
         help="catalog database (default: SQLite in the home; e.g. postgresql://user@host/kpl)",
     )
-    parser.add_argument("--project", help="project to work in (default: the platform's default project)")
+    parser.add_argument(
+        "--project",
+        help="project to work in (default: the platform's default project; in a hub notebook $KPL_PROJECT)",
+    )
     groups = parser.add_subparsers(
         dest="group",
         metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment}",
@@ -35,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `kpl-lab`; a person's mistake is one message and exit status 2, a bug a traceback."""
-    from ..platform import Platform
+    from .platforms import open_platform
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
@@ -47,11 +54,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return example(argv[1:])
     args = build_parser().parse_args(argv)
-    settings = {"home": args.home, "database_url": args.database_url}
-    platform = Platform(**{name: value for name, value in settings.items() if value})
-    args.project = args.project or platform.default_project
+    try:
+        platform = open_platform(args)
+    except KPLError as exc:
+        print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
+        return 2
     try:
         _reconcile(platform)
+        hint = ON_THIS_MACHINE.get(args.group) or getattr(args, "on_this_machine", None)
+        if hint:
+            return args.func(args, _this_machine(args, platform, hint))
         return args.func(args, platform)
     except KPLError as exc:
         print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
@@ -65,9 +77,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         platform.close()
 
 
+ON_THIS_MACHINE = {
+    "pipeline": "%kpl_pipeline or kpl_lab.client.Client().run_pipeline",
+    "deployment": "%kpl_predict or kpl_lab.client.Client().predict / deploy",
+    "experiment": "%kpl_tune or kpl_lab.experiment.Experiment",
+}
+
+
+def _this_machine(args, platform, hint: str):
+    """Return the `Platform` a command not ported to the service works on, with `args.project` set."""
+    from .platforms import LocalPlatform
+
+    if not isinstance(platform, LocalPlatform):
+        raise KPLError(
+            f"kpl-lab {args.group} {getattr(args, 'command', '') or ''}".rstrip()
+            + f" works on this machine's platform only; in a hub notebook use {hint}"
+        )
+    args.project = platform.project
+    return platform.platform
+
+
 def _reconcile(platform) -> None:
     """Finish jobs that ended while nothing watched them and start queued ones (cheap when idle)."""
     try:
-        platform.jobs.reconcile()
+        platform.reconcile()
     except KPLError as exc:  # a job the platform cannot check must not lock the CLI out
         print(f"kpl-lab: warning: could not check running jobs: {exc.message}", file=sys.stderr)

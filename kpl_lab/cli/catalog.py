@@ -5,75 +5,53 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ..catalog import serialize
-from ..catalog.datasets import part_order
 from ..text import emit_json, human_size, human_time, render_fields, render_table, short
-
-# ----------------------------------------------------------------- catalog objects as data
-
-
-def version_json(kind: str, row, catalog) -> dict:
-    """Return a dataset, model or algorithm version as plain data, with its kind and folder."""
-    return {"kind": kind, **serialize.version_json(kind, row), "path": str(catalog.path(row))}
-
-
-def named_json(kind: str, named, catalog) -> dict:
-    """Return a dataset, model or algorithm with all its versions as plain data."""
-    return {
-        **serialize.named_json(kind, named),
-        "versions": [version_json(kind, v, catalog) for v in named.versions],
-    }
-
 
 # ----------------------------------------------------------------- commands
 
 
 def cmd_add(args, platform) -> int:
-    catalog = platform.catalog
-    if args.kind == "algorithm":
-        row = catalog.add_algorithm(args.project, args.path, name=args.name, description=args.description)
-    elif args.kind == "dataset":
-        row = catalog.add_dataset(args.project, args.name, args.path, description=args.description)
-    else:
-        row = catalog.add_model(args.project, args.name, args.path, description=args.description)
+    version = platform.catalog_add(args.kind, args.path, args.name, args.description)
     if args.json:
-        emit_json(version_json(args.kind, row, catalog))
+        emit_json(version)
     else:
-        print(f"added {args.kind} {row.ref} ({human_size(row.size_bytes)}) in project {args.project}")
+        print(
+            f"added {args.kind} {version['ref']} ({human_size(version['size_bytes'])}) in project {platform.project}"
+        )
     return 0
 
 
 def cmd_list(args, platform) -> int:
-    listing = getattr(platform.catalog, f"list_{args.kind}s")(args.project)
+    listing = platform.catalog_list(args.kind)
     if args.json:
-        emit_json([named_json(args.kind, named, platform.catalog) for named in listing])
+        emit_json(listing)
         return 0
     if not listing:
-        print(f"no {args.kind}s in project {args.project}")
+        print(f"no {args.kind}s in project {platform.project}")
         return 0
     headers = ["NAME", "VERSIONS", "LATEST"]
     headers += {"dataset": ["RECORDS"], "model": ["FILES"], "algorithm": ["FUNCTIONS"]}[args.kind]
     headers += ["SIZE", "CREATED", "DESCRIPTION"]
     rows = []
     for named in listing:
-        latest = named.versions[-1] if named.versions else None
+        latest = named["versions"][-1] if named["versions"] else None
         if latest is None:
             extra = "-"
         elif args.kind == "dataset":
-            extra = latest.record_count
+            extra = latest["record_count"]
         elif args.kind == "model":
-            extra = len(latest.files)
+            extra = len(latest["files"])
         else:
-            extra = ",".join(latest.functions)
+            extra = ",".join(latest["functions"])
         rows.append(
             [
-                named.name,
-                len(named.versions),
-                latest.version if latest else "-",
+                named["name"],
+                len(named["versions"]),
+                latest["version"] if latest else "-",
                 extra,
-                human_size(latest.size_bytes if latest else None),
-                human_time(latest.created if latest else named.created),
-                short(named.description),
+                human_size(latest["size_bytes"] if latest else None),
+                human_time(latest["created"] if latest else named["created"]),
+                short(named["description"]),
             ]
         )
     print(render_table(headers, rows))
@@ -81,31 +59,30 @@ def cmd_list(args, platform) -> int:
 
 
 def cmd_show(args, platform) -> int:
-    catalog = platform.catalog
-    row = getattr(catalog, f"get_{args.kind}")(args.project, args.ref)
-    data = version_json(args.kind, row, catalog)
-    versions = [v.version for v in getattr(row, args.kind).versions]
+    data, versions = platform.catalog_show(args.kind, args.ref)
     if args.json:
         emit_json(data | {"all_versions": versions})
         return 0
-    pairs = [(args.kind, data["ref"]), ("path", data["path"]), ("description", data["description"])]
-    pairs.append(("size", human_size(row.size_bytes)))
+    pairs = [(args.kind, data["ref"])]
+    if "path" in data:  # the service's folders are not this machine's
+        pairs.append(("path", data["path"]))
+    pairs += [("description", data["description"]), ("size", human_size(data["size_bytes"]))]
     if args.kind == "dataset":
-        parts = ", ".join(f"{part} ({row.parts[part]})" for part in part_order(list(row.parts)))
-        pairs += [("records", row.record_count), ("parts", parts)]
+        parts = ", ".join(f"{part} ({count})" for part, count in data["parts"].items())
+        pairs += [("records", data["record_count"]), ("parts", parts)]
     elif args.kind == "model":
-        pairs.append(("files", ", ".join(row.files[:20]) + (" ..." if len(row.files) > 20 else "")))
+        files = data["files"]
+        pairs.append(("files", ", ".join(files[:20]) + (" ..." if len(files) > 20 else "")))
     else:
-        pairs += [("functions", ", ".join(row.functions)), ("parameters", row.parameters)]
-    pairs += [("created", human_time(row.created)), ("lineage", row.lineage)]
-    pairs.append(("versions", ", ".join(v + (" *" if v == row.version else "") for v in versions)))
+        pairs += [("functions", ", ".join(data["functions"])), ("parameters", data["parameters"])]
+    pairs += [("created", human_time(data["created"])), ("lineage", data["lineage"])]
+    pairs.append(("versions", ", ".join(v + (" *" if v == data["version"] else "") for v in versions)))
     print(render_fields(pairs))
     return 0
 
 
 def cmd_delete(args, platform) -> int:
-    deleted = getattr(platform.catalog, f"delete_{args.kind}")(args.project, args.ref)
-    for ref in deleted:
+    for ref in platform.catalog_delete(args.kind, args.ref):
         print(f"deleted {args.kind} {ref}")
     return 0
 

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..api.jobs import JOB_STATES
-from ..catalog import serialize
-from ..errors import BadRequest, parameter_error, validation_error
+from ..api.jobs import FINAL_STATES, JOB_STATES
+from ..errors import BadRequest, parameter_error
 from ..text import (
     display_width,
     emit_json,
@@ -29,37 +28,6 @@ from ..text import (
 FOLLOW_INTERVAL = 0.5
 
 
-def figure_summaries(platform, job, width: int = 30) -> list[dict]:
-    """Return each metric series of a job: figure, series, points, last, min, max and a sparkline.
-
-    Read from the envelopes kept on the job (never the raw figures, never every point).
-    """
-    from ..engine import envelope
-
-    latest = platform.jobs.latest_metrics(job.project.name, job.id)
-    curves = [
-        (title, series, curve)
-        for title, fields in sorted((job.figures or {}).items())
-        for series, curve in sorted((fields.get("envelopes") or {}).items())
-    ]
-    summaries = []
-    for title, series, curve in curves:
-        buckets = curve.get("buckets") or []
-        last = latest.get(title, {}).get(series)
-        summaries.append(
-            {
-                "figure": title,
-                "series": series,
-                "points": curve.get("count", 0),
-                "last": last[1] if last else None,
-                "min": min((b[1] for b in buckets), default=None),
-                "max": max((b[3] for b in buckets), default=None),
-                "curve": sparkline([y for _, y in envelope.points(curve, 2 * width)], width),
-            }
-        )
-    return summaries
-
-
 def usage_text(usage: dict) -> str:
     """Return a job's latest resource use in one line (empty before the first sample)."""
     latest = usage.get("latest")
@@ -69,7 +37,7 @@ def usage_text(usage: dict) -> str:
     if latest.get("cpu_percent") is not None:
         parts.append(f"cpu {latest['cpu_percent']:.0f}%")
     parts.append(f"memory {latest.get('memory_mb', 0):.0f} MB (peak {usage.get('peak_memory_mb', 0):.0f} MB)")
-    for gpu in latest.get("gpus", []):
+    for gpu in latest.get("gpus") or []:
         parts.append(f"gpu{gpu['index']} {gpu['utilization_percent']}% {gpu['memory_mb']:.0f} MB")
     memory = [sample.get("memory_mb", 0) for sample in usage.get("history", [])]
     if len(memory) > 1:
@@ -77,33 +45,33 @@ def usage_text(usage: dict) -> str:
     return ", ".join(parts)
 
 
-def job_json(platform, job) -> dict:
+def job_json(platform, job: dict) -> dict:
     """Return the job as the REST API answers it, with its latest metric values and use."""
-    fraction, eta = platform.jobs.progress(job.project.name, job.id)
-    latest = platform.jobs.latest_metrics(job.project.name, job.id)
-    return serialize.job_json(job, fraction, eta, platform.jobs.queue_reason(job)) | {
-        "metrics": {
-            figure: {name: value for name, (_, value) in series.items()} for figure, series in latest.items()
-        },
+    return job | {
+        "metrics": platform.latest_metrics(job["id"]),
         "metric_summaries": [
-            {k: v for k, v in summary.items() if k != "curve"} for summary in figure_summaries(platform, job)
+            {k: v for k, v in summary.items() if k != "curve"}
+            for summary in platform.metric_summaries(job["id"])
         ],
-        "usage": {k: v for k, v in (job.usage or {}).items() if k != "history"},
+        "usage": {k: v for k, v in platform.usage(job["id"]).items() if k != "history"},
     }
 
 
-def _duration(job) -> float | None:
-    if job.started is None:
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _duration(job: dict) -> float | None:
+    start = _moment(job["started"])
+    if start is None:
         return None
-    end = job.finished or datetime.now(timezone.utc)
-    start, end = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (job.started, end))
+    end = _moment(job["finished"]) or datetime.now(timezone.utc)
     return (end - start).total_seconds()
 
 
-def _waits(platform, job) -> str:
+def _waits(job: dict) -> str:
     """Return why a queued job waits (empty once it runs)."""
-    queue = platform.jobs.queue_reason(job)
-    return queue.message if queue is not None else ""
+    return (job.get("queue") or {}).get("message") or ""
 
 
 def _resources_text(limits: dict) -> str:
@@ -116,15 +84,13 @@ def _resources_text(limits: dict) -> str:
     return ", ".join(parts) + (f" (each of {workers} workers)" if workers > 1 else "")
 
 
-def status_line(
-    job, fraction: float, eta: float | None, metrics: dict[str, dict[str, tuple[float, float]]]
-) -> str:
-    """Return the one-line live status of a followed job."""
-    line = f"{job.id} {job.state:<9} {progress_bar(fraction)}"
-    if job.state == "running" and eta is not None:
-        line += f"  {human_duration(eta)} left"
+def status_line(job: dict, metrics: dict[str, dict[str, float]]) -> str:
+    """Return the one-line live status of a followed job (figure -> series -> last value)."""
+    line = f"{job['id']} {job['state']:<9} {progress_bar(job['progress'])}"
+    if job["state"] == "running" and job["eta_seconds"] is not None:
+        line += f"  {human_duration(job['eta_seconds'])} left"
     values = "  ".join(
-        f"{name}={format_number(value)}" for series in metrics.values() for name, (_, value) in series.items()
+        f"{name}={format_number(value)}" for series in metrics.values() for name, value in series.items()
     )
     return f"{line}  {values}" if values else line
 
@@ -161,128 +127,112 @@ def _resources(args) -> dict:
 
 
 def cmd_job_submit(args, platform) -> int:
-    from pydantic import ValidationError
-
-    from ..api.jobs import JobRequest
-
-    version = platform.catalog.get_algorithm(args.project, args.algorithm)
-    resources = _resources(args)
-    try:
-        request = JobRequest(
-            project=args.project,
-            algorithm=version.ref,
-            function=args.function,
-            inputs=_inputs(args.input),
-            parameters=_parameters(version.parameters or {}, args.param),
-            resources=resources or None,
-        )
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    job = platform.jobs.submit(request)
-    return _started(args, platform, job, f"submitted job {job.id} ({job.algorithm_ref} {job.function})")
+    ref, defaults = platform.algorithm_parameters(args.algorithm)
+    request = {
+        "algorithm": ref,
+        "function": args.function,
+        "inputs": _inputs(args.input),
+        "parameters": _parameters(defaults, args.param),
+        "resources": _resources(args) or None,
+    }
+    job = platform.submit(request)
+    return _started(args, platform, job, f"submitted job {job['id']} ({job['algorithm']} {job['function']})")
 
 
 def cmd_job_rerun(args, platform) -> int:
-    job = platform.jobs.rerun(args.project, args.job_id)
-    return _started(args, platform, job, f"job {job.id} re-runs job {args.job_id}")
+    job = platform.rerun(args.job_id)
+    return _started(args, platform, job, f"job {job['id']} re-runs job {args.job_id}")
 
 
 def cmd_job_copy(args, platform) -> int:
-    source = platform.jobs.get(args.project, args.job_id)
-    job = platform.jobs.copy(
-        args.project,
-        args.job_id,
-        parameters=_parameters(source.parameters or {}, args.param) or None,
-        resources=_resources(args) or None,
-    )
-    return _started(args, platform, job, f"job {job.id} copies job {args.job_id}")
+    source = platform.job(args.job_id)
+    parameters = _parameters(source["parameters"] or {}, args.param) or None
+    job = platform.copy(args.job_id, parameters, _resources(args) or None)
+    return _started(args, platform, job, f"job {job['id']} copies job {args.job_id}")
 
 
 def cmd_job_resume(args, platform) -> int:
-    source = platform.jobs.get(args.project, args.job_id)
-    parameters = _parameters(source.parameters or {}, args.param) or None
-    job = platform.jobs.resume(args.project, args.job_id, parameters=parameters)
-    return _started(args, platform, job, f"job {job.id} resumes job {args.job_id}")
+    source = platform.job(args.job_id)
+    job = platform.resume(args.job_id, _parameters(source["parameters"] or {}, args.param) or None)
+    return _started(args, platform, job, f"job {job['id']} resumes job {args.job_id}")
 
 
-def _started(args, platform, job, message: str) -> int:
+def _started(args, platform, job: dict, message: str) -> int:
     if args.json and not args.follow:
         emit_json(job_json(platform, job))
         return 0
-    print(f"{message}: {job.state}" + (f" ({job.reason})" if job.reason else ""))
+    print(f"{message}: {job['state']}" + (f" ({job['reason']})" if job["reason"] else ""))
     if args.follow:
-        return follow_job(platform, args.project, job.id)
+        return follow_job(platform, job["id"])
     return 0
 
 
-def follow_job(platform, project: str, job_id: str, out=None) -> int:
+def follow_job(platform, job_id: str, out=None) -> int:
     """Show a live status line until the job ends; exit status 0 when it succeeded, else 1."""
     try:
-        return _follow(platform, project, job_id, out or sys.stdout)
+        return _follow(platform, job_id, out or sys.stdout)
     except KeyboardInterrupt:
         print(f"\nstopped following; job {job_id} goes on (kpl-lab job show {job_id})", file=sys.stderr)
         return 130
 
 
-def _follow(platform, project: str, job_id: str, out) -> int:
+def _follow(platform, job_id: str, out) -> int:
     live = out.isatty()
     shown, width, waits = None, 0, ""
     while True:
-        job = platform.jobs.get(project, job_id)
-        why = _waits(platform, job)
+        job = platform.job(job_id)
+        why = _waits(job)
         if why and why != waits:  # a line of its own, above the status line
             out.write(("\r" + " " * width + "\r" if live else "") + f"{job_id} {why}\n")
             width = 0
         waits = why
-        fraction, eta = platform.jobs.progress(project, job_id)
-        metrics = platform.jobs.latest_metrics(project, job_id)
-        line = status_line(job, fraction, eta, metrics)
+        metrics = platform.latest_metrics(job_id)
+        line = status_line(job, metrics)
         if live:
             out.write("\r" + line + " " * max(0, width - display_width(line)))
             width = display_width(line)
         else:  # a log file: a line when state, percentage or metrics change
-            key = (job.state, int(fraction * 100), tuple(metrics.items()))
+            key = (job["state"], int(job["progress"] * 100), repr(metrics))
             if key != shown:
                 out.write(line + "\n")
                 shown = key
         out.flush()
-        if job.is_final:
+        if job["state"] in FINAL_STATES:
             break
         time.sleep(FOLLOW_INTERVAL)
     if live:
         out.write("\n")
-    summary = f"job {job.id} {job.state} after {human_duration(_duration(job))}"
-    if job.reason:
-        summary += f": {job.reason}"
+    summary = f"job {job['id']} {job['state']} after {human_duration(_duration(job))}"
+    if job["reason"]:
+        summary += f": {job['reason']}"
     out.write(summary + "\n")
-    for key, spec in (job.outputs or {}).items():
+    for key, spec in (job["outputs"] or {}).items():
         if spec.get("registered"):
             out.write(f"output {key}: {spec['registered']}\n")
-    if job.state != "succeeded" and job.last_log_lines:
-        out.write("last log lines:\n" + job.last_log_lines.rstrip("\n") + "\n")
+    if job["state"] != "succeeded" and job["last_log_lines"]:
+        out.write("last log lines:\n" + job["last_log_lines"].rstrip("\n") + "\n")
     out.flush()
-    return 0 if job.state == "succeeded" else 1
+    return 0 if job["state"] == "succeeded" else 1
 
 
 def cmd_job_list(args, platform) -> int:
-    jobs = platform.jobs.list(args.project, state=args.state)
+    jobs = platform.jobs(args.state)
     if args.json:
         emit_json([job_json(platform, job) for job in jobs])
         return 0
     if not jobs:
-        print(f"no jobs in project {args.project}" + (f" in state {args.state}" if args.state else ""))
+        print(f"no jobs in project {platform.project}" + (f" in state {args.state}" if args.state else ""))
         return 0
-    queue = platform.jobs.queue_reasons(args.project) if any(job.state == "queued" for job in jobs) else {}
     rows = [
         [
-            job.id,
-            job.state,
-            job.algorithm_ref,
-            job.function,
-            f"{job.progress * 100:.0f}%",
-            human_time(job.created),
+            job["id"],
+            job["state"],
+            job["algorithm"],
+            job["function"],
+            f"{job['progress'] * 100:.0f}%",
+            human_time(job["created"]),
             human_duration(_duration(job)),
-            short(job.reason or (queue[job.id].message if job.id in queue else "")),
+            short(job["reason"] or _waits(job)),
         ]
         for job in jobs
     ]
@@ -292,48 +242,51 @@ def cmd_job_list(args, platform) -> int:
 
 
 def cmd_job_show(args, platform) -> int:
-    job = platform.jobs.get(args.project, args.job_id)
+    job = platform.job(args.job_id)
     if args.json:
         emit_json(job_json(platform, job))
         return 0
-    fraction, eta = platform.jobs.progress(args.project, args.job_id)
-    progress = progress_bar(fraction)
-    if job.state == "running":
+    progress = progress_bar(job["progress"])
+    if job["state"] == "running":
+        eta = job["eta_seconds"]
         progress += f"  {human_duration(eta)} left" if eta is not None else "  time left unknown"
-    inputs = ", ".join(f"{key}={spec.get('kind')}:{spec.get('version')}" for key, spec in job.inputs.items())
+    inputs = ", ".join(
+        f"{key}={spec.get('kind')}:{spec.get('version')}" for key, spec in job["inputs"].items()
+    )
     outputs = ", ".join(
-        f"{key}={spec.get('registered') or '(not registered)'}" for key, spec in (job.outputs or {}).items()
+        f"{key}={spec.get('registered') or '(not registered)'}"
+        for key, spec in (job["outputs"] or {}).items()
     )
     devices = ", ".join(
-        f"{kind} {indexes}" for kind, indexes in (job.assigned_devices or {}).items() if indexes
+        f"{kind} {indexes}" for kind, indexes in (job["assigned_devices"] or {}).items() if indexes
     )
     pairs = [
-        ("job", job.id),
-        ("state", job.state),
-        ("algorithm", f"{job.algorithm_ref} ({job.function})"),
+        ("job", job["id"]),
+        ("state", job["state"]),
+        ("algorithm", f"{job['algorithm']} ({job['function']})"),
         ("inputs", inputs),
-        ("parameters", job.parameters),
+        ("parameters", job["parameters"]),
         ("progress", progress),
-        ("resources", _resources_text(job.limits or {})),
+        ("resources", _resources_text(job["limits"] or {})),
         ("devices", devices),
-        ("enforcement", job.enforcement),
-        ("usage", usage_text(job.usage or {})),
-        ("created", human_time(job.created)),
-        ("started", human_time(job.started)),
-        ("finished", human_time(job.finished)),
+        ("enforcement", job["enforcement"]),
+        ("usage", usage_text(platform.usage(job["id"]))),
+        ("created", human_time(job["created"])),
+        ("started", human_time(job["started"])),
+        ("finished", human_time(job["finished"])),
         ("duration", human_duration(_duration(job))),
-        ("exit code", job.exit_code),
-        ("reason", job.reason),
+        ("exit code", job["exit_code"]),
+        ("reason", job["reason"]),
         ("outputs", outputs),
     ]
-    if job.state == "queued":
-        pairs.insert(2, ("waits", _waits(platform, job)))
-    if job.copied_from:
-        pairs.append(("copied from", job.copied_from))
-    if job.resumed_from:
-        pairs.append(("resumed from", job.resumed_from))
+    if job["state"] == "queued":
+        pairs.insert(2, ("waits", _waits(job)))
+    if job["copied_from"]:
+        pairs.append(("copied from", job["copied_from"]))
+    if job["resumed_from"]:
+        pairs.append(("resumed from", job["resumed_from"]))
     print(render_fields(pairs))
-    summaries = figure_summaries(platform, job)
+    summaries = platform.metric_summaries(job["id"])
     if summaries:
         print("metrics:")
         rows = [
@@ -347,9 +300,9 @@ def cmd_job_show(args, platform) -> int:
             for s in summaries
         ]
         print(render_table(["SERIES", "FIGURE", "POINTS", "CURVE", "LAST", "MIN", "MAX"], rows))
-    if job.is_final and job.state != "succeeded" and job.last_log_lines:
+    if job["state"] in FINAL_STATES and job["state"] != "succeeded" and job["last_log_lines"]:
         print("last log lines:")
-        print(job.last_log_lines.rstrip("\n"))
+        print(job["last_log_lines"].rstrip("\n"))
     return 0
 
 
@@ -374,38 +327,40 @@ def _metrics_table(figures: dict, summaries: list[dict]) -> str:
 
 
 def cmd_job_logs(args, platform) -> int:
-    for line in platform.jobs.follow_logs(args.project, args.job_id, follow=args.follow, worker=args.worker):
+    for line in platform.logs(args.job_id, follow=args.follow, worker=args.worker):
         print(line, flush=args.follow)
     return 0
 
 
 def cmd_job_stop(args, platform) -> int:
-    job = platform.jobs.stop(args.project, args.job_id)
+    job = platform.stop(args.job_id)
     # the job's supervisor records the end; wait for it (SIGKILL comes after the grace period)
-    deadline = time.monotonic() + platform.jobs.grace_seconds + 10
-    while not job.is_final and time.monotonic() < deadline:
+    deadline = time.monotonic() + platform.grace_seconds + 10
+    while job["state"] not in FINAL_STATES and time.monotonic() < deadline:
         time.sleep(FOLLOW_INTERVAL / 2)
-        job = platform.jobs.get(args.project, args.job_id)
-    print(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
+        job = platform.job(args.job_id)
+    print(f"job {job['id']} {job['state']}" + (f": {job['reason']}" if job["reason"] else ""))
     return 0
 
 
 def cmd_job_metrics(args, platform) -> int:
-    job = platform.jobs.get(args.project, args.job_id)
-    figures = platform.jobs.metrics(args.project, job.id, max_points=args.max_points)
+    job = platform.job(args.job_id)
+    metrics = platform.metrics(job["id"], args.max_points)
+    figures = metrics["figures"]
+    title = f"job {job['id']} ({job['algorithm']} {job['function']})"
     if args.plot:
         if not figures:
-            raise BadRequest(f"job {job.id} has no metrics to plot yet", field="plot")
-        plot_metrics(figures, args.plot, title=f"job {job.id} ({job.algorithm_ref} {job.function})")
+            raise BadRequest(f"job {job['id']} has no metrics to plot yet", field="plot")
+        plot_metrics(figures, args.plot, title=title)
         print(f"wrote {args.plot}")
         return 0
     if args.json:
-        emit_json(serialize.metrics_json(job, figures, args.max_points))
+        emit_json(metrics)
         return 0
     if not figures:
-        print(f"job {job.id} has no metrics yet")
+        print(f"job {job['id']} has no metrics yet")
         return 0
-    print(_metrics_table(figures, figure_summaries(platform, job)))
+    print(_metrics_table(figures, platform.metric_summaries(job["id"])))
     return 0
 
 
@@ -510,7 +465,9 @@ def register(groups) -> None:
     compare = jobs.add_parser("compare", help="jobs side by side: parameters, metrics, inputs, time, memory")
     compare.add_argument("job_ids", metavar="ID", nargs="+", help="two or more jobs")
     compare.add_argument("--json", action="store_true", help="print JSON")
-    compare.set_defaults(func=cmd_job_compare)
+    compare.set_defaults(
+        func=cmd_job_compare, on_this_machine="%kpl_compare or kpl_lab.client.Client().compare"
+    )
 
 
 def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, resources: bool = True) -> None:

@@ -80,4 +80,7 @@ def register(groups) -> None:
         "--follow", action="store_true", help="wait for every job, then print them side by side"
     )
     evaluate.add_argument("--json", action="store_true", help="with --follow: the comparison as JSON")
-    evaluate.set_defaults(func=cmd_model_evaluate)
+    evaluate.set_defaults(
+        func=cmd_model_evaluate,
+        on_this_machine="Client().submit of the test function per model, then %kpl_compare",
+    )

@@ -259,10 +259,8 @@ def test_helpers():
     assert sparkline([2, 2]) == "▅▅"
     assert len(sparkline(list(range(1000)), width=30)) == 30
 
-    class Job:
-        id, state = "abc", "running"
-
-    line = status_line(Job, 0.25, 90, {"training": {"loss": (3, 0.5)}})
+    job = {"id": "abc", "state": "running", "progress": 0.25, "eta_seconds": 90}
+    line = status_line(job, {"training": {"loss": 0.5}})
     assert line == "abc running   [######..................]  25%  1m30s left  loss=0.5"
 
 

@@ -34,6 +34,7 @@ from ..api.jobs import (
 )
 from ..api.models import Model, ModelList, ModelVersion
 from ..api.pipelines import (
+    PipelineNodeTypeList,
     PipelineRecords,
     PipelineRun,
     PipelineRunList,
@@ -385,6 +386,11 @@ ROUTES: list[Route] = [
         "/pipelines/templates",
         pipelines.PipelineTemplatesHandler,
         {"get": Operation("The pipeline templates shipped with KPL Lab", PipelineTemplateList)},
+    ),
+    Route(
+        "/pipelines/node-types",
+        pipelines.PipelineNodeTypesHandler,
+        {"get": Operation("The node types with their parameters' JSON schemas", PipelineNodeTypeList)},
     ),
     Route(
         "/pipelines/runs",

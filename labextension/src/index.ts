@@ -19,6 +19,12 @@ import { DatasetViewer, datasetWidget } from './datasetViewer';
 import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
+import {
+  PIPELINE_FACTORY,
+  PIPELINE_FILE_TYPE,
+  PIPELINE_SUFFIX,
+  PipelineEditorFactory
+} from './pipelineEditor';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -119,6 +125,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.shell.activateById(widget.id);
       return widget;
     };
+
+    app.docRegistry.addFileType({
+      name: PIPELINE_FILE_TYPE,
+      displayName: 'KPL Pipeline',
+      extensions: [PIPELINE_SUFFIX],
+      pattern: '.*\\.kpl-pipeline\\.yaml$',
+      mimeTypes: ['text/x-yaml'],
+      fileFormat: 'text',
+      contentType: 'file',
+      icon: kplIcon
+    });
+    app.docRegistry.addWidgetFactory(
+      new PipelineEditorFactory(
+        {
+          name: PIPELINE_FACTORY,
+          modelName: 'text',
+          fileTypes: [PIPELINE_FILE_TYPE],
+          defaultFor: [PIPELINE_FILE_TYPE]
+        },
+        client,
+        (name, version) => openDataset(name, version)
+      )
+    );
 
     const datasetsPanel = new DatasetsPanel(
       client,

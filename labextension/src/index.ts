@@ -16,7 +16,13 @@ import { AlgorithmsPanel } from './algorithms';
 import { KPLClient } from './api';
 import { DatasetsPanel } from './datasets';
 import { DatasetViewer, datasetWidget } from './datasetViewer';
-import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
+import {
+  algorithmsIcon,
+  datasetsIcon,
+  jobsIcon,
+  kplIcon,
+  pipelinesIcon
+} from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
 import {
@@ -25,6 +31,7 @@ import {
   PIPELINE_SUFFIX,
   PipelineEditorFactory
 } from './pipelineEditor';
+import { PipelinesPanel } from './pipelines';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -43,6 +50,7 @@ export namespace CommandIDs {
   export const openDataset = 'kpl-lab:open-dataset';
   export const submitJob = 'kpl-lab:submit-job';
   export const openJob = 'kpl-lab:open-job';
+  export const openPipelines = 'kpl-lab:open-pipelines';
 }
 
 /**
@@ -164,6 +172,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.shell.add(panel, 'left', { rank: 600 + index });
       restorer?.add(panel, panel.id);
     });
+    const pipelinesPanel = new PipelinesPanel(
+      client,
+      settings.refreshInterval * 5,
+      {
+        contents: app.serviceManager.contents,
+        open: path =>
+          void app.commands.execute('docmanager:open', {
+            path,
+            factory: PIPELINE_FACTORY
+          })
+      }
+    );
+    app.shell.add(pipelinesPanel, 'left', { rank: 603 });
+    restorer?.add(pipelinesPanel, pipelinesPanel.id);
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
@@ -172,6 +194,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       datasetsPanel.model.interval = settings.refreshInterval * 5;
       algorithmsPanel.model.interval = settings.refreshInterval * 5;
       jobsPanel.model.interval = settings.refreshInterval;
+      pipelinesPanel.model.interval = settings.refreshInterval * 5;
       jobs.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
@@ -215,6 +238,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Show the Jobs panel',
       icon: jobsIcon,
       execute: () => app.shell.activateById(jobsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openPipelines, {
+      label: 'Open KPL Pipelines',
+      caption: 'Show the Pipelines panel',
+      icon: pipelinesIcon,
+      execute: () => app.shell.activateById(pipelinesPanel.id)
     });
     commands.addCommand(CommandIDs.uploadDataset, {
       label: 'Upload KPL Dataset…',
@@ -272,6 +301,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openDatasets,
       CommandIDs.openAlgorithms,
       CommandIDs.openJobs,
+      CommandIDs.openPipelines,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

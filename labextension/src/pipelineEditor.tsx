@@ -182,6 +182,34 @@ function paramSchema(type: PipelineNodeType): RJSFSchema {
   };
 }
 
+/**
+ * A node's settings after a form edit, leaving out defaults the form filled in
+ * that the file did not have (so the file holds what the user set).
+ */
+function withoutDefaults(
+  settings: INodeSettings,
+  edited: { [key: string]: unknown },
+  schema: RJSFSchema
+): INodeSettings {
+  const out: INodeSettings = { ...settings };
+  for (const [key, value] of Object.entries(edited)) {
+    const spec = schema.properties?.[key];
+    const fallback =
+      spec && typeof spec === 'object' ? (spec.default ?? null) : undefined;
+    const unset =
+      value === undefined || JSON.stringify(value) === JSON.stringify(fallback);
+    if (unset && !(key in settings)) {
+      continue;
+    }
+    if (value === undefined) {
+      delete out[key];
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
 interface IEditorProps {
   client: KPLClient;
   context: DocumentRegistry.IContext<DocumentRegistry.ICodeModel>;
@@ -198,6 +226,9 @@ function Editor(props: IEditorProps): JSX.Element {
   const [run, setRun] = useState<PipelineRun | null>(null);
   const [error, setError] = useState('');
   const moved = useRef(new Set<string>());
+  const [sizes, setSizes] = useState(
+    new Map<string, { width: number; height: number }>()
+  );
 
   useEffect(() => {
     client.pipelines
@@ -273,6 +304,7 @@ function Editor(props: IEditorProps): JSX.Element {
       id: node.id,
       type: 'pipeline',
       position: node.position,
+      measured: sizes.get(node.id),
       selected: node.id === selected,
       data: {
         settings: node.data.settings,
@@ -467,6 +499,19 @@ function Editor(props: IEditorProps): JSX.Element {
                 }
               }
               setDragging(during);
+              // Controlled nodes show once measured: keep the sizes xyflow reports.
+              const measured = changes.filter(c => c.type === 'dimensions');
+              if (measured.length) {
+                setSizes(current => {
+                  const next = new Map(current);
+                  for (const c of measured) {
+                    if (c.type === 'dimensions' && c.dimensions) {
+                      next.set(c.id, c.dimensions);
+                    }
+                  }
+                  return next;
+                });
+              }
               onNodesChange(
                 changes.map(c =>
                   c.type === 'position' &&
@@ -518,10 +563,11 @@ function Editor(props: IEditorProps): JSX.Element {
                 if (!parsed.doc) {
                   return;
                 }
-                const edited = {
-                  ...settings,
-                  ...(event.formData as object)
-                } as INodeSettings;
+                const edited = withoutDefaults(
+                  settings,
+                  event.formData as { [key: string]: unknown },
+                  paramSchema(selectedType)
+                );
                 write({
                   ...parsed.doc,
                   nodes: { ...parsed.doc.nodes, [selected]: edited }

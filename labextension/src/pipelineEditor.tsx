@@ -527,6 +527,7 @@ function Editor(props: IEditorProps): JSX.Element {
             onConnect={onConnect}
             onPaneClick={() => setSelected(null)}
             fitView
+            fitViewOptions={{ maxZoom: 1 }}
             deleteKeyCode={['Delete', 'Backspace']}
           >
             <Background />

@@ -55,15 +55,25 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   const source = await dropNode(editor, 'dataset', 60, 80);
   await source.click();
   await editor.locator('.kpl-PipelineEditor-properties #root_dataset').fill(dataset);
-  const sink = await dropNode(editor, 'save_dataset', 240, 220);
+  const sink = await dropNode(editor, 'save_dataset', 360, 240);
   await sink.click();
   await editor.locator('.kpl-PipelineEditor-properties #root_name').fill(`${dataset}-copy`);
   // Not connected yet: the sink's badge names the missing input.
   await expect(sink.locator('.kpl-PipelineNode-problems')).toBeVisible();
 
-  await source
-    .locator('.react-flow__handle.source')
-    .dragTo(sink.locator('.react-flow__handle.target').first());
+  // Drag from the dataset's output handle to the sink's input handle.
+  const from = (await source.locator('.react-flow__handle.source').boundingBox())!;
+  const to = (await sink.locator('.react-flow__handle.target').first().boundingBox())!;
+  await page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
+  await page.mouse.down();
+  for (let step = 1; step <= 10; step++) {
+    await page.mouse.move(
+      from.x + ((to.x - from.x) * step) / 10 + to.width / 2,
+      from.y + ((to.y - from.y) * step) / 10 + to.height / 2
+    );
+    await page.waitForTimeout(30);
+  }
+  await page.mouse.up();
   await expect(editor.locator('.react-flow__edge')).toHaveCount(1);
   await expect(editor.locator('.kpl-PipelineEditor-status')).toHaveText('valid');
   await expect(sink.locator('.kpl-PipelineNode-problems')).toHaveCount(0);
@@ -79,7 +89,7 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   const saved = await page.request.get(`/api/contents/${file}?content=1&type=file&format=text`);
   const text = (await saved.json()).content as string;
   expect(text).toContain(`dataset: ${dataset}`);
-  expect(text).toMatch(/save_dataset: \{type: save_dataset, ui: \{x: -?\d+, y: -?\d+\}, name: \S+, input: dataset\}/);
+  expect(text).toMatch(/save_dataset: \{type: save_dataset, ui: \{x: -?\d+, 'y': -?\d+\}, name: \S+, input: dataset\}/);
 
   await sink.locator('.kpl-PipelineNode-open').click();
   const viewer = page.locator('.kpl-DatasetViewer', { has: page.locator('h2', { hasText: `${dataset}-copy:` }) });

@@ -101,4 +101,11 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await expect(panel.locator('.kpl-PipelinesPanel-runs [data-state="succeeded"]').first()).toBeVisible({
     timeout: 30000
   });
+
+  // A new pipeline from a template opens in the editor; its unknown dataset is shown on its node.
+  await panel.locator('[data-template="segmentation"]').click();
+  const masks = page.locator('.react-flow__node[data-id="masks"]');
+  await expect(masks).toBeVisible();
+  await expect(page.locator('.react-flow__node[data-id="raw"] .kpl-PipelineNode-problems')).toBeVisible();
+  await expect(masks.locator('.kpl-PipelineNode-problems')).toHaveCount(0);
 });

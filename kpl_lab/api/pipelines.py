@@ -142,6 +142,37 @@ class PipelineTemplateList(Body):
     templates: list[PipelineTemplate]
 
 
+class PipelineNodeType(Body):
+    """A node type the editors offer: its parameters' JSON schema and which of them name inputs."""
+
+    name: str
+    category: Literal["source", "processor", "sink", "algorithm"]
+    description: str
+    inputs: list[str] = Field(description="parameters naming one input node (input, left, right)")
+    named_inputs: bool = Field(description="whether `inputs: {key: node}` names its inputs")
+    parameters: dict[str, Any] = Field(description="JSON schema of the parameters (besides type)")
+
+
+class PipelineNodeTypeList(Body):
+    """Every node type, in the order the editors list them."""
+
+    node_types: list[PipelineNodeType]
+
+
+def node_type_body(node_type) -> PipelineNodeType:
+    """Return the API form of a pipelines.nodes.NodeType."""
+    schema = node_type.params.model_json_schema()
+    properties = schema.get("properties", {})
+    return PipelineNodeType(
+        name=node_type.name,
+        category=node_type.category,
+        description=node_type.description,
+        inputs=[k for k in ("input", "left", "right") if k in properties],
+        named_inputs="inputs" in properties,
+        parameters=schema,
+    )
+
+
 def run_body(run) -> PipelineRun:
     """Return the API form of a PipelineRun row."""
     return PipelineRun(

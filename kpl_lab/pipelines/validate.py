@@ -107,6 +107,7 @@ def _report(spec: Spec, node: Node, parameter: str | None, message: str) -> None
 def _parse_node(node: Node, report: Any) -> None:
     settings = dict(node.settings)
     kind = settings.pop("type", None)
+    _check_ui(settings.pop("ui", None), report)
     node_type = NODE_TYPES.get(kind) if isinstance(kind, str) else None
     if node_type is None:
         report("type", f"{kind!r} is not a node type (types: {', '.join(NODE_TYPES)})")
@@ -121,6 +122,16 @@ def _parse_node(node: Node, report: Any) -> None:
         return
     node.node_type, node.params = node_type, params
     node.edges = {k: _split_ref(v) for k, v in node_type.inputs(params).items()}
+
+
+def _check_ui(ui: Any, report: Any) -> None:
+    """Check a node's editor position `ui: {x, y}` (kept in the file, not a parameter)."""
+    if ui is None:
+        return
+    if not isinstance(ui, dict) or any(
+        isinstance(ui.get(k), bool) or not isinstance(ui.get(k), int | float) for k in ("x", "y")
+    ):
+        report("ui", "is the editor's position {x: number, y: number}")
 
 
 def _order(nodes: dict[str, Node]) -> tuple[list[str], list[str]]:

@@ -44,6 +44,7 @@ from ..api.jobs import (
 )
 from ..api.models import Model, ModelList, ModelVersion
 from ..api.pipelines import (
+    PipelineNodeTypeList,
     PipelineRecords,
     PipelineRun,
     PipelineRunList,
@@ -481,6 +482,11 @@ ROUTES: list[Route] = [
         "/pipelines/templates",
         pipelines.PipelineTemplatesHandler,
         {"get": Operation("The pipeline templates shipped with KPL Lab", PipelineTemplateList)},
+    ),
+    Route(
+        "/pipelines/node-types",
+        pipelines.PipelineNodeTypesHandler,
+        {"get": Operation("The node types with their parameters' JSON schemas", PipelineNodeTypeList)},
     ),
     Route(
         "/pipelines/runs",

@@ -39,6 +39,10 @@ export type Version = Required<
 >;
 export type Deleted = Required<Schemas['Deleted']>;
 export type Devices = Required<Schemas['Devices']>;
+export type PipelineNodeType = Required<Schemas['PipelineNodeType']>;
+export type PipelineValidation = Required<Schemas['PipelineValidation']>;
+export type PipelineRun = Required<Schemas['PipelineRun']>;
+export type PipelineTemplate = Required<Schemas['PipelineTemplate']>;
 
 /**
  * The states of a job, in the order the server declares them.
@@ -219,6 +223,42 @@ export class KPLClient {
   compare(ids: string[]): Promise<Comparison> {
     return this.request('comparisons' + query({ ids: ids.join(',') }));
   }
+
+  /**
+   * Pipelines: node types, templates, validate, runs.
+   */
+  readonly pipelines = {
+    nodeTypes: async (): Promise<PipelineNodeType[]> =>
+      (
+        await this.request<{ node_types: PipelineNodeType[] }>(
+          'pipelines/node-types'
+        )
+      ).node_types,
+    templates: async (): Promise<PipelineTemplate[]> =>
+      (
+        await this.request<{ templates: PipelineTemplate[] }>(
+          'pipelines/templates'
+        )
+      ).templates,
+    validate: (text: string): Promise<PipelineValidation> =>
+      this.request('pipelines/validate', {
+        method: 'POST',
+        body: JSON.stringify({ text })
+      }),
+    runs: async (limit = 20): Promise<PipelineRun[]> =>
+      (
+        await this.request<{ runs: PipelineRun[] }>(
+          'pipelines/runs' + query({ limit })
+        )
+      ).runs,
+    run: (text: string, filePath: string): Promise<PipelineRun> =>
+      this.request('pipelines/runs', {
+        method: 'POST',
+        body: JSON.stringify({ text, path: filePath })
+      }),
+    get: (id: string): Promise<PipelineRun> =>
+      this.request(path('pipelines', 'runs', id))
+  };
 
   /**
    * The URL of a server path (as the API answers them) that an <img> can load.

@@ -45,3 +45,16 @@ export const algorithmsIcon = new LabIcon({
 });
 
 export const jobsIcon = new LabIcon({ name: 'kpl-lab:jobs', svgstr: JOBS_SVG });
+
+const PIPELINES_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <rect x="2" y="4" width="6" height="5" rx="1"/><rect x="16" y="4" width="6" height="5" rx="1"/>
+    <rect x="9" y="15" width="6" height="5" rx="1"/>
+    <path d="M8 6h8v1.5H8zM18.3 9h1.5v3.8H12.8V15h-1.5v-3.7h7z"/>
+  </g>
+</svg>`;
+
+export const pipelinesIcon = new LabIcon({
+  name: 'kpl-lab:pipelines',
+  svgstr: PIPELINES_SVG
+});

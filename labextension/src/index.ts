@@ -16,10 +16,23 @@ import { AlgorithmsPanel } from './algorithms';
 import { KPLClient } from './api';
 import { DatasetsPanel } from './datasets';
 import { DatasetViewer, datasetWidget } from './datasetViewer';
-import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
+import {
+  algorithmsIcon,
+  datasetsIcon,
+  jobsIcon,
+  kplIcon,
+  pipelinesIcon
+} from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
 import { CompareView } from './compareView';
+import {
+  PIPELINE_FACTORY,
+  PIPELINE_FILE_TYPE,
+  PIPELINE_SUFFIX,
+  PipelineEditorFactory
+} from './pipelineEditor';
+import { PipelinesPanel } from './pipelines';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -39,6 +52,7 @@ export namespace CommandIDs {
   export const submitJob = 'kpl-lab:submit-job';
   export const openJob = 'kpl-lab:open-job';
   export const compareJobs = 'kpl-lab:compare-jobs';
+  export const openPipelines = 'kpl-lab:open-pipelines';
 }
 
 /**
@@ -122,6 +136,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return widget;
     };
 
+    app.docRegistry.addFileType({
+      name: PIPELINE_FILE_TYPE,
+      displayName: 'KPL Pipeline',
+      extensions: [PIPELINE_SUFFIX],
+      pattern: '.*\\.kpl-pipeline\\.yaml$',
+      mimeTypes: ['text/x-yaml'],
+      fileFormat: 'text',
+      contentType: 'file',
+      icon: kplIcon
+    });
+    app.docRegistry.addWidgetFactory(
+      new PipelineEditorFactory(
+        {
+          name: PIPELINE_FACTORY,
+          modelName: 'text',
+          fileTypes: [PIPELINE_FILE_TYPE],
+          defaultFor: [PIPELINE_FILE_TYPE]
+        },
+        client,
+        (name, version) => openDataset(name, version)
+      )
+    );
+
     const datasetsPanel = new DatasetsPanel(
       client,
       settings.refreshInterval * 5,
@@ -152,6 +189,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.shell.add(panel, 'left', { rank: 600 + index });
       restorer?.add(panel, panel.id);
     });
+    const pipelinesPanel = new PipelinesPanel(
+      client,
+      settings.refreshInterval * 5,
+      {
+        contents: app.serviceManager.contents,
+        open: path =>
+          void app.commands.execute('docmanager:open', {
+            path,
+            factory: PIPELINE_FACTORY
+          })
+      }
+    );
+    app.shell.add(pipelinesPanel, 'left', { rank: 603 });
+    restorer?.add(pipelinesPanel, pipelinesPanel.id);
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
@@ -160,6 +211,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       datasetsPanel.model.interval = settings.refreshInterval * 5;
       algorithmsPanel.model.interval = settings.refreshInterval * 5;
       jobsPanel.model.interval = settings.refreshInterval;
+      pipelinesPanel.model.interval = settings.refreshInterval * 5;
       jobs.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
@@ -203,6 +255,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Show the Jobs panel',
       icon: jobsIcon,
       execute: () => app.shell.activateById(jobsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openPipelines, {
+      label: 'Open KPL Pipelines',
+      caption: 'Show the Pipelines panel',
+      icon: pipelinesIcon,
+      execute: () => app.shell.activateById(pipelinesPanel.id)
     });
     commands.addCommand(CommandIDs.uploadDataset, {
       label: 'Upload KPL Dataset…',
@@ -264,6 +322,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openDatasets,
       CommandIDs.openAlgorithms,
       CommandIDs.openJobs,
+      CommandIDs.openPipelines,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

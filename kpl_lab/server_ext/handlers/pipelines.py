@@ -7,6 +7,7 @@ import threading
 from tornado import web
 
 from ...api.pipelines import (
+    PipelineNodeTypeList,
     PipelineRecords,
     PipelineRunList,
     PipelineTemplate,
@@ -15,6 +16,7 @@ from ...api.pipelines import (
     PipelineValidation,
     RerunRequest,
     RunRequest,
+    node_type_body,
     run_body,
 )
 from ..base import KPLHandler
@@ -66,6 +68,17 @@ class PipelineTemplatesHandler(PipelineBase):
         self.reply(
             PipelineTemplateList(templates=[PipelineTemplate(name=n, text=template_text(n)) for n in NAMES])
         )
+
+
+class PipelineNodeTypesHandler(PipelineBase):
+    """GET: the node types with their parameter schemas."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """List node types."""
+        from ...pipelines.nodes import NODE_TYPES
+
+        self.reply(PipelineNodeTypeList(node_types=[node_type_body(t) for t in NODE_TYPES.values()]))
 
 
 class PipelineRunsHandler(PipelineBase):

@@ -632,6 +632,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/pipelines/node-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The node types with their parameters' JSON schemas */
+        get: operations["getPipelineNodeTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/pipelines/runs": {
         parameters: {
             query?: never;
@@ -1748,6 +1765,31 @@ export interface components {
                 };
             };
             log: string;
+        };
+        /**
+         * PipelineNodeType
+         * @description A node type the editors offer: its parameters' JSON schema and which of them name inputs.
+         */
+        PipelineNodeType: {
+            name: string;
+            /** @enum {string} */
+            category: "source" | "processor" | "sink" | "algorithm";
+            description: string;
+            /** @description parameters naming one input node (input, left, right) */
+            inputs: string[];
+            /** @description whether `inputs: {key: node}` names its inputs */
+            named_inputs: boolean;
+            /** @description JSON schema of the parameters (besides type) */
+            parameters: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * PipelineNodeTypeList
+         * @description Every node type, in the order the editors list them.
+         */
+        PipelineNodeTypeList: {
+            node_types: components["schemas"]["PipelineNodeType"][];
         };
         /**
          * PipelinePort
@@ -3709,6 +3751,34 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getPipelineNodeTypes: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineNodeTypeList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
     getPipelineRuns: {
         parameters: {
             query?: {
@@ -4141,6 +4211,7 @@ export const floatRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<component
 export const intRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IntRange"]["type"]> = ["int"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
 export const pipelineNodeRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeRun"]["state"]> = ["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"];
+export const pipelineNodeTypeCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeType"]["category"]> = ["source", "processor", "sink", "algorithm"];
 export const pipelinePortKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelinePort"]["kind"]> = ["dataset", "model"];
 export const pipelineRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineRun"]["state"]> = ["running", "succeeded", "failed", "stopped"];
 export const prunerNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PrunerName"]> = ["median", "successive_halving", "hyperband"];

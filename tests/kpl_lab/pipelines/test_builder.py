@@ -39,3 +39,13 @@ def test_fluent_segmentation_chain_and_generated_ids():
     parts["val"].save("val-set")
     assert list(q.nodes) == ["raw", "select", "select_2", "split", "save"]
     assert q.nodes["save"] == {"type": "save_dataset", "input": "split.val", "name": "val-set"}
+
+
+def test_editor_positions_survive_load_and_write(tmp_path):
+    text = template_text("segmentation").replace("type: select,", "type: select, ui: {x: 10, y: 20},", 1)
+    path = tmp_path / "s.kpl-pipeline.yaml"
+    path.write_text(text)
+    p = Pipeline.load(path)
+    p["images"].select("true", id="kept")
+    again = Pipeline.load(p.write(path))
+    assert [n.get("ui") for n in again.nodes.values()].count({"x": 10, "y": 20}) == 1

@@ -208,3 +208,13 @@ def test_yaml_round_trip_keeps_the_join_key_named_on():
     again = parse(spec.to_yaml())
     assert again.nodes == spec.nodes and again.nodes["joined"]["on"] == "id"
     assert yaml.safe_load(spec.to_yaml())["nodes"]["joined"]["on"] == "id"  # YAML 1.1 readers too
+
+
+def test_editor_positions_are_kept_and_checked_but_not_parameters(check):
+    placed = ISSUE_FILE.replace("field: content}", "field: content, ui: {x: 120, y: -40.5}}")
+    result = check(placed)
+    assert result.ok, _problems(result)
+    assert parse(parse(placed).to_yaml()).nodes["boxes"]["ui"] == {"x": 120, "y": -40.5}
+    assert result.nodes["boxes"].params.model_dump() == check(ISSUE_FILE).nodes["boxes"].params.model_dump()
+    bad = check(ISSUE_FILE.replace("field: content}", "field: content, ui: {x: left}}"))
+    assert _problems(bad) == ["line 9: boxes.ui: is the editor's position {x: number, y: number}"]

@@ -201,6 +201,9 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
 
     # pipelines: templates, validate, a run to its end and again from a node, a run stopped while its job waits
     assert (await api.get("pipelines/templates"))[0] == 200
+    code, types = await api.get("pipelines/node-types")
+    by_name = {t["name"]: t for t in types["node_types"]}
+    assert code == 200 and by_name["left_join"]["inputs"] == ["left", "right"], types
     copy = (
         "version: 1\nname: pets-copy\nnodes:\n  raw: {type: dataset, dataset: pets}\n"
         "  kept: {type: select, input: raw, where: 'true'}\n  save: {type: save_dataset, input: kept, name: pets-copy}\n"

@@ -1,0 +1,249 @@
+import { dump, load } from 'js-yaml';
+
+/**
+ * A pipeline file as read from YAML: `version`, `name`, `description`, `nodes`.
+ */
+export interface IPipelineDoc {
+  [key: string]: unknown;
+  nodes: { [id: string]: INodeSettings };
+}
+
+/**
+ * One node's mapping: its `type`, its parameters and the editor's `ui: {x, y}`.
+ */
+export interface INodeSettings {
+  [key: string]: unknown;
+  type: string;
+  ui?: { x: number; y: number };
+}
+
+/**
+ * What the editor needs of a node type: which parameters name input nodes.
+ */
+export interface INodePorts {
+  inputs: ReadonlyArray<string>;
+  named_inputs: boolean;
+}
+
+/**
+ * A node on the canvas (the shape @xyflow/react takes).
+ */
+export interface IGraphNode {
+  id: string;
+  position: { x: number; y: number };
+  data: { settings: INodeSettings };
+}
+
+/**
+ * An edge: from a node's output port to the parameter naming it.
+ *
+ * `sourceHandle` is the port (`out` for a node with one output), `targetHandle`
+ * the parameter (`input`, `left`, `inputs.data`).
+ */
+export interface IGraphEdge {
+  id: string;
+  source: string;
+  sourceHandle: string;
+  target: string;
+  targetHandle: string;
+}
+
+/**
+ * The single output port of most nodes (as in kpl_lab/pipelines/nodes.py).
+ */
+export const PORT = 'out';
+
+const STEP_X = 220;
+const STEP_Y = 110;
+
+/**
+ * Read a pipeline file's text (YAML 1.2: only true/false are booleans, `on` stays a key).
+ */
+export function parsePipeline(text: string): IPipelineDoc {
+  const doc = load(text) as IPipelineDoc | null;
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+    throw new Error(
+      'a pipeline file is a mapping with version, name and nodes'
+    );
+  }
+  if (!doc.nodes || typeof doc.nodes !== 'object') {
+    doc.nodes = {};
+  }
+  return doc;
+}
+
+/**
+ * Write a pipeline file's text; strings YAML 1.1 reads as booleans (on, yes) are quoted.
+ */
+export function dumpPipeline(doc: IPipelineDoc): string {
+  return dump(doc, { flowLevel: 2, lineWidth: 100, noRefs: true });
+}
+
+/**
+ * The parameters of a node that name input nodes, with the reference each holds.
+ */
+export function inputRefs(
+  settings: INodeSettings,
+  ports: INodePorts | undefined
+): [string, string][] {
+  const refs: [string, string][] = [];
+  for (const key of ports?.inputs ?? []) {
+    if (typeof settings[key] === 'string') {
+      refs.push([key, settings[key] as string]);
+    }
+  }
+  const named = settings.inputs;
+  if (ports?.named_inputs && named && typeof named === 'object') {
+    for (const [key, ref] of Object.entries(named)) {
+      if (typeof ref === 'string') {
+        refs.push([`inputs.${key}`, ref]);
+      }
+    }
+  }
+  return refs;
+}
+
+/**
+ * The canvas of a pipeline: nodes where `ui` places them (else in columns by depth), edges from the inputs.
+ */
+export function toGraph(
+  doc: IPipelineDoc,
+  types: { [type: string]: INodePorts }
+): { nodes: IGraphNode[]; edges: IGraphEdge[] } {
+  const edges: IGraphEdge[] = [];
+  for (const [id, settings] of Object.entries(doc.nodes)) {
+    for (const [param, ref] of inputRefs(settings, types[settings.type])) {
+      const [source, port] = splitRef(ref);
+      edges.push({
+        id: `${source}.${port}->${id}.${param}`,
+        source,
+        sourceHandle: port,
+        target: id,
+        targetHandle: param
+      });
+    }
+  }
+  const depth = depths(Object.keys(doc.nodes), edges);
+  const row = new Map<number, number>();
+  const nodes = Object.entries(doc.nodes).map(([id, settings]) => {
+    const d = depth.get(id) ?? 0;
+    const r = row.get(d) ?? 0;
+    row.set(d, r + 1);
+    const position = settings.ui
+      ? { x: settings.ui.x, y: settings.ui.y }
+      : { x: d * STEP_X, y: r * STEP_Y };
+    return { id, position, data: { settings } };
+  });
+  return { nodes, edges };
+}
+
+/**
+ * The pipeline file of a canvas: each node's settings with its inputs from the edges.
+ *
+ * A node keeps `ui` only when it had one or was moved (`moved`), so a file
+ * opened and saved unchanged stays the same.
+ */
+export function fromGraph(
+  doc: IPipelineDoc,
+  nodes: ReadonlyArray<IGraphNode>,
+  edges: ReadonlyArray<IGraphEdge>,
+  types: { [type: string]: INodePorts },
+  moved: ReadonlySet<string> = new Set()
+): IPipelineDoc {
+  const wired = new Map<string, Map<string, string>>();
+  for (const edge of edges) {
+    const ref =
+      edge.sourceHandle === PORT
+        ? edge.source
+        : `${edge.source}.${edge.sourceHandle}`;
+    const params = wired.get(edge.target) ?? new Map<string, string>();
+    params.set(edge.targetHandle, ref);
+    wired.set(edge.target, params);
+  }
+  const out: IPipelineDoc = { ...doc, nodes: {} };
+  for (const node of nodes) {
+    const settings: INodeSettings = { ...node.data.settings };
+    const params = wired.get(node.id) ?? new Map<string, string>();
+    // Inputs come from the edges; set in place so the keys keep their order.
+    for (const [param] of inputRefs(settings, types[settings.type])) {
+      if (!params.has(param)) {
+        setParam(settings, param, undefined);
+      }
+    }
+    for (const [param, ref] of params) {
+      setParam(settings, param, ref);
+    }
+    if (settings.ui || moved.has(node.id)) {
+      settings.ui = {
+        x: Math.round(node.position.x),
+        y: Math.round(node.position.y)
+      };
+    }
+    out.nodes[node.id] = settings;
+  }
+  return out;
+}
+
+/**
+ * A free node id for a new node of a type (the type name, numbered when taken).
+ */
+export function freeId(doc: IPipelineDoc, type: string): string {
+  if (!(type in doc.nodes)) {
+    return type;
+  }
+  let n = 2;
+  while (`${type}_${n}` in doc.nodes) {
+    n += 1;
+  }
+  return `${type}_${n}`;
+}
+
+function splitRef(ref: string): [string, string] {
+  const dot = ref.indexOf('.');
+  return dot < 0 ? [ref, PORT] : [ref.slice(0, dot), ref.slice(dot + 1)];
+}
+
+function setParam(
+  settings: INodeSettings,
+  param: string,
+  value: string | undefined
+): void {
+  if (param.startsWith('inputs.')) {
+    const key = param.slice('inputs.'.length);
+    const named = { ...((settings.inputs as object) ?? {}) } as {
+      [key: string]: string;
+    };
+    if (value === undefined) {
+      delete named[key];
+    } else {
+      named[key] = value;
+    }
+    settings.inputs = named;
+  } else if (value === undefined) {
+    delete settings[param];
+  } else {
+    settings[param] = value;
+  }
+}
+
+function depths(
+  ids: ReadonlyArray<string>,
+  edges: ReadonlyArray<IGraphEdge>
+): Map<string, number> {
+  const depth = new Map<string, number>(ids.map(id => [id, 0]));
+  // Longest path from a source; bounded by the node count so a cycle cannot loop forever.
+  for (let round = 0; round < ids.length; round++) {
+    let changed = false;
+    for (const edge of edges) {
+      const d = (depth.get(edge.source) ?? 0) + 1;
+      if (depth.has(edge.target) && d > (depth.get(edge.target) ?? 0)) {
+        depth.set(edge.target, d);
+        changed = true;
+      }
+    }
+    if (!changed) {
+      break;
+    }
+  }
+  return depth;
+}

@@ -1,0 +1,177 @@
+import { Contents } from '@jupyterlab/services';
+import { Button, UseSignal } from '@jupyterlab/ui-components';
+import React, { useEffect, useState } from 'react';
+
+import { KPLClient, PipelineRun, PipelineTemplate } from './api';
+import { formatTime } from './format';
+import { pipelinesIcon } from './icons';
+import { StateBadge } from './jobs';
+import { PollingListModel } from './model';
+import { PIPELINE_SUFFIX } from './pipelineEditor';
+import { KPLSidePanel } from './sidePanel';
+
+/**
+ * What the Pipelines sidebar does with files: list them, create one, open one.
+ */
+export interface IPipelineFiles {
+  contents: Contents.IManager;
+  open: (path: string) => void;
+}
+
+/**
+ * A free file name for a new pipeline from a template, in the server's root folder.
+ */
+async function freePath(
+  contents: Contents.IManager,
+  base: string
+): Promise<string> {
+  const taken = new Set(
+    (
+      (await contents.get('', { content: true })).content as Contents.IModel[]
+    ).map(item => item.path)
+  );
+  let path = `${base}${PIPELINE_SUFFIX}`;
+  for (let n = 2; taken.has(path); n++) {
+    path = `${base}-${n}${PIPELINE_SUFFIX}`;
+  }
+  return path;
+}
+
+function PipelinesList(props: {
+  client: KPLClient;
+  files: IPipelineFiles;
+  model: PollingListModel<PipelineRun>;
+}): JSX.Element {
+  const { client, files, model } = props;
+  const [paths, setPaths] = useState<string[]>([]);
+  const [templates, setTemplates] = useState<PipelineTemplate[]>([]);
+  const [error, setError] = useState('');
+
+  useEffect(() => {
+    client.pipelines
+      .templates()
+      .then(setTemplates)
+      .catch(reason => setError(String(reason)));
+  }, [client]);
+  // The files are listed again whenever the runs are (each refresh of the panel).
+  useEffect(() => {
+    files.contents
+      .get('', { content: true })
+      .then(dir =>
+        setPaths(
+          (dir.content as Contents.IModel[])
+            .filter(item => item.path.endsWith(PIPELINE_SUFFIX))
+            .map(item => item.path)
+            .sort()
+        )
+      )
+      .catch(reason => setError(String(reason)));
+  }, [files, model.items]);
+
+  const fromTemplate = async (template: PipelineTemplate) => {
+    try {
+      const path = await freePath(files.contents, template.name);
+      await files.contents.save(path, {
+        type: 'file',
+        format: 'text',
+        content: template.text
+      });
+      files.open(path);
+      void model.refresh();
+    } catch (reason) {
+      setError(String(reason));
+    }
+  };
+
+  return (
+    <>
+      <div className="kpl-error">{error || model.error?.message || ''}</div>
+      <h3>Files</h3>
+      <ul className="kpl-list kpl-PipelinesPanel-files">
+        {paths.length === 0 && (
+          <li className="kpl-empty">
+            No *{PIPELINE_SUFFIX} files here yet: start from a template.
+          </li>
+        )}
+        {paths.map(path => (
+          <li
+            key={path}
+            className="kpl-item"
+            data-path={path}
+            tabIndex={0}
+            onClick={() => files.open(path)}
+            onKeyDown={event => event.key === 'Enter' && files.open(path)}
+          >
+            {path}
+          </li>
+        ))}
+      </ul>
+      <h3>New pipeline from template</h3>
+      <div className="kpl-PipelinesPanel-templates">
+        {templates.map(template => (
+          <Button
+            key={template.name}
+            className="jp-mod-styled"
+            data-template={template.name}
+            onClick={() => void fromTemplate(template)}
+          >
+            {template.name}
+          </Button>
+        ))}
+      </div>
+      <h3>Recent runs</h3>
+      <ul className="kpl-list kpl-PipelinesPanel-runs">
+        {model.loaded && model.items.length === 0 && !model.error && (
+          <li className="kpl-empty">No runs yet.</li>
+        )}
+        {model.items.map(run => (
+          <li
+            key={run.id}
+            className="kpl-item"
+            data-id={run.id}
+            data-state={run.state}
+            tabIndex={0}
+            title={run.path ? `Open ${run.path}` : run.id}
+            onClick={() => run.path && files.open(run.path)}
+            onKeyDown={event =>
+              event.key === 'Enter' && run.path && files.open(run.path)
+            }
+          >
+            <div className="kpl-item-title">
+              <span className="kpl-name">{run.name}</span>
+              <StateBadge state={run.state} />
+            </div>
+            <div className="kpl-meta">
+              {run.id} · {formatTime(run.created)}
+              {run.reason ? ` · ${run.reason}` : ''}
+            </div>
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+/**
+ * The Pipelines sidebar: the pipeline files, new ones from templates, recent runs.
+ */
+export class PipelinesPanel extends KPLSidePanel<PipelineRun> {
+  constructor(client: KPLClient, interval: number, files: IPipelineFiles) {
+    super({
+      id: 'kpl-lab-pipelines',
+      label: 'Pipelines',
+      caption: 'KPL Pipelines',
+      icon: pipelinesIcon,
+      fetcher: () => client.pipelines.runs(),
+      interval
+    });
+    this.addClass('kpl-PipelinesPanel');
+    this.addContent(
+      <UseSignal signal={this.model.changed}>
+        {() => (
+          <PipelinesList client={client} files={files} model={this.model} />
+        )}
+      </UseSignal>
+    );
+  }
+}

@@ -16,10 +16,21 @@ import { AlgorithmsPanel } from './algorithms';
 import { KPLClient } from './api';
 import { DatasetsPanel } from './datasets';
 import { DatasetViewer, datasetWidget } from './datasetViewer';
-import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
+import {
+  algorithmsIcon,
+  datasetsIcon,
+  experimentsIcon,
+  jobsIcon,
+  kplIcon
+} from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
 import { CompareView } from './compareView';
+import {
+  ExperimentsPanel,
+  ExperimentView,
+  experimentWidget
+} from './experiments';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -39,6 +50,8 @@ export namespace CommandIDs {
   export const submitJob = 'kpl-lab:submit-job';
   export const openJob = 'kpl-lab:open-job';
   export const compareJobs = 'kpl-lab:compare-jobs';
+  export const openExperiments = 'kpl-lab:open-experiments';
+  export const openExperiment = 'kpl-lab:open-experiment';
 }
 
 /**
@@ -78,6 +91,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const datasets = new WidgetTracker<MainAreaWidget<DatasetViewer>>({
       namespace: 'kpl-lab-dataset'
+    });
+    const experiments = new WidgetTracker<MainAreaWidget<ExperimentView>>({
+      namespace: 'kpl-lab-experiment'
     });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
@@ -148,10 +164,32 @@ const plugin: JupyterFrontEndPlugin<void> = {
       openJob,
       compareJobs
     );
-    [datasetsPanel, algorithmsPanel, jobsPanel].forEach((panel, index) => {
-      app.shell.add(panel, 'left', { rank: 600 + index });
-      restorer?.add(panel, panel.id);
-    });
+    const openExperiment = (name: string) => {
+      let widget = experiments.find(w => w.content.experimentName === name);
+      if (!widget) {
+        widget = experimentWidget(
+          client,
+          name,
+          settings.refreshInterval,
+          openJob
+        );
+        void experiments.add(widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const experimentsPanel = new ExperimentsPanel(
+      client,
+      settings.refreshInterval * 2,
+      openExperiment
+    );
+    [datasetsPanel, algorithmsPanel, jobsPanel, experimentsPanel].forEach(
+      (panel, index) => {
+        app.shell.add(panel, 'left', { rank: 600 + index });
+        restorer?.add(panel, panel.id);
+      }
+    );
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
@@ -161,6 +199,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       algorithmsPanel.model.interval = settings.refreshInterval * 5;
       jobsPanel.model.interval = settings.refreshInterval;
       jobs.forEach(widget => {
+        widget.content.interval = settings.refreshInterval;
+      });
+      experimentsPanel.model.interval = settings.refreshInterval * 2;
+      experiments.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
       datasets.forEach(widget => {
@@ -238,6 +280,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Compare KPL jobs',
       execute: args => compareJobs((args.ids as string[]) ?? [])
     });
+    commands.addCommand(CommandIDs.openExperiments, {
+      label: 'Open KPL Experiments',
+      caption: 'Show the Experiments panel',
+      icon: experimentsIcon,
+      execute: () => app.shell.activateById(experimentsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openExperiment, {
+      label: args =>
+        args.name ? `Open Experiment ${args.name}` : 'Open KPL Experiment',
+      execute: args => openExperiment(String(args.name))
+    });
     commands.addCommand(CommandIDs.openJob, {
       label: args => (args.id ? `Open Job ${args.id}` : 'Open KPL Job'),
       execute: args => openJob(String(args.id))
@@ -249,6 +302,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         command: CommandIDs.openJob,
         args: widget => ({ id: widget.content.jobId }),
         name: widget => widget.content.jobId
+      });
+      void restorer.restore(experiments, {
+        command: CommandIDs.openExperiment,
+        args: widget => ({ name: widget.content.experimentName }),
+        name: widget => widget.content.experimentName
       });
       void restorer.restore(datasets, {
         command: CommandIDs.openDataset,
@@ -264,6 +322,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openDatasets,
       CommandIDs.openAlgorithms,
       CommandIDs.openJobs,
+      CommandIDs.openExperiments,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

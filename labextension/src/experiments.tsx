@@ -246,6 +246,8 @@ export class ExperimentView extends ReactWidget {
               series={history}
               xName="trial"
               width={width}
+              dots={['objective']}
+              integerX
             />
           )}
         </div>

@@ -30,6 +30,9 @@ export type FunctionSpec = AlgorithmVersionDetail['function_specs'][string];
 export type Model = Required<Schemas['Model']>;
 export type Job = Required<Schemas['Job']>;
 export type Comparison = Required<Schemas['Comparison']>;
+export type Experiment = Required<Schemas['Experiment']>;
+export type Trial = Required<Schemas['Trial']>;
+export type ResumeExperimentRequest = Schemas['ResumeExperimentRequest'];
 export type ComparedJob = Comparison['jobs'][number];
 export type JobRequest = Schemas['JobRequest'];
 export type Resources = NonNullable<JobRequest['resources']>;
@@ -258,6 +261,27 @@ export class KPLClient {
       }),
     get: (id: string): Promise<PipelineRun> =>
       this.request(path('pipelines', 'runs', id))
+  };
+
+  /**
+   * Experiments (hyperparameter searches): list, show with trials, stop, resume.
+   */
+  readonly experiments = {
+    list: async (): Promise<Experiment[]> =>
+      (await this.request<{ experiments: Experiment[] }>('experiments'))
+        .experiments,
+    get: (name: string): Promise<Experiment> =>
+      this.request(path('experiments', name)),
+    stop: (name: string): Promise<Experiment> =>
+      this.request(path('experiments', name, 'stop'), { method: 'POST' }),
+    resume: (
+      name: string,
+      request: ResumeExperimentRequest = {}
+    ): Promise<Experiment> =>
+      this.request(path('experiments', name, 'resume'), {
+        method: 'POST',
+        body: JSON.stringify(request)
+      })
   };
 
   /**

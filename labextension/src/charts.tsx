@@ -47,6 +47,10 @@ export function MetricChart(props: {
   series: Record<string, [number, number][]>;
   xName: string;
   width: number;
+  /** series drawn as dots, not lines (one value per x, e.g. per trial) */
+  dots?: string[];
+  /** x ticks on whole numbers only (trial numbers) */
+  integerX?: boolean;
 }): JSX.Element {
   const box = useRef<HTMLDivElement>(null);
   const chart = useRef<{ key: string; plot: uPlot } | null>(null);
@@ -69,15 +73,29 @@ export function MetricChart(props: {
           cursor: { drag: { x: true, y: false } },
           series: [
             { label: props.xName },
-            ...names.map((name, i) => ({
-              label: name,
-              stroke: palette(i),
-              width: 1.5,
-              spanGaps: true,
-              points: { show: false }
-            }))
+            ...names.map((name, i) =>
+              props.dots?.includes(name)
+                ? {
+                    label: name,
+                    stroke: palette(i),
+                    paths: () => null,
+                    points: { show: true, size: 7, fill: palette(i) }
+                  }
+                : {
+                    label: name,
+                    stroke: palette(i),
+                    width: 1.5,
+                    spanGaps: true,
+                    points: { show: false }
+                  }
+            )
           ],
-          axes: [axis(), axis()]
+          axes: [
+            props.integerX
+              ? { ...axis(), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }
+              : axis(),
+            axis()
+          ]
         },
         data,
         box.current!

@@ -58,3 +58,14 @@ export const pipelinesIcon = new LabIcon({
   name: 'kpl-lab:pipelines',
   svgstr: PIPELINES_SVG
 });
+
+const EXPERIMENTS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M9 2h6v2h-1v5.2l5.6 9.7A2 2 0 0 1 17.9 22H6.1a2 2 0 0 1-1.7-3.1L10 9.2V4H9z"/>
+  </g>
+</svg>`;
+
+export const experimentsIcon = new LabIcon({
+  name: 'kpl-lab:experiments',
+  svgstr: EXPERIMENTS_SVG
+});

@@ -19,6 +19,7 @@ import { DatasetViewer, datasetWidget } from './datasetViewer';
 import {
   algorithmsIcon,
   datasetsIcon,
+  experimentsIcon,
   jobsIcon,
   kplIcon,
   pipelinesIcon
@@ -33,6 +34,11 @@ import {
   PipelineEditorFactory
 } from './pipelineEditor';
 import { PipelinesPanel } from './pipelines';
+import {
+  ExperimentsPanel,
+  ExperimentView,
+  experimentWidget
+} from './experiments';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -53,6 +59,8 @@ export namespace CommandIDs {
   export const openJob = 'kpl-lab:open-job';
   export const compareJobs = 'kpl-lab:compare-jobs';
   export const openPipelines = 'kpl-lab:open-pipelines';
+  export const openExperiments = 'kpl-lab:open-experiments';
+  export const openExperiment = 'kpl-lab:open-experiment';
 }
 
 /**
@@ -92,6 +100,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const datasets = new WidgetTracker<MainAreaWidget<DatasetViewer>>({
       namespace: 'kpl-lab-dataset'
+    });
+    const experiments = new WidgetTracker<MainAreaWidget<ExperimentView>>({
+      namespace: 'kpl-lab-experiment'
     });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
@@ -204,6 +215,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(pipelinesPanel, 'left', { rank: 603 });
     restorer?.add(pipelinesPanel, pipelinesPanel.id);
 
+    const openExperiment = (name: string) => {
+      let widget = experiments.find(w => w.content.experimentName === name);
+      if (!widget) {
+        widget = experimentWidget(
+          client,
+          name,
+          settings.refreshInterval,
+          openJob
+        );
+        void experiments.add(widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const experimentsPanel = new ExperimentsPanel(
+      client,
+      settings.refreshInterval * 2,
+      openExperiment
+    );
+    [datasetsPanel, algorithmsPanel, jobsPanel, experimentsPanel].forEach(
+      (panel, index) => {
+        app.shell.add(panel, 'left', { rank: 600 + index });
+        restorer?.add(panel, panel.id);
+      }
+    );
+
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
         .composite as number;
@@ -213,6 +251,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       jobsPanel.model.interval = settings.refreshInterval;
       pipelinesPanel.model.interval = settings.refreshInterval * 5;
       jobs.forEach(widget => {
+        widget.content.interval = settings.refreshInterval;
+      });
+      experimentsPanel.model.interval = settings.refreshInterval * 2;
+      experiments.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
       datasets.forEach(widget => {
@@ -296,6 +338,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Compare KPL jobs',
       execute: args => compareJobs((args.ids as string[]) ?? [])
     });
+    commands.addCommand(CommandIDs.openExperiments, {
+      label: 'Open KPL Experiments',
+      caption: 'Show the Experiments panel',
+      icon: experimentsIcon,
+      execute: () => app.shell.activateById(experimentsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openExperiment, {
+      label: args =>
+        args.name ? `Open Experiment ${args.name}` : 'Open KPL Experiment',
+      execute: args => openExperiment(String(args.name))
+    });
     commands.addCommand(CommandIDs.openJob, {
       label: args => (args.id ? `Open Job ${args.id}` : 'Open KPL Job'),
       execute: args => openJob(String(args.id))
@@ -307,6 +360,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         command: CommandIDs.openJob,
         args: widget => ({ id: widget.content.jobId }),
         name: widget => widget.content.jobId
+      });
+      void restorer.restore(experiments, {
+        command: CommandIDs.openExperiment,
+        args: widget => ({ name: widget.content.experimentName }),
+        name: widget => widget.content.experimentName
       });
       void restorer.restore(datasets, {
         command: CommandIDs.openDataset,
@@ -323,6 +381,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openAlgorithms,
       CommandIDs.openJobs,
       CommandIDs.openPipelines,
+      CommandIDs.openExperiments,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

@@ -23,7 +23,7 @@ from ..catalog.models import utcnow
 from ..catalog.pipelines import PipelineNodeRun, PipelineRun
 from ..errors import BadRequest, Conflict, KPLError, NotFound
 from . import cache, processors
-from .format import Spec, parse
+from .format import PipelineSyntaxError, Spec, parse
 from .nodes import PORT
 from .processors import Settings, Source, Stopped
 from .validate import PlatformCatalog, Validation, validate
@@ -164,7 +164,10 @@ class PipelineRunner(LoggingConfigurable):
         user: str = "",
     ) -> str:
         """Validate a pipeline and record a new run of it; refuse one with problems."""
-        spec = parse(text)
+        try:
+            spec = parse(text)
+        except PipelineSyntaxError as error:
+            raise BadRequest(f"the text is no pipeline: {error}", field="text") from None
         checked = self.validate(project, spec)
         if not checked.ok:
             raise BadRequest(

@@ -163,4 +163,4 @@ def test_model_evaluate_follow(run, tmp_path):
     status, out, err = run(*args, "--model", models[0], "--model", models[1])
     assert status == 0, err
     assert re.search(r"^\* result accuracy\s+0.25\s+0.75$", out, re.M), out
-    assert re.search(r"^\* input model\s+scorer:\S+\s+scorer:\S+$", out, re.M), out
+    assert re.search(r"^\* input model\s+scorer-model:\S+\s+scorer-model:\S+$", out, re.M), out

@@ -65,6 +65,7 @@ class PipelineTemplatesHandler(PipelineBase):
         """List templates."""
         from ...pipelines.templates import NAMES, template_text
 
+        self.project  # noqa: B018  (checks the project query as every route does)
         self.reply(
             PipelineTemplateList(templates=[PipelineTemplate(name=n, text=template_text(n)) for n in NAMES])
         )

@@ -25,6 +25,12 @@ from ..base import KPLHandler
 class PipelineBase(KPLHandler):
     """A handler of pipeline runs."""
 
+    async def prepare(self) -> None:
+        """Check the project query first: the file-only routes (templates, node types) never read it."""
+        await super().prepare()
+        if self.current_user is not None:
+            self.project  # noqa: B018
+
     @property
     def runner(self):
         from ...pipelines.runner import PipelineRunner
@@ -65,7 +71,6 @@ class PipelineTemplatesHandler(PipelineBase):
         """List templates."""
         from ...pipelines.templates import NAMES, template_text
 
-        self.project  # noqa: B018  (checks the project query as every route does)
         self.reply(
             PipelineTemplateList(templates=[PipelineTemplate(name=n, text=template_text(n)) for n in NAMES])
         )

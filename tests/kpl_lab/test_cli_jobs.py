@@ -202,6 +202,7 @@ def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
     import threading
 
     from kpl_lab.cli.job import follow_job
+    from kpl_lab.cli.platforms import LocalPlatform
     from kpl_lab.platform import Platform
 
     run = setup
@@ -219,7 +220,8 @@ def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
     platform = Platform(home=str(tmp_path / "home"))  # not the CLI: each of its starts reconciles
     followed = io.StringIO()
     try:
-        follower = threading.Thread(target=follow_job, args=(platform, "default", queued, followed))
+        local = LocalPlatform(platform, "default")
+        follower = threading.Thread(target=follow_job, args=(local, queued, followed))
         follower.start()
         while f"{queued} {waits}" not in followed.getvalue():
             time.sleep(0.1)

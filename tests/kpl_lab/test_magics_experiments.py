@@ -48,7 +48,8 @@ def test_tune_then_compare_the_trials(shell):
     assert "experiment steps-search: 3 trials started" in out
     # the toy's accuracy ends at (steps - 1) / steps: the most steps are best
     best = re.search(
-        r"experiment steps-search succeeded: best trial (\d+) 0.75 \{'steps': 4\}, model model:toy-model:", out
+        r"experiment steps-search succeeded: best trial (\d+) 0.75 \{'steps': 4\}, model model:toy-model:",
+        out,
     )
     assert best, out
     assert "never pushed" not in err  # a warning only for a metric the toy's runs never pushed

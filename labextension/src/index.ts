@@ -16,9 +16,17 @@ import { AlgorithmsPanel } from './algorithms';
 import { KPLClient } from './api';
 import { DatasetsPanel } from './datasets';
 import { DatasetViewer, datasetWidget } from './datasetViewer';
-import { algorithmsIcon, datasetsIcon, jobsIcon, kplIcon } from './icons';
+import { DeploymentView, deploymentWidget } from './deploymentView';
+import {
+  algorithmsIcon,
+  datasetsIcon,
+  jobsIcon,
+  kplIcon,
+  servicesIcon
+} from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
+import { ServicesPanel } from './services';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -37,6 +45,8 @@ export namespace CommandIDs {
   export const openDataset = 'kpl-lab:open-dataset';
   export const submitJob = 'kpl-lab:submit-job';
   export const openJob = 'kpl-lab:open-job';
+  export const openServices = 'kpl-lab:open-services';
+  export const openDeployment = 'kpl-lab:open-deployment';
 }
 
 /**
@@ -77,6 +87,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const datasets = new WidgetTracker<MainAreaWidget<DatasetViewer>>({
       namespace: 'kpl-lab-dataset'
     });
+    const deployments = new WidgetTracker<MainAreaWidget<DeploymentView>>({
+      namespace: 'kpl-lab-deployment'
+    });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
     const openDataset = (name: string, version: string) => {
@@ -96,6 +109,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       if (!widget) {
         widget = jobWidget(client, id, settings.refreshInterval, openJob);
         void jobs.add(widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const openDeployment = (name: string) => {
+      let widget = deployments.find(w => w.content.name === name);
+      if (!widget) {
+        widget = deploymentWidget(client, name, settings.refreshInterval);
+        widget.disposed.connect(() => void servicesPanel.model.refresh());
+        void deployments.add(widget);
         app.shell.add(widget, 'main');
       }
       app.shell.activateById(widget.id);
@@ -131,10 +155,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       openForm
     );
     const jobsPanel = new JobsPanel(client, settings.refreshInterval, openJob);
-    [datasetsPanel, algorithmsPanel, jobsPanel].forEach((panel, index) => {
-      app.shell.add(panel, 'left', { rank: 600 + index });
-      restorer?.add(panel, panel.id);
-    });
+    const servicesPanel = new ServicesPanel(
+      client,
+      settings.refreshInterval,
+      openDeployment
+    );
+    [datasetsPanel, algorithmsPanel, jobsPanel, servicesPanel].forEach(
+      (panel, index) => {
+        app.shell.add(panel, 'left', { rank: 600 + index });
+        restorer?.add(panel, panel.id);
+      }
+    );
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
@@ -143,6 +174,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       datasetsPanel.model.interval = settings.refreshInterval * 5;
       algorithmsPanel.model.interval = settings.refreshInterval * 5;
       jobsPanel.model.interval = settings.refreshInterval;
+      servicesPanel.model.interval = settings.refreshInterval;
+      deployments.forEach(widget => {
+        widget.content.interval = settings.refreshInterval;
+      });
       jobs.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
@@ -186,6 +221,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Show the Jobs panel',
       icon: jobsIcon,
       execute: () => app.shell.activateById(jobsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openServices, {
+      label: 'Open KPL Services',
+      caption: 'Show the Services panel (deployments)',
+      icon: servicesIcon,
+      execute: () => app.shell.activateById(servicesPanel.id)
+    });
+    commands.addCommand(CommandIDs.openDeployment, {
+      label: args =>
+        args.name ? `Open Deployment ${args.name}` : 'Open KPL Deployment',
+      execute: args => openDeployment(String(args.name))
     });
     commands.addCommand(CommandIDs.uploadDataset, {
       label: 'Upload KPL Dataset…',
@@ -237,12 +283,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }),
         name: widget => `${widget.content.name}:${widget.content.version}`
       });
+      void restorer.restore(deployments, {
+        command: CommandIDs.openDeployment,
+        args: widget => ({ name: widget.content.name }),
+        name: widget => widget.content.name
+      });
     }
 
     for (const command of [
       CommandIDs.openDatasets,
       CommandIDs.openAlgorithms,
       CommandIDs.openJobs,
+      CommandIDs.openServices,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

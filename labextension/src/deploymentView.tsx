@@ -152,7 +152,7 @@ function PredictionView(props: {
                   x={box.x}
                   y={box.y}
                   fill={box.color}
-                  fontSize={Math.max(8, height / 20)}
+                  fontSize={height / 14}
                   dy="-0.2em"
                 >
                   {box.label}
@@ -408,7 +408,14 @@ export class DeploymentView extends ReactWidget {
             {deployment.reason && (
               <div className="kpl-error kpl-reason">{deployment.reason}</div>
             )}
-            <table className="kpl-fields kpl-versions">
+            <table className="kpl-table kpl-versions">
+              <thead>
+                <tr>
+                  <th>version</th>
+                  <th>model</th>
+                  <th>traffic</th>
+                </tr>
+              </thead>
               <tbody>
                 <tr data-role="production">
                   <th>production</th>
@@ -429,7 +436,16 @@ export class DeploymentView extends ReactWidget {
                 )}
               </tbody>
             </table>
-            <table className="kpl-fields kpl-replicas">
+            <table className="kpl-table kpl-replicas">
+              <thead>
+                <tr>
+                  <th>replica</th>
+                  <th>role</th>
+                  <th>model</th>
+                  <th>state</th>
+                  <th>restarts</th>
+                </tr>
+              </thead>
               <tbody>
                 {deployment.replica_states.map(replica => (
                   <tr
@@ -444,7 +460,7 @@ export class DeploymentView extends ReactWidget {
                       <StateBadge state={replica.state} />
                     </td>
                     <td>
-                      {`${replica.restarts} restarts` +
+                      {String(replica.restarts) +
                         (replica.reason ? ` · ${replica.reason}` : '')}
                     </td>
                   </tr>

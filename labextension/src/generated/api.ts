@@ -569,7 +569,7 @@ export interface paths {
         put?: never;
         /**
          * One prediction: the body (or a multipart file) goes to a ready replica
-         * @description The answer is the model's JSON response (classification, rectangle boxes or segmentation mask, docs/serving.md) with the header `X-KPL-Model-Version: NAME:VERSION` naming the version that served it. Bad input answers the model's 4xx; a model that fails answers 502; while no replica is ready, 503 at once with the state and reason.
+         * @description The answer is the model's JSON response (classification, rectangle boxes or segmentation mask, docs/serving.md) with the header `X-KPL-Model-Version: NAME:VERSION` naming the version that served it. Bad input answers the model's 4xx (its error in `message`); a model that fails answers 502; while no replica is ready, 503 at once with the state and reason.
          */
         post: operations["postDeploymentPredict"];
         delete?: never;

@@ -152,7 +152,7 @@ function PredictionView(props: {
                   x={box.x}
                   y={box.y}
                   fill={box.color}
-                  fontSize={height / 14}
+                  fontSize={height / 18}
                   dy="-0.2em"
                 >
                   {box.label}

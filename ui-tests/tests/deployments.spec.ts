@@ -73,69 +73,74 @@ test('the deployment view draws the boxes the detection example answers for a dr
 }, testInfo) => {
   test.setTimeout(420_000);
   const name = await deployDetector(page);
+  try {
 
-  const panel = page.locator('#kpl-lab-services');
-  if (!(await panel.isVisible())) {
-    await page.locator('.jp-SideBar [data-id="kpl-lab-services"]').click();
+    const panel = page.locator('#kpl-lab-services');
+    if (!(await panel.isVisible())) {
+      await page.locator('.jp-SideBar [data-id="kpl-lab-services"]').click();
+    }
+    await expect(panel.locator('.kpl-Panel-header h2')).toHaveText('Services');
+    const item = panel.locator(`.kpl-deployment[data-name="${name}"]`);
+    await expect(item).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+    await item.click();
+
+    const view = page.locator('.kpl-DeploymentView');
+    await expect(view.locator('.kpl-deployment-header h2')).toContainText(name);
+    await expect(view.locator('.kpl-versions tr[data-role="production"] td').first()).toContainText(':');
+    await expect(view.locator('.kpl-replicas tr[data-state="ready"]')).toHaveCount(1);
+
+    // Drop the probe image on the drop zone, as a user drags a file from the desktop.
+    const answer = page.waitForResponse(response => new URL(response.url()).pathname.endsWith(`/deployments/${name}/predict`));
+    const png = readFileSync(file('probe.png')).toString('base64');
+    const dataTransfer = await page.evaluateHandle(async data => {
+      const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], 'probe.png', { type: 'image/png' }));
+      return transfer;
+    }, png);
+    await view.locator('.kpl-dropzone').dispatchEvent('drop', { dataTransfer });
+    const response = await answer;
+    expect(response.status(), await response.text()).toBe(200);
+    expect(response.headers()['x-kpl-model-version']).toContain(':');
+    const body = await response.json();
+    expect(body.type).toBe('rectangle_box_detection');
+    expect(body.objects.length).toBeGreaterThan(0);
+
+    // One rectangle per returned object, at the returned coordinates, over the image.
+    const prediction = view.locator('.kpl-prediction[data-kind="detection"]');
+    await expect(prediction.locator('img')).toBeVisible();
+    const rects = prediction.locator('svg.kpl-boxes rect');
+    await expect(rects).toHaveCount(body.objects.length);
+    const drawn = await rects.evaluateAll(nodes =>
+      nodes.map(node => ['x', 'y', 'width', 'height'].map(key => Number(node.getAttribute(key))))
+    );
+    // Corners are put in order (a barely trained model can answer xmax < xmin) and clipped to the image.
+    const clip = (value: number, max: number) => Math.max(0, Math.min(max, value));
+    const span = (a: number, b: number, max: number) => [clip(Math.min(a, b), max), clip(Math.max(a, b), max)];
+    expect(drawn).toEqual(
+      body.objects.map((o: any) => {
+        const [x0, x1] = span(o.xmin, o.xmax, body.width);
+        const [y0, y1] = span(o.ymin, o.ymax, body.height);
+        return [x0, y0, x1 - x0, y1 - y0];
+      })
+    );
+    await expect(prediction.locator('svg.kpl-boxes')).toHaveAttribute('viewBox', `0 0 ${body.width} ${body.height}`);
+    await expect(prediction.locator('.kpl-served-by')).toContainText(response.headers()['x-kpl-model-version']);
+    // The request shows in the curves once the metrics are polled.
+    await expect(view.locator('.kpl-chart[data-figure="requests"]')).toBeVisible({ timeout: 30_000 });
+    await expect(view.locator('.kpl-deployment-log')).not.toBeEmpty();
+    await shot(page, testInfo, 'deployment-view');
+
+    // Delete asks first, then closes the view and the deployment is gone.
+    await page.locator('.kpl-DeploymentView .kpl-delete').click();
+    const dialog = page.locator('.jp-Dialog');
+    await expect(dialog).toContainText(`Delete deployment ${name}?`);
+    await dialog.getByRole('button', { name: 'Delete' }).click();
+    await expect(view).toHaveCount(0);
+    await expect(item).toHaveCount(0, { timeout: 30_000 });
+    expect((await page.request.get(`/kpl/api/deployments/${name}`)).status()).toBe(404);
+  } finally {
+    // Replicas outlive the test server: a failed run must not leave its replica serving (404 once deleted).
+    await page.request.delete(`/kpl/api/deployments/${name}`);
   }
-  await expect(panel.locator('.kpl-Panel-header h2')).toHaveText('Services');
-  const item = panel.locator(`.kpl-deployment[data-name="${name}"]`);
-  await expect(item).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
-  await item.click();
-
-  const view = page.locator('.kpl-DeploymentView');
-  await expect(view.locator('.kpl-deployment-header h2')).toContainText(name);
-  await expect(view.locator('.kpl-versions tr[data-role="production"] td').first()).toContainText(':');
-  await expect(view.locator('.kpl-replicas tr[data-state="ready"]')).toHaveCount(1);
-
-  // Drop the probe image on the drop zone, as a user drags a file from the desktop.
-  const answer = page.waitForResponse(response => new URL(response.url()).pathname.endsWith(`/deployments/${name}/predict`));
-  const png = readFileSync(file('probe.png')).toString('base64');
-  const dataTransfer = await page.evaluateHandle(async data => {
-    const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
-    const transfer = new DataTransfer();
-    transfer.items.add(new File([bytes], 'probe.png', { type: 'image/png' }));
-    return transfer;
-  }, png);
-  await view.locator('.kpl-dropzone').dispatchEvent('drop', { dataTransfer });
-  const response = await answer;
-  expect(response.status(), await response.text()).toBe(200);
-  expect(response.headers()['x-kpl-model-version']).toContain(':');
-  const body = await response.json();
-  expect(body.type).toBe('rectangle_box_detection');
-  expect(body.objects.length).toBeGreaterThan(0);
-
-  // One rectangle per returned object, at the returned coordinates, over the image.
-  const prediction = view.locator('.kpl-prediction[data-kind="detection"]');
-  await expect(prediction.locator('img')).toBeVisible();
-  const rects = prediction.locator('svg.kpl-boxes rect');
-  await expect(rects).toHaveCount(body.objects.length);
-  const drawn = await rects.evaluateAll(nodes =>
-    nodes.map(node => ['x', 'y', 'width', 'height'].map(key => Number(node.getAttribute(key))))
-  );
-  // Corners are put in order (a barely trained model can answer xmax < xmin) and clipped to the image.
-  const clip = (value: number, max: number) => Math.max(0, Math.min(max, value));
-  const span = (a: number, b: number, max: number) => [clip(Math.min(a, b), max), clip(Math.max(a, b), max)];
-  expect(drawn).toEqual(
-    body.objects.map((o: any) => {
-      const [x0, x1] = span(o.xmin, o.xmax, body.width);
-      const [y0, y1] = span(o.ymin, o.ymax, body.height);
-      return [x0, y0, x1 - x0, y1 - y0];
-    })
-  );
-  await expect(prediction.locator('svg.kpl-boxes')).toHaveAttribute('viewBox', `0 0 ${body.width} ${body.height}`);
-  await expect(prediction.locator('.kpl-served-by')).toContainText(response.headers()['x-kpl-model-version']);
-  // The request shows in the curves once the metrics are polled.
-  await expect(view.locator('.kpl-chart[data-figure="requests"]')).toBeVisible({ timeout: 30_000 });
-  await expect(view.locator('.kpl-deployment-log')).not.toBeEmpty();
-  await shot(page, testInfo, 'deployment-view');
-
-  // Delete asks first, then closes the view and the deployment is gone.
-  await page.locator('.kpl-DeploymentView .kpl-delete').click();
-  const dialog = page.locator('.jp-Dialog');
-  await expect(dialog).toContainText(`Delete deployment ${name}?`);
-  await dialog.getByRole('button', { name: 'Delete' }).click();
-  await expect(view).toHaveCount(0);
-  await expect(item).toHaveCount(0, { timeout: 30_000 });
-  expect((await page.request.get(`/kpl/api/deployments/${name}`)).status()).toBe(404);
 });

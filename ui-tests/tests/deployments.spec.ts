@@ -30,7 +30,7 @@ async function getJSON(page: IJupyterLabPageFixture, url: string): Promise<any> 
 /**
  * Train the detection example for an epoch through the REST API and deploy its model, as a user's CLI would.
  */
-async function deployDetector(page: IJupyterLabPageFixture): Promise<string> {
+async function deployDetector(page: IJupyterLabPageFixture): Promise<{ name: string; canary: string }> {
   const dataset = unique('voc-shapes');
   const algorithm = unique('detection');
   const uploads: [string, string][] = [
@@ -47,32 +47,39 @@ async function deployDetector(page: IJupyterLabPageFixture): Promise<string> {
     answers.push(await response.json());
   }
   const [part] = Object.keys(answers[0].parts);
-  const submitted = await page.request.post('/kpl/api/jobs', {
-    data: {
-      algorithm,
-      function: 'train',
-      inputs: { data: `dataset:${dataset}` },
-      parameters: { train_part: part, eval_part: part }
-    }
-  });
-  expect(submitted.status(), await submitted.text()).toBe(201);
-  const jobId = (await submitted.json()).id;
-  await expect
-    .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
-    .toBe('succeeded');
-  const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
-  const model = job.outputs.model.registered.replace(/^model:/, '');
+  // Two trainings (two seeds): the first version goes to production, the second becomes the canary.
+  const jobIds: string[] = [];
+  for (const seed of [0, 1]) {
+    const submitted = await page.request.post('/kpl/api/jobs', {
+      data: {
+        algorithm,
+        function: 'train',
+        inputs: { data: `dataset:${dataset}` },
+        parameters: { train_part: part, eval_part: part, seed }
+      }
+    });
+    expect(submitted.status(), await submitted.text()).toBe(201);
+    jobIds.push((await submitted.json()).id);
+  }
+  const models: string[] = [];
+  for (const jobId of jobIds) {
+    await expect
+      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
+      .toBe('succeeded');
+    const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
+    models.push(job.outputs.model.registered.replace(/^model:/, ''));
+  }
   const name = unique('detector');
-  const created = await page.request.post('/kpl/api/deployments', { data: { name, model } });
+  const created = await page.request.post('/kpl/api/deployments', { data: { name, model: models[0] } });
   expect(created.status(), await created.text()).toBe(201);
-  return name;
+  return { name, canary: models[1] };
 }
 
 test('the deployment view draws the boxes the detection example answers for a dropped image', async ({
   page
 }, testInfo) => {
   test.setTimeout(420_000);
-  const name = await deployDetector(page);
+  const { name, canary } = await deployDetector(page);
   try {
 
     const panel = page.locator('#kpl-lab-services');
@@ -130,6 +137,23 @@ test('the deployment view draws the boxes the detection example answers for a dr
     await expect(view.locator('.kpl-chart[data-figure="requests"]')).toBeVisible({ timeout: 30_000 });
     await expect(view.locator('.kpl-deployment-log')).not.toBeEmpty();
     await shot(page, testInfo, 'deployment-view');
+
+    // A canary shows with its weight; Promote makes it production.
+    const promote = page.locator('.kpl-DeploymentView .kpl-promote');
+    await expect(promote).toBeDisabled();
+    const canaryAnswer = await page.request.post(`/kpl/api/deployments/${name}/canary`, {
+      data: { model: canary, weight: 30 }
+    });
+    expect(canaryAnswer.status(), await canaryAnswer.text()).toBe(200);
+    const canaryRow = view.locator('.kpl-versions tr[data-role="canary"]');
+    await expect(canaryRow).toContainText(canary);
+    await expect(canaryRow).toContainText('30%');
+    await expect(view.locator('.kpl-versions tr[data-role="production"]')).toContainText('70%');
+    await expect(promote).toBeEnabled();
+    await promote.click();
+    await expect(canaryRow).toHaveCount(0, { timeout: 120_000 });
+    await expect(view.locator('.kpl-versions tr[data-role="production"]')).toContainText(canary);
+    await expect(promote).toBeDisabled();
 
     // Delete asks first, then closes the view and the deployment is gone.
     await page.locator('.kpl-DeploymentView .kpl-delete').click();

@@ -46,6 +46,16 @@ export type PipelineNodeType = Required<Schemas['PipelineNodeType']>;
 export type PipelineValidation = Required<Schemas['PipelineValidation']>;
 export type PipelineRun = Required<Schemas['PipelineRun']>;
 export type PipelineTemplate = Required<Schemas['PipelineTemplate']>;
+export type Deployment = Required<Schemas['Deployment']>;
+export type DeploymentLogs = Required<Schemas['DeploymentLogs']>;
+
+/**
+ * A gateway answer: the model's JSON and the NAME:VERSION that served it.
+ */
+export interface IPrediction {
+  response: unknown;
+  modelVersion: string;
+}
 
 /**
  * The states of a job, in the order the server declares them.
@@ -285,6 +295,25 @@ export class KPLClient {
   };
 
   /**
+   * Deployments: list, show, logs, promote, delete, and predict through the gateway.
+   */
+  readonly deployments = {
+    list: async (): Promise<Deployment[]> =>
+      (await this.request<{ deployments: Deployment[] }>('deployments'))
+        .deployments,
+    get: (name: string): Promise<Deployment> =>
+      this.request(path('deployments', name)),
+    logs: (name: string, lines: number): Promise<DeploymentLogs> =>
+      this.request(path('deployments', name, 'logs') + query({ lines })),
+    promote: (name: string): Promise<Deployment> =>
+      this.request(path('deployments', name, 'promote'), { method: 'POST' }),
+    delete: (name: string): Promise<Deleted> =>
+      this.request(path('deployments', name), { method: 'DELETE' }),
+    predict: (name: string, file: Blob): Promise<IPrediction> =>
+      this.predict(name, file)
+  };
+
+  /**
    * The URL of a server path (as the API answers them) that an <img> can load.
    *
    * The path leads to this page's own server, so the browser's cookie authenticates it:
@@ -298,6 +327,59 @@ export class KPLClient {
 
   private request<T>(endPoint: string, init: RequestInit = {}): Promise<T> {
     return requestAPI<T>(this.serverSettings, endPoint, init);
+  }
+
+  /**
+   * Send a file's bytes to a deployment; the version that answered is in a header.
+   */
+  private async predict(name: string, file: Blob): Promise<IPrediction> {
+    const settings = this.serverSettings;
+    const url = URLExt.join(
+      settings.baseUrl,
+      API_NAMESPACE,
+      path('deployments', name, 'predict')
+    );
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(
+        url,
+        {
+          method: 'POST',
+          body: file,
+          headers: {
+            'Content-Type': file.type || 'application/octet-stream'
+          }
+        },
+        settings
+      );
+    } catch (error) {
+      throw new KPLApiError(
+        `Cannot reach the KPL Lab server at ${url}: ${String(error)}`,
+        0
+      );
+    }
+    const text = await response.text();
+    if (!response.ok) {
+      throw KPLApiError.fromResponse(
+        response.status,
+        response.statusText,
+        text,
+        url
+      );
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new KPLApiError(
+        `Deployment ${name} answered with a body that is not JSON`,
+        response.status
+      );
+    }
+    return {
+      response: body,
+      modelVersion: response.headers.get('X-KPL-Model-Version') ?? ''
+    };
   }
 
   /**

@@ -69,3 +69,16 @@ export const experimentsIcon = new LabIcon({
   name: 'kpl-lab:experiments',
   svgstr: EXPERIMENTS_SVG
 });
+
+const SERVICES_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <rect x="3" y="3" width="18" height="6" rx="1"/>
+    <rect x="3" y="15" width="18" height="6" rx="1"/>
+    <path d="M11 9h2v6h-2z"/>
+  </g>
+</svg>`;
+
+export const servicesIcon = new LabIcon({
+  name: 'kpl-lab:services',
+  svgstr: SERVICES_SVG
+});

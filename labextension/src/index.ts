@@ -22,7 +22,8 @@ import {
   experimentsIcon,
   jobsIcon,
   kplIcon,
-  pipelinesIcon
+  pipelinesIcon,
+  servicesIcon
 } from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
@@ -39,6 +40,8 @@ import {
   ExperimentView,
   experimentWidget
 } from './experiments';
+import { DeploymentView, deploymentWidget } from './deploymentView';
+import { ServicesPanel } from './services';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -61,6 +64,8 @@ export namespace CommandIDs {
   export const openPipelines = 'kpl-lab:open-pipelines';
   export const openExperiments = 'kpl-lab:open-experiments';
   export const openExperiment = 'kpl-lab:open-experiment';
+  export const openServices = 'kpl-lab:open-services';
+  export const openDeployment = 'kpl-lab:open-deployment';
 }
 
 /**
@@ -104,6 +109,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const experiments = new WidgetTracker<MainAreaWidget<ExperimentView>>({
       namespace: 'kpl-lab-experiment'
     });
+    const deployments = new WidgetTracker<MainAreaWidget<DeploymentView>>({
+      namespace: 'kpl-lab-deployment'
+    });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
     const openDataset = (name: string, version: string) => {
@@ -123,6 +131,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       if (!widget) {
         widget = jobWidget(client, id, settings.refreshInterval, openJob);
         void jobs.add(widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const openDeployment = (name: string) => {
+      let widget = deployments.find(w => w.content.name === name);
+      if (!widget) {
+        widget = deploymentWidget(client, name, settings.refreshInterval);
+        widget.disposed.connect(() => void servicesPanel.model.refresh());
+        void deployments.add(widget);
         app.shell.add(widget, 'main');
       }
       app.shell.activateById(widget.id);
@@ -196,10 +215,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
       openJob,
       compareJobs
     );
-    [datasetsPanel, algorithmsPanel, jobsPanel].forEach((panel, index) => {
-      app.shell.add(panel, 'left', { rank: 600 + index });
-      restorer?.add(panel, panel.id);
-    });
     const pipelinesPanel = new PipelinesPanel(
       client,
       settings.refreshInterval * 5,
@@ -212,8 +227,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
           })
       }
     );
-    app.shell.add(pipelinesPanel, 'left', { rank: 603 });
-    restorer?.add(pipelinesPanel, pipelinesPanel.id);
 
     const openExperiment = (name: string) => {
       let widget = experiments.find(w => w.content.experimentName === name);
@@ -235,12 +248,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       settings.refreshInterval * 2,
       openExperiment
     );
-    [datasetsPanel, algorithmsPanel, jobsPanel, experimentsPanel].forEach(
-      (panel, index) => {
-        app.shell.add(panel, 'left', { rank: 600 + index });
-        restorer?.add(panel, panel.id);
-      }
+    const servicesPanel = new ServicesPanel(
+      client,
+      settings.refreshInterval,
+      openDeployment
     );
+    [
+      datasetsPanel,
+      algorithmsPanel,
+      jobsPanel,
+      pipelinesPanel,
+      experimentsPanel,
+      servicesPanel
+    ].forEach((panel, index) => {
+      app.shell.add(panel, 'left', { rank: 600 + index });
+      restorer?.add(panel, panel.id);
+    });
 
     const applySettings = (loaded: ISettingRegistry.ISettings) => {
       settings.refreshInterval = loaded.get('refreshInterval')
@@ -250,6 +273,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       algorithmsPanel.model.interval = settings.refreshInterval * 5;
       jobsPanel.model.interval = settings.refreshInterval;
       pipelinesPanel.model.interval = settings.refreshInterval * 5;
+      servicesPanel.model.interval = settings.refreshInterval;
+      deployments.forEach(widget => {
+        widget.content.interval = settings.refreshInterval;
+      });
       jobs.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
@@ -303,6 +330,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Show the Pipelines panel',
       icon: pipelinesIcon,
       execute: () => app.shell.activateById(pipelinesPanel.id)
+    });
+    commands.addCommand(CommandIDs.openServices, {
+      label: 'Open KPL Services',
+      caption: 'Show the Services panel (deployments)',
+      icon: servicesIcon,
+      execute: () => app.shell.activateById(servicesPanel.id)
+    });
+    commands.addCommand(CommandIDs.openDeployment, {
+      label: args =>
+        args.name ? `Open Deployment ${args.name}` : 'Open KPL Deployment',
+      execute: args => openDeployment(String(args.name))
     });
     commands.addCommand(CommandIDs.uploadDataset, {
       label: 'Upload KPL Dataset…',
@@ -374,6 +412,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }),
         name: widget => `${widget.content.name}:${widget.content.version}`
       });
+      void restorer.restore(deployments, {
+        command: CommandIDs.openDeployment,
+        args: widget => ({ name: widget.content.name }),
+        name: widget => widget.content.name
+      });
     }
 
     for (const command of [
@@ -382,6 +425,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openJobs,
       CommandIDs.openPipelines,
       CommandIDs.openExperiments,
+      CommandIDs.openServices,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
       CommandIDs.about

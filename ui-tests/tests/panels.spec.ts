@@ -61,7 +61,8 @@ test('each KPL panel opens from the left sidebar and from the palette', async ({
   for (const [id, title] of [
     ['kpl-lab-datasets', 'Datasets'],
     ['kpl-lab-algorithms', 'Algorithms'],
-    ['kpl-lab-jobs', 'Jobs']
+    ['kpl-lab-jobs', 'Jobs'],
+    ['kpl-lab-services', 'Services']
   ]) {
     const panel = await openPanel(page, id);
     await expect(panel.locator('.kpl-Panel-header h2')).toHaveText(title);

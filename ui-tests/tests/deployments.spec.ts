@@ -1,0 +1,170 @@
+import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import type { TestInfo } from '@playwright/test';
+import { execFileSync } from 'child_process';
+import { mkdtempSync, readFileSync } from 'fs';
+import { tmpdir } from 'os';
+import * as path from 'path';
+
+/**
+ * The VOC dataset, the detection example and the probe image, written once by fixtures/make_detection.py.
+ */
+const FILES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-detection-'));
+execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_detection.py'), FILES]);
+const file = (name: string) => path.join(FILES, name);
+
+const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+
+async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
+  const target = process.env.KPL_SCREENSHOTS
+    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
+    : testInfo.outputPath(`${name}.png`);
+  await page.screenshot({ path: target });
+}
+
+async function getJSON(page: IJupyterLabPageFixture, url: string): Promise<any> {
+  const response = await page.request.get(url);
+  expect(response.status(), await response.text()).toBe(200);
+  return response.json();
+}
+
+/**
+ * Train the detection example for an epoch through the REST API and deploy its model, as a user's CLI would.
+ */
+async function deployDetector(page: IJupyterLabPageFixture): Promise<{ name: string; canary: string }> {
+  const dataset = unique('voc-shapes');
+  const algorithm = unique('detection');
+  const uploads: [string, string][] = [
+    [`/kpl/api/datasets?name=${dataset}&format=voc&filename=detection-voc.zip`, 'detection-voc.zip'],
+    [`/kpl/api/algorithms?name=${algorithm}&filename=detection-algorithm.zip`, 'detection-algorithm.zip']
+  ];
+  const answers = [];
+  for (const [url, name] of uploads) {
+    const response = await page.request.post(url, {
+      data: readFileSync(file(name)),
+      headers: { 'Content-Type': 'application/zip' }
+    });
+    expect(response.status(), await response.text()).toBe(201);
+    answers.push(await response.json());
+  }
+  const [part] = Object.keys(answers[0].parts);
+  // Two trainings (two seeds): the first version goes to production, the second becomes the canary.
+  const jobIds: string[] = [];
+  for (const seed of [0, 1]) {
+    const submitted = await page.request.post('/kpl/api/jobs', {
+      data: {
+        algorithm,
+        function: 'train',
+        inputs: { data: `dataset:${dataset}` },
+        parameters: { train_part: part, eval_part: part, seed }
+      }
+    });
+    expect(submitted.status(), await submitted.text()).toBe(201);
+    jobIds.push((await submitted.json()).id);
+  }
+  const models: string[] = [];
+  for (const jobId of jobIds) {
+    await expect
+      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
+      .toBe('succeeded');
+    const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
+    models.push(job.outputs.model.registered.replace(/^model:/, ''));
+  }
+  const name = unique('detector');
+  const created = await page.request.post('/kpl/api/deployments', { data: { name, model: models[0] } });
+  expect(created.status(), await created.text()).toBe(201);
+  return { name, canary: models[1] };
+}
+
+test('the deployment view draws the boxes the detection example answers for a dropped image', async ({
+  page
+}, testInfo) => {
+  test.setTimeout(420_000);
+  const { name, canary } = await deployDetector(page);
+  try {
+
+    const panel = page.locator('#kpl-lab-services');
+    if (!(await panel.isVisible())) {
+      await page.locator('.jp-SideBar [data-id="kpl-lab-services"]').click();
+    }
+    await expect(panel.locator('.kpl-Panel-header h2')).toHaveText('Services');
+    const item = panel.locator(`.kpl-deployment[data-name="${name}"]`);
+    await expect(item).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+    await item.click();
+
+    const view = page.locator('.kpl-DeploymentView');
+    await expect(view.locator('.kpl-deployment-header h2')).toContainText(name);
+    await expect(view.locator('.kpl-versions tr[data-role="production"] td').first()).toContainText(':');
+    await expect(view.locator('.kpl-replicas tr[data-state="ready"]')).toHaveCount(1);
+
+    // Drop the probe image on the drop zone, as a user drags a file from the desktop.
+    const answer = page.waitForResponse(response => new URL(response.url()).pathname.endsWith(`/deployments/${name}/predict`));
+    const png = readFileSync(file('probe.png')).toString('base64');
+    const dataTransfer = await page.evaluateHandle(async data => {
+      const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], 'probe.png', { type: 'image/png' }));
+      return transfer;
+    }, png);
+    await view.locator('.kpl-dropzone').dispatchEvent('drop', { dataTransfer });
+    const response = await answer;
+    expect(response.status(), await response.text()).toBe(200);
+    expect(response.headers()['x-kpl-model-version']).toContain(':');
+    const body = await response.json();
+    expect(body.type).toBe('rectangle_box_detection');
+    expect(body.objects.length).toBeGreaterThan(0);
+
+    // One rectangle per returned object, at the returned coordinates, over the image.
+    const prediction = view.locator('.kpl-prediction[data-kind="detection"]');
+    await expect(prediction.locator('img')).toBeVisible();
+    const rects = prediction.locator('svg.kpl-boxes rect');
+    await expect(rects).toHaveCount(body.objects.length);
+    const drawn = await rects.evaluateAll(nodes =>
+      nodes.map(node => ['x', 'y', 'width', 'height'].map(key => Number(node.getAttribute(key))))
+    );
+    // Corners are put in order (a barely trained model can answer xmax < xmin) and clipped to the image.
+    const clip = (value: number, max: number) => Math.max(0, Math.min(max, value));
+    const span = (a: number, b: number, max: number) => [clip(Math.min(a, b), max), clip(Math.max(a, b), max)];
+    expect(drawn).toEqual(
+      body.objects.map((o: any) => {
+        const [x0, x1] = span(o.xmin, o.xmax, body.width);
+        const [y0, y1] = span(o.ymin, o.ymax, body.height);
+        return [x0, y0, x1 - x0, y1 - y0];
+      })
+    );
+    await expect(prediction.locator('svg.kpl-boxes')).toHaveAttribute('viewBox', `0 0 ${body.width} ${body.height}`);
+    await expect(prediction.locator('.kpl-served-by')).toContainText(response.headers()['x-kpl-model-version']);
+    // The request shows in the curves once the metrics are polled.
+    await expect(view.locator('.kpl-chart[data-figure="requests"]')).toBeVisible({ timeout: 30_000 });
+    await expect(view.locator('.kpl-deployment-log')).not.toBeEmpty();
+    await shot(page, testInfo, 'deployment-view');
+
+    // A canary shows with its weight; Promote makes it production.
+    const promote = page.locator('.kpl-DeploymentView .kpl-promote');
+    await expect(promote).toBeDisabled();
+    const canaryAnswer = await page.request.post(`/kpl/api/deployments/${name}/canary`, {
+      data: { model: canary, weight: 30 }
+    });
+    expect(canaryAnswer.status(), await canaryAnswer.text()).toBe(200);
+    const canaryRow = view.locator('.kpl-versions tr[data-role="canary"]');
+    await expect(canaryRow).toContainText(canary);
+    await expect(canaryRow).toContainText('30%');
+    await expect(view.locator('.kpl-versions tr[data-role="production"]')).toContainText('70%');
+    await expect(promote).toBeEnabled();
+    await promote.click();
+    await expect(canaryRow).toHaveCount(0, { timeout: 120_000 });
+    await expect(view.locator('.kpl-versions tr[data-role="production"]')).toContainText(canary);
+    await expect(promote).toBeDisabled();
+
+    // Delete asks first, then closes the view and the deployment is gone.
+    await page.locator('.kpl-DeploymentView .kpl-delete').click();
+    const dialog = page.locator('.jp-Dialog');
+    await expect(dialog).toContainText(`Delete deployment ${name}?`);
+    await dialog.getByRole('button', { name: 'Delete' }).click();
+    await expect(view).toHaveCount(0);
+    await expect(item).toHaveCount(0, { timeout: 30_000 });
+    expect((await page.request.get(`/kpl/api/deployments/${name}`)).status()).toBe(404);
+  } finally {
+    // Replicas outlive the test server: a failed run must not leave its replica serving (404 once deleted).
+    await page.request.delete(`/kpl/api/deployments/${name}`);
+  }
+});

@@ -94,6 +94,7 @@ def cmd_show(args, platform) -> int:
         pairs += [("records", row.record_count), ("parts", parts)]
     elif args.kind == "model":
         pairs.append(("files", ", ".join(row.files[:20]) + (" ..." if len(row.files) > 20 else "")))
+        pairs.append(("aliases", ", ".join(data["aliases"]) or "-"))
     else:
         pairs += [("functions", ", ".join(row.functions)), ("parameters", row.parameters)]
     pairs += [("created", human_time(row.created)), ("lineage", row.lineage)]
@@ -109,8 +110,8 @@ def cmd_delete(args, platform) -> int:
     return 0
 
 
-def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser, str], None]) -> None:
-    """Add the `add`, `list`, `show` and `delete` commands of one catalog noun."""
+def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser, str], None]):
+    """Add the `add`, `list`, `show` and `delete` commands of one catalog noun; return its subparsers."""
     group = groups.add_parser(kind, help=f"manage {kind}s").add_subparsers(dest="command", required=True)
     add = group.add_parser("add", help=f"add a {kind} version")
     add_args(add, kind)
@@ -127,3 +128,4 @@ def add_commands(groups, kind: str, add_args: Callable[[argparse.ArgumentParser,
     delete = group.add_parser("delete", help=f"delete a {kind} version, or every version")
     delete.add_argument("ref", metavar="REF", help="NAME:VERSION (one version) or NAME (all versions)")
     delete.set_defaults(func=cmd_delete, kind=kind)
+    return group

@@ -1,18 +1,85 @@
-"""`kpl-lab model add|list|show|delete`."""
+"""`kpl-lab model add|list|show|delete|alias|unalias`."""
 
 from __future__ import annotations
 
 import argparse
 
-from .catalog import add_commands
+from ..catalog.model_structure import describe_model_files
+from ..text import emit_json, human_size, render_table
+from .catalog import add_commands, cmd_show
 
 
 def _add_args(parser: argparse.ArgumentParser, kind: str) -> None:
     parser.add_argument("name", metavar="NAME", help=f"{kind} name")
-    what = "kpl-dataset folder" if kind == "dataset" else "model file or folder"
-    parser.add_argument("path", metavar="PATH", help=what)
+    parser.add_argument(
+        "path", metavar="PATH", help="model file, folder or archive (.zip, .tar, .tar.gz, .tgz)"
+    )
+
+
+def structure_text(files: list[dict]) -> str:
+    """Return the structure view as text: each file with its layers, parameters and shapes."""
+    out = []
+    for entry in files:
+        out.append(f"{entry['path']}  ({entry['format']}, {human_size(entry['size_bytes'])})")
+        if entry.get("error"):
+            out.append(f"  {entry['error']}")
+            continue
+        if "parameters" in entry:
+            out.append(f"  parameters: {entry['parameters']:,}")
+        for word in ("inputs", "outputs"):
+            for tensor in entry.get(word, []):
+                shape = "x".join(str(d) for d in tensor["shape"])
+                out.append(f"  {word[:-1]}: {tensor['name']} {tensor['dtype']}[{shape}]")
+        if entry.get("op_counts"):
+            out.append("  ops: " + ", ".join(f"{op} {n}" for op, n in entry["op_counts"].items()))
+        if entry.get("layers"):
+            rows = [[layer["name"], layer["type"], f"{layer['parameters']:,}"] for layer in entry["layers"]]
+            table = render_table(["LAYER", "TYPE", "PARAMETERS"], rows)
+            out += ["  " + line for line in table.splitlines()]
+            if entry["layers_total"] > len(entry["layers"]):
+                out.append(f"  ... {entry['layers_total'] - len(entry['layers'])} more")
+    return "\n".join(out)
+
+
+def cmd_model_show(args, platform) -> int:
+    if not args.structure:
+        return cmd_show(args, platform)
+    catalog = platform.catalog
+    row = catalog.get_model(args.project, args.ref)
+    files = describe_model_files(catalog.path(row), row.files)
+    if args.json:
+        emit_json({"ref": row.ref, "files": files})
+    else:
+        print(f"model {row.ref}")
+        print(structure_text(files))
+    return 0
+
+
+def cmd_alias(args, platform) -> int:
+    row = platform.catalog.set_model_alias(args.project, args.ref, args.alias)
+    print(f"model {row.model.name}@{args.alias} -> {row.ref}")
+    return 0
+
+
+def cmd_unalias(args, platform) -> int:
+    ref = platform.catalog.remove_model_alias(args.project, args.name, args.alias)
+    print(f"removed model alias {args.name}@{args.alias} (was {ref})")
+    return 0
 
 
 def register(groups) -> None:
     """Add the `model` commands."""
-    add_commands(groups, "model", _add_args)
+    group = add_commands(groups, "model", _add_args)
+    show = group.choices["show"]
+    show.add_argument(
+        "--structure", action="store_true", help="layers/ops, parameter counts and shapes of its files"
+    )
+    show.set_defaults(func=cmd_model_show)
+    alias = group.add_parser("alias", help="point NAME@ALIAS at a model version")
+    alias.add_argument("ref", metavar="NAME[:VERSION]", help="the version (default: latest)")
+    alias.add_argument("alias", metavar="ALIAS", help="e.g. production, canary, best")
+    alias.set_defaults(func=cmd_alias)
+    unalias = group.add_parser("unalias", help="remove an alias")
+    unalias.add_argument("name", metavar="NAME")
+    unalias.add_argument("alias", metavar="ALIAS")
+    unalias.set_defaults(func=cmd_unalias)

@@ -35,6 +35,7 @@ PATH_PARAMETERS = {
     "name": {"schema": NAME_SCHEMA},
     "version": {"schema": NAME_SCHEMA, "description": "a version, or a unique prefix of one"},
     "job_id": {"schema": {"type": "string"}},
+    "alias": {"schema": NAME_SCHEMA, "description": "a model alias: production, canary or any name"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "field": {
         "schema": {"type": "string"},

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 
 from ..catalog.model_structure import describe_model_files
+from ..errors import BadRequest, validation_error
 from ..text import emit_json, human_size, render_table
 from .catalog import add_commands, cmd_show
+from .job import _parameters, _started
 
 
 def _add_args(parser: argparse.ArgumentParser, kind: str) -> None:
@@ -67,6 +69,47 @@ def cmd_unalias(args, platform) -> int:
     return 0
 
 
+def cmd_infer(args, platform) -> int:
+    """Submit the `infer` function of the model's algorithm over a dataset (batch inference)."""
+    from pydantic import ValidationError
+
+    from ..api.jobs import JobRequest
+
+    catalog = platform.catalog
+    model = catalog.get_model(args.project, args.model)
+    algorithm_ref = args.algorithm or (model.lineage or {}).get("algorithm")
+    if not algorithm_ref:
+        raise BadRequest(
+            f"model {model.ref} was not made by a job: name the algorithm that infers (--algorithm)",
+            field="algorithm",
+        )
+    algorithm = catalog.get_algorithm(args.project, algorithm_ref)
+    spec = catalog.read_algorithm(algorithm).spec
+    if "infer" not in spec.functions:
+        raise BadRequest(f"algorithm {algorithm.ref} has no infer function", field="algorithm")
+    keys = [port.key for port in spec.function("infer").inputs]
+    data_keys = [key for key in keys if key != args.model_key]
+    if args.model_key not in keys or not data_keys:
+        raise BadRequest(
+            f"algorithm {algorithm.ref}: infer takes inputs {', '.join(keys)}; "
+            f"expected {args.model_key!r} and one for the dataset",
+            field="algorithm",
+        )
+    dataset = catalog.get_dataset(args.project, args.dataset)
+    try:
+        request = JobRequest(
+            project=args.project,
+            algorithm=algorithm.ref,
+            function="infer",
+            inputs={args.model_key: f"model:{model.ref}", data_keys[0]: f"dataset:{dataset.ref}"},
+            parameters=_parameters(algorithm.parameters or {}, args.param),
+        )
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    job = platform.jobs.submit(request)
+    return _started(args, platform, job, f"submitted job {job.id} ({model.ref} infers {dataset.ref})")
+
+
 def register(groups) -> None:
     """Add the `model` commands."""
     group = add_commands(groups, "model", _add_args)
@@ -83,3 +126,12 @@ def register(groups) -> None:
     unalias.add_argument("name", metavar="NAME")
     unalias.add_argument("alias", metavar="ALIAS")
     unalias.set_defaults(func=cmd_unalias)
+    infer = group.add_parser("infer", help="batch inference: run the model over a dataset as a job")
+    infer.add_argument("model", metavar="MODEL", help="NAME, NAME:VERSION or NAME@ALIAS")
+    infer.add_argument("dataset", metavar="DATASET", help="NAME or NAME:VERSION")
+    infer.add_argument("--algorithm", metavar="A", help="default: the one whose job made the model")
+    infer.add_argument("--model-key", default="model", help="the infer input that takes the model")
+    infer.add_argument("--param", action="append", default=[], metavar="K=V", help="override a parameter")
+    infer.add_argument("-f", "--follow", action="store_true", help="follow the job until it ends")
+    infer.add_argument("--json", action="store_true", help="print the job as JSON")
+    infer.set_defaults(func=cmd_infer)

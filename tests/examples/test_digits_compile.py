@@ -118,6 +118,18 @@ def test_compile_job_registers_an_onnx_version_that_deploys(digits, tmp_path, cl
 
     onnx_ref = f"{name}:{onnx_version['version']}"
     assert kpl_lab(home, env, "model", "alias", onnx_ref, "production").returncode == 0
+
+    # batch inference with the ONNX version writes a predictions dataset with lineage
+    inferred = kpl_lab(home, env, "model", "infer", f"{name}@production", "digits", "--follow")
+    assert inferred.returncode == 0, inferred.stdout + inferred.stderr
+    predictions = json.loads(kpl_lab(home, env, "dataset", "show", "predictions", "--json").stdout)
+    assert predictions["record_count"] == 364 and predictions["parts"] == {"test": 364}
+    lineage = predictions["lineage"]
+    assert lineage["function"] == "infer" and lineage["inputs"]["model"] == onnx_ref
+    assert lineage["inputs"]["data"].startswith("digits:") and lineage["output"] == "predictions"
+    with ReadOnlyDataset(predictions["path"], "test") as reader:
+        first = reader[0]
+    assert first["class_name"] in meta["class_names"] and 0 < first["score"] <= 1
     created = kpl_lab(home, env, "deployment", "create", "digits", "--model", f"{name}@production", "--wait")
     try:
         assert created.returncode == 0, created.stdout + created.stderr

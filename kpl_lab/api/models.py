@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Body
-from .catalog import CatalogVersion
+from .catalog import NAME_PATTERN, CatalogVersion
 
 
 class ModelVersion(CatalogVersion):
@@ -39,7 +39,9 @@ class AliasRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: str | None = Field(
-        default=None, description="the version (or a unique prefix); default: the latest"
+        default=None,
+        description="the version (or a unique prefix); default: the latest",
+        pattern=NAME_PATTERN,
     )
 
 

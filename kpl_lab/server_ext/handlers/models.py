@@ -148,6 +148,8 @@ class ModelAliasHandler(KPLHandler):
     @web.authenticated
     async def put(self, name: str, alias: str) -> None:
         """Point the alias at a version and answer the model with its aliases."""
+        if self.request.body.strip() and self.json_body() is None:  # `null` is not an object
+            raise BadRequest("the request body must be a JSON object", field="body")
         body = self.body_as(AliasRequest)
         check_name(name, "name")
         ref = f"{name}:{body.version}" if body.version else name

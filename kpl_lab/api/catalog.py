@@ -15,6 +15,8 @@ NAME_PATTERN = r"^\w[\w.\-]{0,99}$"
 NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 100}
 # NAME or NAME:VERSION
 REF_PATTERN = r"^\w[\w.\-]{0,99}(:\w[\w.\-]{0,99})?$"
+# a model also answers to NAME@ALIAS (production, canary, ...)
+MODEL_REF_PATTERN = r"^\w[\w.\-]{0,99}([:@]\w[\w.\-]{0,99})?$"
 
 
 class CatalogVersion(Body):

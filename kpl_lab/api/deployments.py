@@ -8,7 +8,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Body
-from .catalog import NAME_PATTERN, REF_PATTERN
+from .catalog import MODEL_REF_PATTERN, NAME_PATTERN
 
 
 class DeploymentState(str, Enum):
@@ -27,7 +27,7 @@ class DeploymentRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN)
-    model: str = Field(description="NAME or NAME:VERSION", pattern=REF_PATTERN)
+    model: str = Field(description="NAME, NAME:VERSION or NAME@ALIAS", pattern=MODEL_REF_PATTERN)
     replicas: int = Field(default=1, ge=1, le=64)
     algorithm: str | None = Field(
         default=None, description="NAME[:VERSION]; default: the algorithm of the job that made the model"
@@ -39,7 +39,7 @@ class CanaryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="NAME:VERSION", pattern=REF_PATTERN)
+    model: str = Field(description="NAME:VERSION or NAME@ALIAS", pattern=MODEL_REF_PATTERN)
     weight: int = Field(ge=0, le=100, description="percent of requests")
     algorithm: str | None = Field(default=None, description="default: the algorithm of the model's job")
     sticky_header: str | None = Field(

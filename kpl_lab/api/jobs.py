@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from .base import Body
-from .catalog import REF_PATTERN
+from .catalog import MODEL_REF_PATTERN, REF_PATTERN
 
-# dataset:NAME[:VERSION], model:NAME[:VERSION] or NAME[:VERSION]
-INPUT_PATTERN = r"^((dataset|model):)?" + REF_PATTERN.removeprefix("^")
+# dataset:NAME[:VERSION], model:NAME[:VERSION|@ALIAS] or NAME[:VERSION|@ALIAS]
+INPUT_PATTERN = r"^((dataset|model):)?" + MODEL_REF_PATTERN.removeprefix("^")
 MAX_WORKER = 2**31 - 1  # the largest worker rank a request may name
 
 

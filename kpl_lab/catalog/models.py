@@ -94,6 +94,9 @@ class Model(_Named, Base):
     versions: Mapped[list[ModelVersion]] = relationship(
         back_populates="model", order_by="ModelVersion.id", cascade="all, delete-orphan", lazy="selectin"
     )
+    aliases: Mapped[list[ModelAlias]] = relationship(
+        order_by="ModelAlias.alias", cascade="all, delete-orphan", lazy="selectin"
+    )
 
 
 class ModelVersion(_Version, Base):
@@ -111,6 +114,23 @@ class ModelVersion(_Version, Base):
     def ref(self) -> str:
         """Return `NAME:VERSION`, the reference that pins this version."""
         return f"{self.model.name}:{self.version}"
+
+
+class ModelAlias(Base):
+    """A movable name (`production`, `canary`, any other) for one version of a model: `NAME@ALIAS`."""
+
+    __tablename__ = "model_aliases"
+    __table_args__ = (UniqueConstraint("model_id", "alias"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    alias: Mapped[str] = mapped_column(String(100))
+    model_version_id: Mapped[int] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="CASCADE"), index=True
+    )
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    model_version: Mapped[ModelVersion] = relationship(lazy="joined")
 
 
 class Algorithm(_Named, Base):

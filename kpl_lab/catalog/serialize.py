@@ -46,10 +46,24 @@ def version_model(kind: str, row: Any) -> CatalogVersion:
             "parts": {p: row.parts[p] for p in part_order(list(row.parts))},
         }
     elif kind == "model":
-        data |= {"files": row.files}
+        data |= {"files": row.files, "aliases": model_version_aliases(row)}
     else:
         data |= {"functions": row.functions, "parameters": row.parameters}
     return VERSION_MODELS[kind].model_validate(data)
+
+
+def model_version_aliases(row: Any) -> list[str]:
+    """Return the aliases of a model version, from its model's aliases when they were loaded."""
+    from sqlalchemy import inspect
+    from sqlalchemy.orm.base import NO_VALUE
+
+    model = inspect(row).attrs.model.loaded_value
+    if model is NO_VALUE:
+        return []
+    aliases = inspect(model).attrs.aliases.loaded_value
+    if aliases is NO_VALUE:  # a model just created has none yet
+        return []
+    return sorted(a.alias for a in aliases if a.model_version_id == row.id)
 
 
 def dataset_detail_model(row: Any, schemas: dict) -> DatasetVersionDetail:
@@ -82,11 +96,13 @@ def algorithm_detail_model(row: Any, algorithm: Any) -> AlgorithmVersionDetail:
 
 def named_model(kind: str, named: Any) -> Dataset | Model | Algorithm:
     """Return a dataset, model or algorithm with its versions (oldest first)."""
+    extra = {"aliases": {a.alias: a.model_version.version for a in named.aliases}} if kind == "model" else {}
     return NAMED_MODELS[kind](
         name=named.name,
         description=named.description or "",
         created=utc(named.created),
         versions=[version_model(kind, v) for v in named.versions],
+        **extra,
     )
 
 

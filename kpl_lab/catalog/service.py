@@ -24,6 +24,7 @@ from .models import (
     Dataset,
     DatasetVersion,
     Model,
+    ModelAlias,
     ModelVersion,
     Project,
 )
@@ -118,6 +119,8 @@ class Catalog:
         if session is None:
             with self.platform.session() as session:
                 return self._get(kind, project, ref, session)
+        if kind is MODEL and "@" in ref:
+            return self._get_alias(project, ref, session)
         name, version = parse_ref(ref)
         named = self._named(session, kind, project, name)
         if not named.versions:
@@ -219,6 +222,9 @@ class Catalog:
             self._refuse_if_in_use(session, kind, named.project_id, doomed)
             paths = [self.path(v) for v in doomed]
             refs = [v.ref for v in doomed]
+            ids = {v.id for v in doomed}
+            for alias in [a for a in getattr(named, "aliases", []) if a.model_version_id in ids]:
+                named.aliases.remove(alias)  # an alias never outlives its version
             for row in doomed:
                 named.versions.remove(row)
             if not named.versions:
@@ -327,12 +333,18 @@ class Catalog:
         description: str = "",
         lineage: dict | None = None,
     ) -> ModelVersion:
-        """Copy a model file or folder into storage as a new version (same content: same version)."""
+        """Copy a model file, folder or archive into storage as a new version (same content: same version).
+
+        A `.zip`, `.tar`, `.tar.gz` or `.tgz` file is unpacked first, refusing unsafe entries
+        (`..`, absolute paths, links) and archives that expand too much.
+        """
         check_name(name)
         src = Path(src_path)
         if not src.exists():
             raise BadRequest(f"{src}: no such file or folder", field="path")
         with self.storage.staging(project) as tmp:
+            if src.is_file() and src.name.lower().endswith(MODEL_ARCHIVE_SUFFIXES):
+                src = _unpack_model_archive(src, tmp / "unpacked")
             staged = tmp / "model"
             copy = copy_hashed(src, staged)
             if not copy.files:
@@ -352,6 +364,45 @@ class Catalog:
     def delete_model(self, project: str, ref: str) -> list[str]:
         """Delete a model version, or the whole model when no version is named."""
         return self._delete(MODEL, project, ref)
+
+    def _get_alias(self, project: str, ref: str, session: Session) -> ModelVersion:
+        name, _, alias = ref.partition("@")
+        check_name(name, "model")
+        check_name(alias, "alias")
+        named = self._named(session, MODEL, project, name)
+        found = next((a for a in named.aliases if a.alias == alias), None)
+        if found is None:
+            known = ", ".join(a.alias for a in named.aliases) or "none"
+            raise NotFound(f"model alias {name}@{alias} not found (aliases: {known})")
+        return found.model_version
+
+    def set_model_alias(self, project: str, ref: str, alias: str) -> ModelVersion:
+        """Point `NAME@ALIAS` at a model version (moving the alias if it pointed elsewhere)."""
+        check_name(alias, "alias")
+        with self.platform.session(immediate=True) as session:
+            row = self._get(MODEL, project, ref, session)
+            named = row.model
+            found = next((a for a in named.aliases if a.alias == alias), None)
+            if found is None:
+                named.aliases.append(ModelAlias(alias=alias, model_version=row))
+            else:
+                found.model_version = row
+            session.flush()
+            return row
+
+    def remove_model_alias(self, project: str, name: str, alias: str) -> str:
+        """Remove `NAME@ALIAS`; return the ref it pointed at."""
+        with self.platform.session(immediate=True) as session:
+            row = self._get_alias(project, f"{name}@{alias}", session)
+            named = row.model
+            named.aliases.remove(next(a for a in named.aliases if a.alias == alias))
+            return row.ref
+
+    def model_aliases(self, row: ModelVersion) -> list[str]:
+        """Return the aliases that point at a model version."""
+        with self.platform.session() as session:
+            query = select(ModelAlias.alias).where(ModelAlias.model_version_id == row.id)
+            return sorted(session.scalars(query))
 
     # algorithms
 
@@ -434,6 +485,8 @@ class Catalog:
         A bare name is looked up as a dataset, then as a model; a name that is both is ambiguous.
         """
         kind, _, rest = ref.partition(":")
+        if "@" in ref and kind not in INPUT_KINDS:  # NAME@ALIAS: only models have aliases
+            kind, rest = "model", ref
         if kind in INPUT_KINDS and rest:
             row = self._pinned(KINDS[kind], project, rest)
             return kind, row, self.path(row)
@@ -451,6 +504,24 @@ class Catalog:
             )
         word, row = found[0]
         return word, row, self.path(row)
+
+
+MODEL_ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
+
+
+def _unpack_model_archive(archive: Path, dest: Path) -> Path:
+    """Extract an uploaded model archive with the algorithm upload's checks; return its folder."""
+    from ..algorithms.errors import AlgorithmError
+    from ..algorithms.package import extract_archive
+
+    try:
+        extract_archive(archive, dest)
+    except AlgorithmError as exc:
+        raise BadRequest(f"{archive.name}: {exc}", field="path") from exc
+    entries = list(dest.iterdir())
+    if len(entries) == 1 and entries[0].is_dir():  # an archive of one folder holds the model
+        return entries[0]
+    return dest
 
 
 def is_dataset_scratch(name: str) -> bool:

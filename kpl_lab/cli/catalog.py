@@ -73,6 +73,7 @@ def cmd_show(args, platform) -> int:
     elif args.kind == "model":
         files = data["files"]
         pairs.append(("files", ", ".join(files[:20]) + (" ..." if len(files) > 20 else "")))
+        pairs.append(("aliases", ", ".join(data["aliases"]) or "-"))
     else:
         pairs += [("functions", ", ".join(data["functions"])), ("parameters", data["parameters"])]
     pairs += [("created", human_time(data["created"])), ("lineage", data["lineage"])]

@@ -1,21 +1,125 @@
-"""`kpl-lab model add|list|show|delete|evaluate`."""
+"""`kpl-lab model add|list|show|delete|alias|unalias|infer|evaluate`."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from ..text import emit_json, render_table
-from .catalog import add_commands
-from .job import _parameters
+from ..catalog.model_structure import describe_model_files
+from ..errors import BadRequest, validation_error
+from ..text import emit_json, human_size, render_table
+from .catalog import add_commands, cmd_show
+from .job import _parameters, _started
 
 FOLLOW_INTERVAL = 0.5
 
 
 def _add_args(parser: argparse.ArgumentParser, kind: str) -> None:
     parser.add_argument("name", metavar="NAME", help=f"{kind} name")
-    what = "kpl-dataset folder" if kind == "dataset" else "model file or folder"
-    parser.add_argument("path", metavar="PATH", help=what)
+    parser.add_argument(
+        "path", metavar="PATH", help="model file, folder or archive (.zip, .tar, .tar.gz, .tgz)"
+    )
+
+
+def structure_text(files: list[dict]) -> str:
+    """Return the structure view as text: each file with its layers, parameters and shapes."""
+    out = []
+    for entry in files:
+        out.append(f"{entry['path']}  ({entry['format']}, {human_size(entry['size_bytes'])})")
+        if entry.get("error"):
+            out.append(f"  {entry['error']}")
+            continue
+        if "parameters" in entry:
+            out.append(f"  parameters: {entry['parameters']:,}")
+        for word in ("inputs", "outputs"):
+            for tensor in entry.get(word, []):
+                shape = "x".join(str(d) for d in tensor["shape"])
+                out.append(f"  {word[:-1]}: {tensor['name']} {tensor['dtype']}[{shape}]")
+        if entry.get("op_counts"):
+            out.append("  ops: " + ", ".join(f"{op} {n}" for op, n in entry["op_counts"].items()))
+        if entry.get("layers"):
+            rows = [[layer["name"], layer["type"], f"{layer['parameters']:,}"] for layer in entry["layers"]]
+            table = render_table(["LAYER", "TYPE", "PARAMETERS"], rows)
+            out += ["  " + line for line in table.splitlines()]
+            if entry["layers_total"] > len(entry["layers"]):
+                out.append(f"  ... {entry['layers_total'] - len(entry['layers'])} more")
+    return "\n".join(out)
+
+
+def _this_machine(args, platform, hint: str):
+    from . import _this_machine
+
+    return _this_machine(args, platform, hint)
+
+
+def cmd_model_show(args, platform) -> int:
+    if not args.structure:
+        return cmd_show(args, platform)
+    catalog = _this_machine(
+        args, platform, "the Models REST API (GET /kpl/api/models/NAME/versions/VERSION/structure)"
+    ).catalog
+    row = catalog.get_model(args.project, args.ref)
+    files = describe_model_files(catalog.path(row), row.files)
+    if args.json:
+        emit_json({"ref": row.ref, "files": files})
+    else:
+        print(f"model {row.ref}")
+        print(structure_text(files))
+    return 0
+
+
+def cmd_alias(args, platform) -> int:
+    row = platform.catalog.set_model_alias(args.project, args.ref, args.alias)
+    print(f"model {row.model.name}@{args.alias} -> {row.ref}")
+    return 0
+
+
+def cmd_unalias(args, platform) -> int:
+    ref = platform.catalog.remove_model_alias(args.project, args.name, args.alias)
+    print(f"removed model alias {args.name}@{args.alias} (was {ref})")
+    return 0
+
+
+def cmd_infer(args, platform) -> int:
+    """Submit the `infer` function of the model's algorithm over a dataset (batch inference)."""
+    from pydantic import ValidationError
+
+    from ..api.jobs import JobRequest
+
+    local = _this_machine(args, platform, "Client().submit of the algorithm's infer function")
+    catalog = local.catalog
+    model = catalog.get_model(args.project, args.model)
+    algorithm_ref = args.algorithm or (model.lineage or {}).get("algorithm")
+    if not algorithm_ref:
+        raise BadRequest(
+            f"model {model.ref} was not made by a job: name the algorithm that infers (--algorithm)",
+            field="algorithm",
+        )
+    algorithm = catalog.get_algorithm(args.project, algorithm_ref)
+    spec = catalog.read_algorithm(algorithm).spec
+    if "infer" not in spec.functions:
+        raise BadRequest(f"algorithm {algorithm.ref} has no infer function", field="algorithm")
+    keys = [port.key for port in spec.function("infer").inputs]
+    data_keys = [key for key in keys if key != args.model_key]
+    if args.model_key not in keys or not data_keys:
+        raise BadRequest(
+            f"algorithm {algorithm.ref}: infer takes inputs {', '.join(keys)}; "
+            f"expected {args.model_key!r} and one for the dataset",
+            field="algorithm",
+        )
+    dataset = catalog.get_dataset(args.project, args.dataset)
+    try:
+        request = JobRequest(
+            project=args.project,
+            algorithm=algorithm.ref,
+            function="infer",
+            inputs={args.model_key: f"model:{model.ref}", data_keys[0]: f"dataset:{dataset.ref}"},
+            parameters=_parameters(algorithm.parameters or {}, args.param),
+        )
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    job = platform.job(local.jobs.submit(request).id)
+    return _started(args, platform, job, f"submitted job {job['id']} ({model.ref} infers {dataset.ref})")
 
 
 def cmd_model_evaluate(args, platform) -> int:
@@ -84,3 +188,29 @@ def register(groups) -> None:
         func=cmd_model_evaluate,
         on_this_machine="Client().submit of the test function per model, then %kpl_compare",
     )
+    show = group.choices["show"]
+    show.add_argument(
+        "--structure", action="store_true", help="layers/ops, parameter counts and shapes of its files"
+    )
+    show.set_defaults(func=cmd_model_show)
+    alias = group.add_parser("alias", help="point NAME@ALIAS at a model version")
+    alias.add_argument("ref", metavar="NAME[:VERSION]", help="the version (default: latest)")
+    alias.add_argument("alias", metavar="ALIAS", help="e.g. production, canary, best")
+    alias.set_defaults(
+        func=cmd_alias, on_this_machine="the Models REST API (PUT /kpl/api/models/NAME/aliases/ALIAS)"
+    )
+    unalias = group.add_parser("unalias", help="remove an alias")
+    unalias.add_argument("name", metavar="NAME")
+    unalias.add_argument("alias", metavar="ALIAS")
+    unalias.set_defaults(
+        func=cmd_unalias, on_this_machine="the Models REST API (DELETE /kpl/api/models/NAME/aliases/ALIAS)"
+    )
+    infer = group.add_parser("infer", help="batch inference: run the model over a dataset as a job")
+    infer.add_argument("model", metavar="MODEL", help="NAME, NAME:VERSION or NAME@ALIAS")
+    infer.add_argument("dataset", metavar="DATASET", help="NAME or NAME:VERSION")
+    infer.add_argument("--algorithm", metavar="A", help="default: the one whose job made the model")
+    infer.add_argument("--model-key", default="model", help="the infer input that takes the model")
+    infer.add_argument("--param", action="append", default=[], metavar="K=V", help="override a parameter")
+    infer.add_argument("-f", "--follow", action="store_true", help="follow the job until it ends")
+    infer.add_argument("--json", action="store_true", help="print the job as JSON")
+    infer.set_defaults(func=cmd_infer)

@@ -139,6 +139,15 @@ class Finisher:
         )
         self.scheduler.schedule()
 
+    def _final_metrics(self, job: Job) -> dict[str, float]:
+        """Return `figure/series` -> the last value the job reported, for the lineage of its outputs."""
+        latest = self.records.latest_metrics(job.project.name, job.id)
+        return {
+            f"{figure}/{series}": value
+            for figure, by_series in latest.items()
+            for series, (_, value) in by_series.items()
+        }
+
     def _register_outputs(self, job: Job) -> None:
         """Register each written output folder (dataset or model) and each saved path, with lineage."""
         from kpl_dataset.manifest import MANIFEST_SUFFIX
@@ -150,6 +159,7 @@ class Finisher:
             "function": job.function,
             "inputs": {key: spec["version"] for key, spec in job.inputs.items()},
             "parameters": job.parameters,
+            "metrics": self._final_metrics(job),
         }
         algorithm = job.algorithm_ref.split(":", 1)[0]
         outputs = {key: dict(spec) for key, spec in job.outputs.items()}

@@ -38,6 +38,7 @@ PATH_PARAMETERS = {
     "job_id": {"schema": {"type": "string"}},
     "run_id": {"schema": {"type": "string"}, "description": "a pipeline run id"},
     "node": {"schema": {"type": "string"}, "description": "a node id of the pipeline"},
+    "alias": {"schema": NAME_SCHEMA, "description": "a model alias: production, canary or any name"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "field": {
         "schema": {"type": "string"},

@@ -42,7 +42,7 @@ from ..api.jobs import (
     Progress,
     ResumeRequest,
 )
-from ..api.models import Model, ModelList, ModelVersion
+from ..api.models import AliasRequest, Model, ModelList, ModelStructure, ModelVersion
 from ..api.pipelines import (
     PipelineNodeTypeList,
     PipelineRecords,
@@ -229,7 +229,27 @@ ROUTES: list[Route] = [
             "delete": _delete("one algorithm version"),
         },
     ),
-    Route("/models", models.ModelsHandler, {"get": Operation("List models", ModelList, query=(SEARCH,))}),
+    Route(
+        "/models",
+        models.ModelsHandler,
+        {
+            "get": Operation("List models", ModelList, query=(SEARCH,)),
+            "post": Operation(
+                "Upload a model file, or a zip or tar of its folder, as a new model version",
+                ModelVersion,
+                status=201,
+                description="The body is the file itself, streamed (no multipart). An archive is unpacked "
+                "with the algorithm upload's checks: path traversal, links and zip bombs are refused with "
+                "400 naming the entry. Same content again answers the same version.",
+                upload=True,
+                query=(
+                    Query("name", NAME_SCHEMA, required=True),
+                    Query("description"),
+                    Query("filename", NAME_SCHEMA, "the name a single model file is stored under"),
+                ),
+            ),
+        },
+    ),
     Route(
         "/models/{name}",
         models.ModelHandler,
@@ -241,6 +261,45 @@ ROUTES: list[Route] = [
         {
             "get": Operation("One model version with its files and lineage", ModelVersion),
             "delete": _delete("one model version"),
+        },
+    ),
+    Route(
+        "/models/{name}/versions/{version}/structure",
+        models.ModelStructureHandler,
+        {
+            "get": Operation(
+                "Layers or ops, parameter counts and input/output shapes of a model version's files",
+                ModelStructure,
+                description="ONNX graphs are read with the onnx package; PyTorch files as TorchScript or as "
+                "state dicts with weights_only=True (a full pickle is never unpickled: its entry has an "
+                "`error`); other files are listed with their sizes.",
+            )
+        },
+    ),
+    Route(
+        "/models/{name}/versions/{version}/download",
+        models.ModelDownloadHandler,
+        {
+            "get": Operation(
+                "A model version's files as one zip archive",
+                None,
+                content={"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+            )
+        },
+    ),
+    Route(
+        "/models/{name}/aliases/{alias}",
+        models.ModelAliasHandler,
+        {
+            "get": Operation("The model version an alias points at (NAME@ALIAS)", ModelVersion),
+            "put": Operation(
+                "Point an alias (production, canary, any name) at a version",
+                Model,
+                body=AliasRequest,
+                description="Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever "
+                "a model reference is accepted (deployments, job inputs, the CLI).",
+            ),
+            "delete": Operation("Remove an alias", Model),
         },
     ),
     Route(

@@ -11,6 +11,7 @@ import {
   Stats
 } from './api';
 import { formatBytes, palette, partOrder } from './format';
+import { boxLabel, predictedClass } from './predictions';
 
 /**
  * Whether a record value is a reference to bytes on the server.
@@ -36,6 +37,7 @@ export interface IBoxObject {
   segmentation?: number[][];
   points?: number[][];
   mask?: BytesRef;
+  score?: number; // a prediction's confidence (batch inference output)
 }
 
 /**
@@ -174,7 +176,7 @@ function Boxes(props: {
               fontSize={fontSize}
               fontWeight="bold"
             >
-              {object.name ?? ''}
+              {boxLabel(object)}
             </text>
           </g>
         );
@@ -195,6 +197,7 @@ function RecordImage(props: {
 }): JSX.Element {
   const { client, fields, imageField, image } = props;
   const objects = boxObjects(fields);
+  const predicted = predictedClass(fields);
   const [size, setSize] = useState({
     width: Number(fields['width']) || 0,
     height: Number(fields['height']) || 0
@@ -236,6 +239,9 @@ function RecordImage(props: {
           height={size.height}
         />
       ))}
+      {predicted !== null && (
+        <span className="kpl-predicted-class">{predicted}</span>
+      )}
       {objects.length > 0 && size.width > 0 && size.height > 0 && (
         <Boxes
           objects={objects}

@@ -52,7 +52,7 @@ def test_digits_dataset_shape(digits):
 
 def test_example_algorithm_is_valid():
     algorithm = read_algorithm(ALGORITHM)
-    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
+    assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy", "compile"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
     assert algorithm.spec.image.runs == ()
     assert {"epochs", "batch_size", "lr"} <= set(algorithm.parameters.values)

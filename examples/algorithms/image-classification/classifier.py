@@ -119,3 +119,80 @@ def predict(model: nn.Module, images: torch.Tensor, batch_size: int) -> tuple[to
         ids.append(index)
         scores.append(score)
     return torch.cat(ids), torch.cat(scores)
+
+
+ONNX_FILE = "model.onnx"
+ONNX_META_FILE = "model.json"  # what a compiled model needs besides its graph: classes, input size, target
+
+
+def export_onnx(model: nn.Module, state: dict, folder: str, opset: int) -> str:
+    """Export the model to folder/model.onnx (dynamic batch) with its metadata in model.json."""
+    import json
+    import warnings
+
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, ONNX_FILE)
+    example = torch.zeros(1, 1, state["image_size"], state["image_size"])
+    with warnings.catch_warnings():  # the TorchScript-based exporter needs no onnxscript; it warns
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            model,
+            example,
+            path,
+            input_names=["image"],
+            output_names=["logits"],
+            dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
+            opset_version=opset,
+            dynamo=False,
+        )
+    meta = {
+        "target": "onnx",
+        "runtime": "onnxruntime",
+        "opset": opset,
+        "class_names": state["class_names"],
+        "image_size": state["image_size"],
+        "input": "image: float32[batch, 1, image_size, image_size] in [0, 1]",
+        "output": "logits: float32[batch, classes]",
+    }
+    with open(os.path.join(folder, ONNX_META_FILE), "w") as file:
+        json.dump(meta, file, indent=2)
+    return path
+
+
+def load_predictor(folder: str, threads: int):
+    """Return (logits of a float32 N x 1 x S x S batch as numpy, class names, image size) for a model folder.
+
+    A folder with model.onnx (the output of compile.py) runs on onnxruntime; one with model.pt on PyTorch.
+    """
+    import json
+
+    if os.path.isfile(os.path.join(folder, ONNX_FILE)):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        session = onnxruntime.InferenceSession(
+            os.path.join(folder, ONNX_FILE), options, providers=["CPUExecutionProvider"]
+        )
+        with open(os.path.join(folder, ONNX_META_FILE)) as file:
+            meta = json.load(file)
+
+        def onnx_logits(images: np.ndarray) -> np.ndarray:
+            return session.run(["logits"], {"image": images.astype(np.float32)})[0]
+
+        return onnx_logits, meta["class_names"], meta["image_size"]
+    torch.set_num_threads(threads)
+    state = load_checkpoint(folder)
+    model = build_model(state)
+
+    @torch.no_grad()
+    def torch_logits(images: np.ndarray) -> np.ndarray:
+        return model(torch.from_numpy(images)).numpy()
+
+    return torch_logits, state["class_names"], state["image_size"]
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Return the softmax of each row."""
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)

@@ -1,7 +1,10 @@
-"""Serve the classifier: POST an image to /predict, get its class and score."""
+"""Serve the classifier: POST an image to /predict, get its class and score.
 
-import torch
-from classifier import build_model, decode_image, load_checkpoint
+The model folder is either train.py's (model.pt, run on PyTorch) or compile.py's (model.onnx,
+run on onnxruntime): the answers are the same within float tolerance.
+"""
+
+from classifier import decode_image, load_predictor, softmax
 
 import kpl_helper as helper
 from kpl_helper import deploy
@@ -10,25 +13,22 @@ from kpl_helper import deploy
 def main():
     parameter = helper.get_parameter(default="./parameter.yml")
     model_path = helper.io.get_input_path(key="model", default="./output/model")
-    torch.set_num_threads(parameter.threads)
-    state = load_checkpoint(model_path)
-    model = build_model(state)
+    logits_of, class_names, image_size = load_predictor(model_path, parameter.threads)
 
-    @torch.no_grad()
     def predict(data: bytes, content_type: str) -> dict:
         try:
-            image = decode_image(data, state["image_size"])
+            image = decode_image(data, image_size)
         except Exception as error:
             raise deploy.BadInput(f"not an image ({content_type}): {error}") from None
-        probabilities = torch.softmax(model(torch.from_numpy(image)[None, None]), dim=1)[0]
-        score, class_id = probabilities.max(dim=0)
+        probabilities = softmax(logits_of(image[None, None]))[0]
+        class_id = int(probabilities.argmax())
         return deploy.ClassificationResponse.dumps(
             image.shape[0],
             image.shape[1],
             1,
-            int(class_id),
-            state["class_names"][int(class_id)],
-            score=float(score),
+            class_id,
+            class_names[class_id],
+            score=float(probabilities[class_id]),
         )
 
     deploy.serve(predict)

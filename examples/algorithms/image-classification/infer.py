@@ -4,8 +4,7 @@ import os
 import sys
 
 import numpy as np
-import torch
-from classifier import build_model, choose_part, decode_image, load_checkpoint, predict
+from classifier import choose_part, decode_image, load_predictor, softmax
 
 import kpl_helper as helper
 from kpl_dataset import BasicType, ReadOnlyDataset, WriteOnlyDataset
@@ -24,9 +23,8 @@ def main():
             f"no dataset at {data_path}: run `python examples/datasets/make_digits.py {data_path}` first"
         )
 
-    torch.set_num_threads(parameter.threads)
-    state = load_checkpoint(model_path)
-    model = build_model(state)
+    # train.py's model.pt runs on PyTorch, compile.py's model.onnx on onnxruntime
+    logits_of, class_names, image_size = load_predictor(model_path, parameter.threads)
     part = choose_part(data_path, parameter.eval_part)
     reader = ReadOnlyDataset(data_path, part)
     # the input's fields, with class_id / class_name / score now meaning the prediction
@@ -36,17 +34,16 @@ def main():
         total = len(reader)
         for start in range(0, total, parameter.batch_size):
             records = [reader[i] for i in range(start, min(start + parameter.batch_size, total))]
-            images = torch.from_numpy(
-                np.stack([decode_image(r["content"], state["image_size"]) for r in records])
-            ).unsqueeze(1)
-            class_ids, scores = predict(model, images, parameter.batch_size)
-            for record, class_id, score in zip(records, class_ids.tolist(), scores.tolist(), strict=True):
+            images = np.stack([decode_image(r["content"], image_size) for r in records])[:, None]
+            probabilities = softmax(logits_of(images))
+            for record, row in zip(records, probabilities, strict=True):
+                class_id = int(row.argmax())
                 writer.write(
                     {
                         **record,
                         "class_id": class_id,
-                        "class_name": state["class_names"][class_id],
-                        "score": score,
+                        "class_name": class_names[class_id],
+                        "score": float(row[class_id]),
                     }
                 )
             send_progress(min(start + parameter.batch_size, total) / max(total, 1))

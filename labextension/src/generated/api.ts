@@ -222,7 +222,11 @@ export interface paths {
         /** List models */
         get: operations["getModels"];
         put?: never;
-        post?: never;
+        /**
+         * Upload a model file, or a zip or tar of its folder, as a new model version
+         * @description The body is the file itself, streamed (no multipart). An archive is unpacked with the algorithm upload's checks: path traversal, links and zip bombs are refused with 400 naming the entry. Same content again answers the same version.
+         */
+        post: operations["postModels"];
         delete?: never;
         options?: never;
         head?: never;
@@ -260,6 +264,65 @@ export interface paths {
         post?: never;
         /** Delete one model version (409 while a job uses it) */
         delete: operations["deleteModelVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{name}/versions/{version}/structure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Layers or ops, parameter counts and input/output shapes of a model version's files
+         * @description ONNX graphs are read with the onnx package; PyTorch files as TorchScript or as state dicts with weights_only=True (a full pickle is never unpickled: its entry has an `error`); other files are listed with their sizes.
+         */
+        get: operations["getModelStructure"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{name}/versions/{version}/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A model version's files as one zip archive */
+        get: operations["getModelDownload"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/models/{name}/aliases/{alias}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The model version an alias points at (NAME@ALIAS) */
+        get: operations["getModelAlias"];
+        /**
+         * Point an alias (production, canary, any name) at a version
+         * @description Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever a model reference is accepted (deployments, job inputs, the CLI).
+         */
+        put: operations["putModelAlias"];
+        post?: never;
+        /** Remove an alias */
+        delete: operations["deleteModelAlias"];
         options?: never;
         head?: never;
         patch?: never;
@@ -924,6 +987,17 @@ export interface components {
             };
         };
         /**
+         * AliasRequest
+         * @description Where an alias should point.
+         */
+        AliasRequest: {
+            /**
+             * @description the version (or a unique prefix); default: the latest
+             * @default null
+             */
+            version?: string | null;
+        };
+        /**
          * Budget
          * @description When the search stops starting trials: after so many trials or so many seconds.
          */
@@ -954,7 +1028,7 @@ export interface components {
          * @description A canary version and the percent of requests it gets.
          */
         CanaryRequest: {
-            /** @description NAME:VERSION */
+            /** @description NAME:VERSION or NAME@ALIAS */
             model: string;
             /** @description percent of requests */
             weight: number;
@@ -1194,7 +1268,7 @@ export interface components {
          */
         DeploymentRequest: {
             name: string;
-            /** @description NAME or NAME:VERSION */
+            /** @description NAME, NAME:VERSION or NAME@ALIAS */
             model: string;
             /** @default 1 */
             replicas?: number;
@@ -1638,6 +1712,23 @@ export interface components {
             history: components["schemas"]["UsageSample"][];
         };
         /**
+         * Layer
+         * @description One layer (PyTorch) or node (ONNX) with the parameters it holds.
+         */
+        Layer: {
+            name: string;
+            /** @description op type (ONNX), module type (TorchScript) or a guess from weight shapes */
+            type: string;
+            parameters: number;
+            /**
+             * @description state dicts: tensor -> shape
+             * @default null
+             */
+            shapes: {
+                [key: string]: number[];
+            } | null;
+        };
+        /**
          * LogChunk
          * @description A chunk of output.log.
          */
@@ -1682,6 +1773,37 @@ export interface components {
             description: string;
             created: string | null;
             versions: components["schemas"]["ModelVersion"][];
+            /** @description alias -> version */
+            aliases: {
+                [key: string]: string;
+            };
+        };
+        /**
+         * ModelFile
+         * @description One file of a model version and, for ONNX and PyTorch files, its structure.
+         */
+        ModelFile: {
+            path: string;
+            size_bytes: number;
+            /** @description onnx, torchscript, pytorch state dict, or file */
+            format: string;
+            /**
+             * @description why the structure could not be read
+             * @default null
+             */
+            error: string | null;
+            /** @default null */
+            opset: number | null;
+            /** @default null */
+            parameters: number | null;
+            inputs: components["schemas"]["Tensor"][];
+            outputs: components["schemas"]["Tensor"][];
+            op_counts: {
+                [key: string]: number;
+            };
+            layers: components["schemas"]["Layer"][];
+            /** @default 0 */
+            layers_total: number;
         };
         /**
          * ModelList
@@ -1691,8 +1813,16 @@ export interface components {
             models: components["schemas"]["Model"][];
         };
         /**
+         * ModelStructure
+         * @description The structure view of a model version: each file with layers, parameter counts and shapes.
+         */
+        ModelStructure: {
+            ref: string;
+            files: components["schemas"]["ModelFile"][];
+        };
+        /**
          * ModelVersion
-         * @description A model version: its files.
+         * @description A model version: its files and the aliases that point at it.
          */
         ModelVersion: {
             name: string;
@@ -1707,6 +1837,8 @@ export interface components {
             } | null;
             created: string | null;
             files: string[];
+            /** @description aliases resolving to it: NAME@ALIAS */
+            aliases: string[];
         };
         /**
          * Objective
@@ -2191,6 +2323,16 @@ export interface components {
             classes: {
                 [key: string]: number;
             };
+        };
+        /**
+         * Tensor
+         * @description An input or output of a graph.
+         */
+        Tensor: {
+            name: string;
+            /** @description dimensions; a name for a dynamic one (e.g. batch) */
+            shape: (number | string)[];
+            dtype: string;
         };
         /**
          * Trial
@@ -2905,6 +3047,44 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    postModels: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                name: string;
+                description?: string;
+                /** @description the name a single model file is stored under */
+                filename?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": string;
+                "application/x-tar": string;
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
     getModel: {
         parameters: {
             query?: {
@@ -3020,6 +3200,170 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModelStructure: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelStructure"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModelDownload: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a version, or a unique prefix of one */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getModelAlias: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a model alias: production, canary or any name */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    putModelAlias: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a model alias: production, canary or any name */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AliasRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteModelAlias: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a model alias: production, canary or any name */
+                alias: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
                 };
             };
             400: components["responses"]["Error400"];

@@ -74,6 +74,7 @@ def test_submit_runs_and_ingests_events(lab):
     assert model.lineage["job_id"] == job.id
     assert model.lineage["algorithm"] == version.ref
     assert model.lineage["parameters"] == {"epochs": 4}
+    assert model.lineage["metrics"] == {"loss/train": 0.25, "loss/val": 0.5}  # the values at the end
     assert (lab.platform.catalog.path(model) / "weights.bin").read_text() == "epochs=4"
     with lab.platform.session() as session:
         assert session.scalar(select(func.count()).select_from(Reservation)) == 0

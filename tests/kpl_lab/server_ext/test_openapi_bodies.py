@@ -178,6 +178,21 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.get("models"))[0] == 200
     assert (await api.get("models/trainer-model"))[0] == 200
     assert (await api.get(f"models/trainer-model/versions/{model_version}"))[0] == 200
+    assert (await api.get("models/trainer-model"))[0] == 200
+    assert (await api.get(f"models/trainer-model/versions/{model_version}"))[0] == 200
+    assert (await api.get(f"models/trainer-model/versions/{model_version}/structure"))[0] == 200
+    download = await api.raw("GET", f"models/trainer-model/versions/{model_version}/download")
+    assert download.code == 200 and download.body.startswith(b"PK")
+    code, uploaded = await api.upload("models", b"weights", name="uploaded", filename="w.bin")
+    assert code == 201 and uploaded["files"] == ["w.bin"], uploaded
+    code, aliased = await api.call(
+        "PUT", "models/trainer-model/aliases/production", {"version": model_version}
+    )
+    assert code == 200 and aliased["aliases"] == {"production": model_version}, aliased
+    assert (await api.get("models/trainer-model/aliases/production"))[0] == 200
+    assert (await api.delete("models/trainer-model/aliases/production"))[0] == 200
+    assert (await api.get("models/trainer-model/aliases/production"))[0] == 404
+    assert (await api.delete("models/uploaded"))[0] == 200
 
     # a running job: stop, events with its token, devices
     release = tmp_path / "release"

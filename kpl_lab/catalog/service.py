@@ -140,9 +140,11 @@ class Catalog:
         """Return a version as `_get` does, in one query that reads no other version of the name.
 
         For the job's start (submit, launch): the returned version's named object is loaded
-        without its versions. A version given by a hash prefix, or one not found, takes
-        `_get`'s way, which says what is missing.
+        without its versions. A model alias (`NAME@ALIAS`), a version given by a hash prefix,
+        or one not found, takes `_get`'s way, which says what is missing.
         """
+        if kind is MODEL and "@" in ref:
+            return self._get(kind, project, ref)
         name, version = parse_ref(ref)
         parent = getattr(kind.version, kind.parent)
         query = (

@@ -122,7 +122,9 @@ def test_compile_job_registers_an_onnx_version_that_deploys(digits, tmp_path, cl
     # batch inference with the ONNX version writes a predictions dataset with lineage
     inferred = kpl_lab(home, env, "model", "infer", f"{name}@production", "digits", "--follow")
     assert inferred.returncode == 0, inferred.stdout + inferred.stderr
-    predictions = json.loads(kpl_lab(home, env, "dataset", "show", "image-classification-predictions", "--json").stdout)
+    predictions = json.loads(
+        kpl_lab(home, env, "dataset", "show", "image-classification-predictions", "--json").stdout
+    )
     assert predictions["record_count"] == 364 and predictions["parts"] == {"test": 364}
     lineage = predictions["lineage"]
     assert lineage["function"] == "infer" and lineage["inputs"]["model"] == onnx_ref

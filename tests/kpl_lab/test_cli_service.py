@@ -311,3 +311,45 @@ def test_an_experiment_created_shown_and_stopped_through_the_service(cli):
         assert remote == cli(*args, service=False)[1]
     shown = json.loads(cli("experiment", "list", "--json")[1])[0]
     assert shown["name"] == "tune" and shown["state"] == "stopped" and shown["searched_seconds"] > 0
+
+
+def test_a_deployment_created_asked_and_deleted_through_the_service(cli, tmp_path):
+    from .serving.conftest import ENVIRONMENT as SERVE_ENVIRONMENT
+    from .serving.conftest import SERVE
+
+    serve = tmp_path / "toy-serve"
+    serve.mkdir()
+    (serve / "environment.yml").write_text(SERVE_ENVIRONMENT)
+    (serve / "serve.py").write_text(SERVE)
+    assert cli("algorithm", "add", str(serve))[0] == 0
+    label = tmp_path / "cat"
+    label.mkdir()
+    (label / "label.txt").write_text("cat")
+    model = json.loads(cli("model", "add", "pet", str(label), "--json")[1])["ref"]
+    try:
+        status, out, err = cli(
+            "deployment", "create", "pets", "--model", model, "--algorithm", "toy-serve", "--wait"
+        )
+        assert status == 0, err
+        assert out == f"deployment pets: {model} on 1 replica(s), ready\n"
+        image = tmp_path / "img.png"
+        image.write_bytes(b"img-0")
+        status, out, err = cli("deployment", "predict", "pets", str(image))
+        assert status == 0, err
+        assert json.loads(out)["class_name"] == "cat"
+        (tmp_path / "bad.txt").write_text("not an image")
+        status, out, err = cli("deployment", "predict", "pets", str(tmp_path / "bad.txt"))
+        assert status == 2 and out == "" and "not an image (text/plain)" in err
+        status, remote, err = cli("deployment", "show", "pets", "--json")
+        assert status == 0, err
+        shown = json.loads(remote)
+        assert shown["state"] == "ready" and shown["metrics"][model]["requests"] == 2
+        for args in (("deployment", "show", "pets"), ("deployment", "list")):
+            status, remote, err = cli(*args)
+            assert status == 0, err
+            assert remote == cli(*args, service=False)[1]
+        assert "loaded cat" in cli("deployment", "logs", "pets")[1]
+    finally:
+        status, out, err = cli("deployment", "delete", "pets")
+    assert status == 0 and out == "deployment pets deleted\n", err
+    assert cli("deployment", "list", "--json")[1] == "[]\n"

@@ -356,7 +356,7 @@ class LocalPlatform:
         self.platform.deployments.delete(self.project, name)
 
     def predict(self, name: str, data: bytes, content_type: str) -> dict:
-        """Send bytes to a deployment; return its JSON answer."""
+        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
         import asyncio
 
         from ..serving.gateway import Gateway
@@ -670,10 +670,8 @@ class ServicePlatform:
         self.client.delete_deployment(name)
 
     def predict(self, name: str, data: bytes, content_type: str) -> dict:
-        """Send bytes to a deployment; return its JSON answer."""
-        answer = self.client.predict(name, data, content_type)
-        answer.pop("model_version", None)  # a header of the answer, not the model's own JSON
-        return answer
+        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
+        return self.client.predict(name, data, content_type)
 
     # experiments
 

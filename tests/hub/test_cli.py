@@ -271,7 +271,7 @@ def test_a_deployment_in_a_notebook(notebook: Notebook, tmp_path: Path):
         (tmp_path / "img.png").write_bytes(b"img")
         status, out, err = cli("deployment", "predict", "toys", str(tmp_path / "img.png"))
         assert status == 0, err
-        assert json.loads(out)["class_name"] == "steps-4"
+        assert json.loads(out)["class_name"] == "steps-4" and json.loads(out)["model_version"] == model
         shown = json.loads(cli("deployment", "show", "toys", "--json")[1])
         assert shown["state"] == "ready" and shown["metrics"][model]["requests"] == 1
         status, out, err = cli("deployment", "list")

@@ -336,7 +336,7 @@ def test_a_deployment_created_asked_and_deleted_through_the_service(cli, tmp_pat
         image.write_bytes(b"img-0")
         status, out, err = cli("deployment", "predict", "pets", str(image))
         assert status == 0, err
-        assert json.loads(out)["class_name"] == "cat"
+        assert json.loads(out)["class_name"] == "cat" and json.loads(out)["model_version"] == model
         (tmp_path / "bad.txt").write_text("not an image")
         status, out, err = cli("deployment", "predict", "pets", str(tmp_path / "bad.txt"))
         assert status == 2 and out == "" and "not an image (text/plain)" in err

@@ -34,7 +34,8 @@ def open_platform(args) -> LocalPlatform | ServicePlatform:
     from ..platform import Platform
 
     settings = {"home": args.home, "database_url": args.database_url}
-    return LocalPlatform(Platform(**{name: value for name, value in settings.items() if value}), args.project)
+    platform = Platform(**{name: value for name, value in settings.items() if value})
+    return LocalPlatform(platform, args.project, args.database_url)
 
 
 def _split(ref: str) -> tuple[str, str | None]:
@@ -57,9 +58,10 @@ def _metric_summary(figure: str, series: str, points: list, last, curve: str, co
 class LocalPlatform:
     """The platform whose database and files this process opens itself."""
 
-    def __init__(self, platform, project: str | None) -> None:
+    def __init__(self, platform, project: str | None, database_url: str | None = None) -> None:
         self.platform = platform
         self.project = project or platform.default_project
+        self.database_url = database_url  # given on the command line: a background run gets it too
         self.grace_seconds = platform.jobs.grace_seconds
 
     def close(self) -> None:
@@ -261,7 +263,8 @@ class LocalPlatform:
 
         platform = self.platform
         command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", self.project]
-        command += ["--database-url", platform.database_url]
+        if self.database_url:
+            command += ["--database-url", self.database_url]
         log = platform.storage.root / "pipelines" / self.project / "runs" / f"{run_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:

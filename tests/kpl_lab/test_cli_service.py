@@ -311,6 +311,12 @@ def test_an_experiment_created_shown_and_stopped_through_the_service(cli):
         assert remote == cli(*args, service=False)[1]
     shown = json.loads(cli("experiment", "list", "--json")[1])[0]
     assert shown["name"] == "tune" and shown["state"] == "stopped" and shown["searched_seconds"] > 0
+    status, out, err = cli("experiment", "resume", "tune", "--trials", "1", "--json")
+    assert status == 0, err
+    assert json.loads(out)["state"] == "running"
+    assert "state:      stopped" in cli("experiment", "stop", "tune")[1]
+    for trial in json.loads(cli("experiment", "show", "tune", "--json")[1])["trials"]:
+        assert cli("job", "logs", trial["job_id"], "--follow")[0] == 0  # its resources free again
 
 
 def test_a_deployment_created_asked_and_deleted_through_the_service(cli, tmp_path):
@@ -349,6 +355,17 @@ def test_a_deployment_created_asked_and_deleted_through_the_service(cli, tmp_pat
             assert status == 0, err
             assert remote == cli(*args, service=False)[1]
         assert "loaded cat" in cli("deployment", "logs", "pets")[1]
+        (label / "label.txt").write_text("dog")
+        dog = json.loads(cli("model", "add", "pet", str(label), "--json")[1])["ref"]
+        canary = ("--model", dog, "--weight", "100", "--algorithm", "toy-serve", "--wait")
+        status, out, err = cli("deployment", "canary", "pets", *canary)
+        assert status == 0, err
+        assert out == f"deployment pets: canary {dog} gets 100 % of requests\n"
+        status, out, err = cli("deployment", "promote", "pets")
+        assert status == 0, err
+        assert out == f"deployment pets: {dog} is production\n"
+        answer = json.loads(cli("deployment", "predict", "pets", str(image))[1])
+        assert (answer["class_name"], answer["model_version"]) == ("dog", dog)
     finally:
         status, out, err = cli("deployment", "delete", "pets")
     assert status == 0 and out == "deployment pets deleted\n", err

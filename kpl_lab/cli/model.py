@@ -37,7 +37,7 @@ def structure_text(files: list[dict]) -> str:
             rows = [[layer["name"], layer["type"], f"{layer['parameters']:,}"] for layer in entry["layers"]]
             table = render_table(["LAYER", "TYPE", "PARAMETERS"], rows)
             out += ["  " + line for line in table.splitlines()]
-            if entry.get("layers_total", 0) > len(entry["layers"]):
+            if entry["layers_total"] > len(entry["layers"]):
                 out.append(f"  ... {entry['layers_total'] - len(entry['layers'])} more")
     return "\n".join(out)
 

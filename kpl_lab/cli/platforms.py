@@ -565,6 +565,8 @@ class ServicePlatform:
 
     def set_alias(self, ref: str, alias: str) -> str:
         """Point NAME@ALIAS at a version (the latest for a bare NAME); return the version's ref."""
+        if "@" in ref:  # another alias: the version it points at
+            ref = self.catalog_show("model", ref)[0]["ref"]
         name, version = _split(ref)
         model = self.client.set_model_alias(name, alias, version)
         return f"{name}:{model['aliases'][alias]}"

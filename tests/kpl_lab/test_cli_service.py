@@ -231,6 +231,10 @@ def test_job_compare_and_model_commands_through_the_service(cli, tmp_path):
     assert status == 0, err
     assert out == f"model {name}@production -> {name}:{version}\n"
     assert json.loads(cli("model", "show", f"{name}@production", "--json")[1])["version"] == version
+    status, out, err = cli("model", "alias", f"{name}@production", "best")  # an alias names a version too
+    assert status == 0, err
+    assert out == f"model {name}@best -> {name}:{version}\n"
+    assert cli("model", "alias", f"{name}@production", "best", service=False)[1] == out
     status, remote, err = cli("model", "show", f"{name}@production", "--structure")
     assert status == 0, err
     assert remote.startswith(f"model {name}:{version}\n") and "weights.txt" in remote

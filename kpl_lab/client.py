@@ -380,6 +380,36 @@ class Client:
         version = self._newest("models", name, version)
         return self.request("GET", f"models/{_quote(name)}/versions/{_quote(version)}")
 
+    def upload_model(
+        self,
+        path: str | os.PathLike,
+        name: str,
+        description: str = "",
+        filename: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict:
+        """Upload a model file (stored as `filename`), or a zip/tar of its folder, as a new version."""
+        params = {"name": name, "description": description, "filename": filename or Path(path).name}
+        return self._upload("models", path, params, progress)
+
+    def model_alias(self, name: str, alias: str) -> dict:
+        """Return the model version `NAME@ALIAS` points at."""
+        return self.request("GET", f"models/{_quote(name)}/aliases/{_quote(alias)}")
+
+    def set_model_alias(self, name: str, alias: str, version: str | None = None) -> dict:
+        """Point `NAME@ALIAS` at a version (default: the latest); return the model with its aliases."""
+        body = {"version": version} if version else {}
+        return self.request("PUT", f"models/{_quote(name)}/aliases/{_quote(alias)}", body=body)
+
+    def delete_model_alias(self, name: str, alias: str) -> dict:
+        """Remove `NAME@ALIAS`; return the model with the aliases left."""
+        return self.request("DELETE", f"models/{_quote(name)}/aliases/{_quote(alias)}")
+
+    def model_structure(self, name: str, version: str | None = None) -> dict:
+        """Return a model version's files with their layers or ops, parameter counts and shapes."""
+        version = self._newest("models", name, version)
+        return self.request("GET", f"models/{_quote(name)}/versions/{_quote(version)}/structure")
+
     # deployments
 
     def deployments(self) -> list[dict]:
@@ -412,6 +442,35 @@ class Client:
             answer = json.loads(response.read())
             answer["model_version"] = response.headers.get("X-KPL-Model-Version")
         return answer
+
+    def canary(
+        self,
+        name: str,
+        model: str,
+        weight: int,
+        algorithm: str | None = None,
+        sticky_header: str | None = None,
+        replicas: int = 1,
+    ) -> dict:
+        """Serve a canary model version to `weight` percent of a deployment's requests."""
+        body = {
+            "model": model,
+            "weight": weight,
+            "algorithm": algorithm,
+            "sticky_header": sticky_header,
+            "replicas": replicas,
+        }
+        return self.request("POST", f"deployments/{_quote(name)}/canary", body=body)
+
+    def promote(self, name: str, timeout: float = 300.0) -> dict:
+        """Make the canary production once its replicas are ready (waits up to `timeout` seconds)."""
+        path = f"deployments/{_quote(name)}/promote"
+        with self._open("POST", path, timeout=self.timeout + timeout) as response:
+            return json.loads(response.read())
+
+    def deployment_logs(self, name: str, lines: int = 100) -> list[dict]:
+        """Return the last `lines` lines of each replica's output."""
+        return self.request("GET", f"deployments/{_quote(name)}/logs", {"lines": lines})["logs"]
 
     def delete_deployment(self, name: str) -> Any:
         """Stop a deployment and free its resources."""

@@ -289,42 +289,51 @@ export class ModelView extends ReactWidget {
   }
 
   /**
-   * Fetch the model, then the shown version's details, structure and job.
+   * Fetch the model and the shown version's details and job, then its structure.
+   *
+   * The structure comes last: reading a large file's layers takes the server a while.
    */
   async load(): Promise<void> {
     const generation = ++this._generation;
+    const current = () => generation === this._generation && !this.isDisposed;
     try {
       const model = await this.client.models.get(this.name);
       const known = model.versions.some(v => v.version === this._version);
       const version = known
         ? this._version
         : (model.versions[model.versions.length - 1]?.version ?? '');
-      const [detail, structure] = version
-        ? await Promise.all([
-            this.client.models.version(this.name, version),
-            this.client.models.structure(this.name, version)
-          ])
-        : [null, null];
+      const detail = version
+        ? await this.client.models.version(this.name, version)
+        : null;
       const jobId = detail?.lineage?.job_id;
       // The job gives each input its kind; a deleted job leaves the refs as text.
       const job =
         typeof jobId === 'string'
           ? await this.client.jobs.get(jobId).catch(() => null)
           : null;
-      if (generation !== this._generation) {
+      if (!current()) {
         return;
       }
-      Object.assign(this, { model, detail, structure, job, error: '' });
+      Object.assign(this, { model, detail, job, error: '' });
       this._version = version;
       this.title.label = version
         ? `Model ${this.name}:${version}`
         : `Model ${this.name}`;
+      this.changed.emit();
+      const structure = version
+        ? await this.client.models.structure(this.name, version)
+        : null;
+      if (current()) {
+        this.structure = structure;
+      }
     } catch (error) {
-      if (generation === this._generation) {
+      if (current()) {
         this.error = (error as Error).message;
       }
     }
-    this.changed.emit();
+    if (!this.isDisposed) {
+      this.changed.emit();
+    }
   }
 
   /**
@@ -487,12 +496,16 @@ export class ModelView extends ReactWidget {
             />
           </section>
         )}
-        {structure && (
+        {detail && (
           <section className="kpl-structure">
             <h3>Structure</h3>
-            {structure.files.map(file => (
-              <FileStructure key={file.path} file={file} />
-            ))}
+            {structure?.ref === detail.ref ? (
+              structure.files.map(file => (
+                <FileStructure key={file.path} file={file} />
+              ))
+            ) : (
+              <div className="kpl-meta">Reading the files…</div>
+            )}
           </section>
         )}
       </>

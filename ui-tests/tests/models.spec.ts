@@ -12,6 +12,9 @@ const FILES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-models-'));
 execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_detection.py'), FILES]);
 const file = (name: string) => path.join(FILES, name);
 
+// An action that cannot happen fails at once, leaving time to delete the deployment.
+test.use({ actionTimeout: 30_000 });
+
 const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
 
 async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
@@ -37,9 +40,9 @@ async function openModelsPanel(page: IJupyterLabPageFixture): Promise<Locator> {
 }
 
 /**
- * Train the detection example for an epoch through the REST API, as a user's CLI would.
+ * Train the detection example twice (two seeds) through the REST API, as a user's CLI would.
  */
-async function trainDetector(page: IJupyterLabPageFixture): Promise<{ dataset: any; jobId: string; ref: string }> {
+async function trainDetector(page: IJupyterLabPageFixture): Promise<{ dataset: any; jobId: string; ref: string; canary: string }> {
   const dataset = unique('voc-shapes');
   const algorithm = unique('detection');
   const uploads: [string, string][] = [
@@ -56,28 +59,36 @@ async function trainDetector(page: IJupyterLabPageFixture): Promise<{ dataset: a
     answers.push(await response.json());
   }
   const [part] = Object.keys(answers[0].parts);
-  const submitted = await page.request.post('/kpl/api/jobs', {
-    data: {
-      algorithm,
-      function: 'train',
-      inputs: { data: `dataset:${dataset}` },
-      parameters: { train_part: part, eval_part: part, seed: 0 }
-    }
-  });
-  expect(submitted.status(), await submitted.text()).toBe(201);
-  const jobId = (await submitted.json()).id;
-  await expect
-    .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
-    .toBe('succeeded');
-  const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
-  return { dataset: answers[0], jobId, ref: job.outputs.model.registered.replace(/^model:/, '') };
+  // Two trainings (two seeds): two versions of one model, the second one for the canary.
+  const jobIds: string[] = [];
+  for (const seed of [0, 1]) {
+    const submitted = await page.request.post('/kpl/api/jobs', {
+      data: {
+        algorithm,
+        function: 'train',
+        inputs: { data: `dataset:${dataset}` },
+        parameters: { train_part: part, eval_part: part, seed }
+      }
+    });
+    expect(submitted.status(), await submitted.text()).toBe(201);
+    jobIds.push((await submitted.json()).id);
+  }
+  const refs: string[] = [];
+  for (const jobId of jobIds) {
+    await expect
+      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
+      .toBe('succeeded');
+    const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
+    refs.push(job.outputs.model.registered.replace(/^model:/, ''));
+  }
+  return { dataset: answers[0], jobId: jobIds[0], ref: refs[0], canary: refs[1] };
 }
 
-test('the model view links lineage, shows the structure, sets an alias, deploys through its dialog', async ({
+test('the model view links lineage, shows the structure, sets an alias, deploys and sets a canary through its dialogs', async ({
   page
 }, testInfo) => {
   test.setTimeout(480_000);
-  const { dataset, jobId, ref } = await trainDetector(page);
+  const { dataset, jobId, ref, canary } = await trainDetector(page);
   const [name, version] = ref.split(':');
   const deployment = unique('models-ui');
   try {
@@ -113,7 +124,6 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     });
     await expect(fileView.locator('h4')).toContainText('parameters');
     await expect(view.locator('.kpl-structure-file')).toHaveCount(structure.files.length);
-    await shot(page, testInfo, 'model-view');
 
     // The download is a plain link to the zip, with no token in it.
     const href = await page.locator(`#kpl-model-${name} .kpl-download`).getAttribute('href');
@@ -130,6 +140,7 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     await expect(view.locator('.kpl-model-aliases .kpl-alias[data-alias="production"]')).toContainText(version);
     expect((await getJSON(page, `/kpl/api/models/${name}/aliases/production`)).version).toBe(version);
     await expect(panel.locator(`.kpl-model[data-name="${name}"] .kpl-alias[data-alias="production"]`)).toBeVisible();
+    await shot(page, testInfo, 'model-view');
 
     // The lineage links open the dataset viewer and the job view.
     await lineage.locator('.kpl-lineage-dataset').click();
@@ -145,8 +156,15 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     await page.locator(`#kpl-model-${name} .kpl-deploy`).click();
     const dialog = page.locator('.jp-Dialog');
     await expect(dialog).toContainText(`Deploy ${ref}`);
-    await dialog.locator('.kpl-deploy-name').fill(deployment);
+    // Replicas out of range keep Deploy disabled; a bad name opens the dialog again, saying so.
+    await dialog.locator('.kpl-deploy-replicas').fill('0');
+    await expect(dialog.getByRole('button', { name: 'Deploy' })).toBeDisabled();
     await dialog.locator('.kpl-deploy-replicas').fill('1');
+    await dialog.locator('.kpl-deploy-name').fill('-bad');
+    await dialog.getByRole('button', { name: 'Deploy' }).click();
+    await expect(dialog.locator('.kpl-dialog-problem')).toContainText('deployment name "-bad"');
+    await expect(dialog.locator('.kpl-deploy-replicas')).toHaveValue('1');
+    await dialog.locator('.kpl-deploy-name').fill(deployment);
     await dialog.getByRole('button', { name: 'Deploy' }).click();
     const deploymentView = page.locator(`#kpl-deployment-${deployment}`);
     await expect(deploymentView.locator('.kpl-deployment-header h2')).toContainText(deployment);
@@ -154,6 +172,20 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
       timeout: 120_000
     });
     await expect(deploymentView.locator('.kpl-versions tr[data-role="production"] td').first()).toHaveText(ref);
+
+    // Canary… from the second version's view: the deployment serves it to 25 % of the requests.
+    const canaryItem = panel.locator(`.kpl-model[data-name="${name}"] .kpl-version[data-ref="${canary}"]`);
+    await canaryItem.click();
+    await expect(view.locator('.kpl-model-version > h3')).toHaveText(canary);
+    await page.locator(`#kpl-model-${name} .kpl-canary`).click();
+    await expect(dialog).toContainText(`Canary ${canary}`);
+    await dialog.locator('.kpl-canary-deployment').selectOption(deployment);
+    await dialog.locator('.kpl-canary-weight').fill('25');
+    await dialog.getByRole('button', { name: 'Set canary' }).click();
+    const canaryRow = deploymentView.locator('.kpl-versions tr[data-role="canary"]');
+    await expect(canaryRow).toContainText(canary);
+    await expect(canaryRow).toContainText('25%');
+    expect((await getJSON(page, `/kpl/api/deployments/${deployment}`)).canary_model_version).toBe(canary);
 
     // Deleting the served version is refused with the server's sentence.
     await item.click();

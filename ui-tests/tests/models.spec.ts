@@ -225,6 +225,16 @@ test('a model uploaded from the panel opens with its files, and Delete version r
   await expect(view.locator('.kpl-structure-file[data-path="labels.txt"] h4')).toContainText('file · 8 B');
   await expect(panel.locator(`.kpl-model[data-name="${name}"] .kpl-version`)).toHaveCount(1);
 
+  // The search box asks the server for the models whose name or description matches.
+  const search = panel.locator('.kpl-search input');
+  await search.fill(name);
+  await expect(panel.locator('.kpl-model')).toHaveCount(1);
+  await expect(panel.locator('.kpl-model')).toHaveAttribute('data-name', name);
+  await search.fill(`${name}-no-such`);
+  await expect(panel.locator('.kpl-empty')).toHaveText('No model matches.');
+  await search.fill('');
+  await expect(panel.locator(`.kpl-model[data-name="${name}"]`)).toHaveCount(1);
+
   await page.locator(`#kpl-model-${name} .kpl-delete`).click();
   await page.locator('.jp-Dialog').getByRole('button', { name: 'Delete' }).click();
   await expect(view).toHaveCount(0);

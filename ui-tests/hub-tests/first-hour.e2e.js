@@ -3,6 +3,7 @@ const { test, expect } = require('@playwright/test');
 const { api, auth, logIn } = require('./hub');
 
 // what `kpl-lab up` adds to project demo (kpl_lab/hub/up.py), of which the admin is the member
+const PROJECT = 'demo';
 const DATASET = 'digits';
 const ALGORITHM = 'image-classification';
 const MODEL = `${ALGORITHM}-model`;
@@ -11,7 +12,7 @@ test('the sample algorithm trains with every default, and its model is the userâ
   test.setTimeout(20 * 60 * 1000); // a real training on a shared 2-core machine
   await logIn(page, 'admin');
   await page.goto('/hub/spawn');
-  await expect(page.locator('#kpl-project option')).toHaveText(['demo']);
+  await expect(page.locator('#kpl-project option')).toHaveText([PROJECT]);
   await page.getByRole('button', { name: /start/i }).click();
   await page.waitForURL(/\/user\/admin\/lab/, { timeout: 150 * 1000 });
 
@@ -42,15 +43,15 @@ test('the sample algorithm trains with every default, and its model is the userâ
   await service.goto('/services/kpl/');
   await expect(service).toHaveURL(/\/services\/kpl\/admin/);
   await service.close();
-  const answer = await page.request.get('/services/kpl/api/models');
+  const answer = await page.request.get(`/services/kpl/api/models?project=${PROJECT}`);
   expect(answer.status(), await answer.text()).toBe(200);
   const model = (await answer.json()).models.find((m) => m.name === MODEL);
   expect(model).toBeDefined();
   const made = model.versions.find((v) => v.lineage?.job_id === id);
   expect(made).toBeDefined();
   expect(made.files).toContain('model.pt');
-  const job = await (await page.request.get(`/services/kpl/api/jobs/${id}`)).json();
-  expect(job.project).toBe('demo');
+  const job = await (await page.request.get(`/services/kpl/api/jobs/${id}?project=${PROJECT}`)).json();
+  expect(job.project).toBe(PROJECT);
   expect(job.outputs.model.registered).toBe(`model:${made.ref}`);
 
   const stopped = await page.request.delete(api('users/admin/server'), { headers: auth });

@@ -42,6 +42,7 @@ class Source:
     folder: Path
     part: str
     schema: pa.Schema
+    rows: int | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         reader = ReadOnlyDataset(self.folder, self.part)

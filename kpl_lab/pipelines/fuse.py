@@ -9,8 +9,10 @@ copy; the engine reads only the columns the query touches, on all its threads).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,11 @@ def _table(source: Any, key: str | None) -> pa.Table:
     return table
 
 
+def _all_named(pattern: str) -> bool:
+    compiled = re.compile(pattern)
+    return compiled.groups == len(compiled.groupindex)  # pyarrow's extract_regex takes named groups only
+
+
 class _Query:
     """The common table expressions of one unit, built node by node."""
 
@@ -116,6 +123,24 @@ class _Query:
             self.tables[name] = _table(source, key)
             self._inputs[(src, port)] = _Relation(name, list(source.schema.names), [key] if key else [])
         return self._inputs[(src, port)]
+
+    def _extract(self, node: Any, source: _Relation) -> _Relation:
+        """Return an input table with a regex_extract's groups as new columns (no match: null)."""
+        table = self.tables[source.name]
+        pattern = node.params.pattern
+
+        def extract(chunk: pa.Array) -> list[pa.Array]:
+            return pc.extract_regex(chunk, pattern).flatten()  # the struct's nulls go into its fields
+
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            parts = list(pool.map(extract, table.column(node.params.field).chunks))
+        groups = list(re.compile(pattern).groupindex)
+        for i, group in enumerate(groups):
+            column = pa.chunked_array([part[i] for part in parts], pa.string())
+            table = table.append_column(pa.field(group, pa.string()), column)
+        name = f"t{len(self.tables)}"
+        self.tables[name] = table
+        return _Relation(name, [*source.names, *groups], source.keys)
 
     def add(self, node_id: str) -> _Relation:
         node = self.checked.nodes[node_id]
@@ -147,6 +172,10 @@ class _Query:
                 columns = [f"{q(o)} AS {q(n)}" for o, n in zip(source.names, renamed, strict=True)]
                 body = f"SELECT {', '.join(columns + ([keys] if keys else []))} FROM {q(source.name)}"
                 out = _Relation("", renamed, source.keys)
+            elif node.type == "regex_extract" and source.name in self.tables and _all_named(p.pattern):
+                out = self._extract(node, source)  # straight off an input: pyarrow, once, on all cores
+                self.relations[node_id] = out
+                return out
             elif node.type == "regex_extract":
                 compiled = re.compile(p.pattern)
                 by_index = {i: n for n, i in compiled.groupindex.items()}

@@ -29,6 +29,7 @@ from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks
 
 FUSED = ("regex_extract", "select", "rename", "left_join", "label_id")
 ROW_PRESERVING = ("regex_extract", "rename", "label_id")
+EXTRACT_ROWS = 32768
 ORDER = "__kpl_o"  # hidden columns: a record's position in each input, so joins keep input order
 
 
@@ -72,22 +73,23 @@ def unit(checked: Any, final: str, unwritten: set[str]) -> Unit:
 
 @dataclass
 class _Relation:
+    """A table or expression of the query: its visible fields, where each comes from, its row keys."""
+
     name: str
     names: list[str]  # visible fields
-    keys: list[str]  # hidden order columns
+    keys: list[str]  # hidden columns: a record's row in an input table (order and where to gather from)
+    origins: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # field -> (key, table, column)
 
 
 def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table(source: Any, key: str | None) -> pa.Table:
-    """Return a dataset part as an Arrow table over its mapped shards, plus a position column when asked."""
+def _table(source: Any, key: str) -> pa.Table:
+    """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers."""
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
-    if key is not None:
-        table = table.append_column(key, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    return table
+    return table.append_column(key, pa.array(np.arange(table.num_rows, dtype=np.int64)))
 
 
 def _all_named(pattern: str) -> bool:
@@ -95,8 +97,47 @@ def _all_named(pattern: str) -> bool:
     return compiled.groups == len(compiled.groupindex)  # pyarrow's extract_regex takes named groups only
 
 
+class _Gather:
+    """Fields of an input table taken by row number, chunk by chunk (no copy of the whole column)."""
+
+    def __init__(self, table: pa.Table, columns: list[str]):
+        self.batches = table.select(columns).to_batches()
+        self.starts = np.cumsum([0] + [b.num_rows for b in self.batches])
+        self.types = [table.schema.field(c).type for c in columns]
+
+    def take(self, rows: pa.Array) -> list[pa.Array]:
+        """Return the fields at these rows (a null row gives nulls), in their order."""
+        index = pc.fill_null(rows, 0).to_numpy()
+        missing = rows.is_null().to_numpy(zero_copy_only=False) if rows.null_count else None
+        chunk = np.searchsorted(self.starts, index, side="right") - 1
+        if missing is not None:  # a null row goes with the chunk before it, so the order holds
+            chunk = np.maximum.accumulate(np.where(missing, 0, chunk))
+        parts: list[list[pa.Array]] = []
+        positions = []
+        for c in np.unique(chunk):
+            where = np.flatnonzero(chunk == c)
+            positions.append(where)
+            local = pa.array(index[where] - self.starts[c], mask=None if missing is None else missing[where])
+            parts.append(self.batches[c].take(local).columns)
+        if not parts:
+            return [pa.array([], t) for t in self.types]
+        if len(parts) == 1:
+            return parts[0]
+        columns = [pa.concat_arrays([p[i] for p in parts]) for i in range(len(self.types))]
+        order = np.concatenate(positions)
+        if np.any(order[1:] < order[:-1]):
+            back = pa.array(np.argsort(order, kind="stable"))
+            columns = [c.take(back) for c in columns]
+        return columns
+
+
 class _Query:
-    """The common table expressions of one unit, built node by node."""
+    """The common table expressions of one unit, built node by node.
+
+    Fields an input table gives unchanged are not carried through the query: it gives the
+    input's row numbers, and the fields are taken from the mapped table after (blobs are
+    neither copied into the engine nor sorted).
+    """
 
     def __init__(self, checked: Any, unit: Unit):
         self.checked = checked
@@ -118,10 +159,10 @@ class _Query:
             return self.relations[src]
         if (src, port) not in self._inputs:
             source = self.unit.inputs[(src, port)]
-            name = f"t{len(self.tables)}"
-            key = self.fresh() if self.ordered else None
+            name, key = f"t{len(self.tables)}", self.fresh()
             self.tables[name] = _table(source, key)
-            self._inputs[(src, port)] = _Relation(name, list(source.schema.names), [key] if key else [])
+            names = list(source.schema.names)
+            self._inputs[(src, port)] = _Relation(name, names, [key], {n: (key, name, n) for n in names})
         return self._inputs[(src, port)]
 
     def _extract(self, node: Any, source: _Relation) -> _Relation:
@@ -132,15 +173,22 @@ class _Query:
         def extract(chunk: pa.Array) -> list[pa.Array]:
             return pc.extract_regex(chunk, pattern).flatten()  # the struct's nulls go into its fields
 
+        pieces = [  # small enough to keep every core busy to the end
+            chunk.slice(start, EXTRACT_ROWS)
+            for chunk in table.column(node.params.field).chunks
+            for start in range(0, len(chunk), EXTRACT_ROWS)
+        ]
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            parts = list(pool.map(extract, table.column(node.params.field).chunks))
+            parts = list(pool.map(extract, pieces))
         groups = list(re.compile(pattern).groupindex)
         for i, group in enumerate(groups):
             column = pa.chunked_array([part[i] for part in parts], pa.string())
             table = table.append_column(pa.field(group, pa.string()), column)
         name = f"t{len(self.tables)}"
         self.tables[name] = table
-        return _Relation(name, [*source.names, *groups], source.keys)
+        names = [*source.names, *groups]
+        (key,) = source.keys
+        return _Relation(name, names, [key], {n: (key, name, n) for n in names})
 
     def add(self, node_id: str) -> _Relation:
         node = self.checked.nodes[node_id]
@@ -149,29 +197,35 @@ class _Query:
         if node.type == "left_join":
             left, right = self.input(node, "left"), self.input(node, "right")
             wanted = p.fields if p.fields is not None else [n for n in right.names if n != p.on]
-            fresh = [self.fresh() for _ in right.keys]
+            fresh = {k: self.fresh() for k in right.keys}
             columns = (
                 [f"l.{q(n)}" for n in left.names]
                 + [f"r.{q(n)}" for n in wanted]
                 + [f"l.{q(k)}" for k in left.keys]
-                + [f"r.{q(k)} AS {q(f)}" for k, f in zip(right.keys, fresh, strict=True)]
+                + [f"r.{q(k)} AS {q(f)}" for k, f in fresh.items()]
             )
             body = (
                 f"SELECT {', '.join(columns)} FROM {q(left.name)} AS l "
                 f"LEFT JOIN {q(right.name)} AS r ON l.{q(p.on)} = r.{q(p.on)}"
             )
-            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh])
+            origins = dict(left.origins)
+            for n in wanted:
+                if n in right.origins:
+                    key, table, column = right.origins[n]
+                    origins[n] = (fresh[key], table, column)
+            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins)
         else:
             source = self.input(node, "input")
             keys = ", ".join(q(k) for k in source.keys)
             if node.type == "select":
                 body = f"SELECT * FROM {q(source.name)} WHERE ({p.where})"
-                out = _Relation("", source.names, source.keys)
+                out = _Relation("", source.names, source.keys, source.origins)
             elif node.type == "rename":
                 renamed = [p.fields.get(n, n) for n in source.names]
                 columns = [f"{q(o)} AS {q(n)}" for o, n in zip(source.names, renamed, strict=True)]
-                body = f"SELECT {', '.join(columns + ([keys] if keys else []))} FROM {q(source.name)}"
-                out = _Relation("", renamed, source.keys)
+                body = f"SELECT {', '.join([*columns, keys])} FROM {q(source.name)}"
+                origins = {p.fields.get(n, n): o for n, o in source.origins.items()}
+                out = _Relation("", renamed, source.keys, origins)
             elif node.type == "regex_extract" and source.name in self.tables and _all_named(p.pattern):
                 out = self._extract(node, source)  # straight off an input: pyarrow, once, on all cores
                 self.relations[node_id] = out
@@ -189,7 +243,7 @@ class _Query:
                 )
                 picked = ", ".join(f"__kpl_m.{q(n)} AS {q(n)}" for n in compiled.groupindex)
                 body = f"SELECT * EXCLUDE (__kpl_m), {picked} FROM (SELECT *, {match} FROM {q(source.name)})"
-                out = _Relation("", [*source.names, *compiled.groupindex], source.keys)
+                out = _Relation("", [*source.names, *compiled.groupindex], source.keys, source.origins)
             else:  # label_id ends its unit: the final query gives its input, the ids are added after
                 return source
         out.name = f"n:{node_id}"
@@ -197,13 +251,43 @@ class _Query:
         self.relations[node_id] = out
         return out
 
-    def select(self, relation: _Relation, tail: str, ordered: bool = True) -> str:
+    def head(self) -> str:
+        return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
+
+    def narrow(self, relation: _Relation, computed: set[str]) -> str:
+        """Return the query giving the fields not taken from an input (and those in computed), and row keys."""
         q = sql.quote
-        head = ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
+        own = [n for n in relation.names if n not in relation.origins or n in computed]
         order = ""
-        if ordered and relation.keys:
+        if self.ordered:
             order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.keys)
-        return f"{head}SELECT {tail} FROM {q(relation.name)}{order}"
+        columns = ", ".join(q(c) for c in [*own, *relation.keys])
+        return f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
+
+
+class _Assemble:
+    """Build output batches from the narrow query's batches and the input tables."""
+
+    def __init__(self, query: _Query, relation: _Relation, computed: set[str]):
+        self.names = relation.names
+        self.origins = relation.origins
+        self.own = {n for n in relation.names if n not in relation.origins or n in computed}
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for n in relation.names:
+            if n not in self.own:
+                key, table, column = relation.origins[n]
+                wanted.setdefault((key, table), []).append(column)
+        self.gathers = {kt: _Gather(query.tables[kt[1]], cols) for kt, cols in wanted.items()}
+        self.columns = wanted
+
+    def batch(self, narrow: pa.RecordBatch) -> list[pa.Array]:
+        taken: dict[tuple[str, str, str], pa.Array] = {}
+        for (key, table), gather in self.gathers.items():
+            for column, values in zip(
+                self.columns[(key, table)], gather.take(narrow.column(key)), strict=True
+            ):
+                taken[(key, table, column)] = values
+        return [narrow.column(n) if n in self.own else taken[self.origins[n]] for n in self.names]
 
 
 def run(
@@ -220,34 +304,37 @@ def run(
     for member in unit.members:
         query.add(member)
     last = query.relations.get(unit.final) or query.input(final, "input")
+    labelled = final.params.field if final.type == "label_id" else None
+    computed = {labelled} if labelled else set()
+    assemble = _Assemble(query, last, computed)
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
-    q = sql.quote
+    names = [*last.names, final.params.output] if labelled else last.names
     try:
         with _engine(settings) as con:
             for name, table in query.tables.items():
                 con.register(name, table)
-            labels = None
-            if final.type == "label_id":
-                p = final.params
-                rows = con.sql(query.select(last, f"DISTINCT {q(p.field)}", ordered=False)).fetchall()
-                labels = sorted(r[0] for r in rows if r[0] is not None)
+            text = query.narrow(last, computed)
+            if labelled:  # the ids need every label first: the narrow result is small, keep it
+                narrow = con.sql(text).to_arrow_table()
+                values = pc.unique(narrow.column(labelled)).drop_null()
+                labels = sorted(values.to_pylist())
                 shown = ", ".join(map(str, labels[:20]))
                 log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
                 # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-                sink.writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": labels})
-                value_set = pa.array(labels, type=final.inputs["input"].schema.field(p.field).type)
-            columns = ", ".join(q(n) for n in last.names)
-            reader = con.sql(query.select(last, columns)).to_arrow_reader(BATCH_ROWS * 16)
-            for batch in reader:
-                if labels is not None:
-                    ids = pc.cast(
-                        pc.index_in(batch.column(final.params.field), value_set=value_set), pa.int64()
-                    )
-                    batch = pa.RecordBatch.from_arrays(
-                        [*batch.columns, ids], names=[*batch.schema.names, final.params.output]
-                    )
-                sink.write(batch)
+                sink.writer.get_meta_db().put(
+                    f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
+                )
+                value_set = pa.array(labels, type=final.inputs["input"].schema.field(labelled).type)
+                batches = narrow.to_batches(BATCH_ROWS * 16)
+            else:
+                batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)
+            for batch in batches:
+                columns = assemble.batch(batch)
+                if labelled:
+                    ids = pc.index_in(batch.column(labelled), value_set=value_set)
+                    columns.append(pc.cast(ids, pa.int64()))
+                sink.write(pa.RecordBatch.from_arrays(columns, names=names))
             counts = _counts(checked, unit, query, con, sink.rows)
         sink.close()
     except BaseException:
@@ -278,7 +365,7 @@ def _counts(checked: Any, unit: Unit, query: _Query, con: Any, written: int) -> 
         wanted.append(member)
     if wanted:
         q = sql.quote
-        head = "WITH " + ", ".join(query.ctes) + " "
+        head = query.head()
         parts = ", ".join(f"(SELECT count(*) FROM {q(query.relations[m].name)})" for m in wanted)
         counted = con.sql(head + "SELECT " + parts).fetchall()[0]
         counts.update(zip(wanted, counted, strict=True))

@@ -111,13 +111,16 @@ class _Gather:
         missing = rows.is_null().to_numpy(zero_copy_only=False) if rows.null_count else None
         chunk = np.searchsorted(self.starts, index, side="right") - 1
         if missing is not None:  # a null row goes with the chunk before it, so the order holds
-            chunk = np.maximum.accumulate(np.where(missing, 0, chunk))
+            before = np.maximum.accumulate(np.where(missing, 0, np.arange(len(chunk))))
+            chunk = chunk[before]
         parts: list[list[pa.Array]] = []
         positions = []
         for c in np.unique(chunk):
             where = np.flatnonzero(chunk == c)
             positions.append(where)
-            local = pa.array(index[where] - self.starts[c], mask=None if missing is None else missing[where])
+            local = index[where] - self.starts[c]
+            if missing is not None:
+                local = pa.array(np.where(missing[where], 0, local), mask=missing[where])
             parts.append(self.batches[c].take(local).columns)
         if not parts:
             return [pa.array([], t) for t in self.types]

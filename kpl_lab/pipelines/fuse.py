@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks
 FUSED = ("regex_extract", "select", "rename", "left_join", "label_id")
 ROW_PRESERVING = ("regex_extract", "rename", "label_id")
 EXTRACT_ROWS = 32768
+OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
 ORDER = "__kpl_o"  # hidden columns: a record's position in each input, so joins keep input order
 
 
@@ -282,6 +284,16 @@ class _Assemble:
                 wanted.setdefault((key, table), []).append(column)
         self.gathers = {kt: _Gather(query.tables[kt[1]], cols) for kt, cols in wanted.items()}
         self.columns = wanted
+        per_row = sum(  # the mapped buffers' sizes: no page is read
+            query.tables[t].select(cols).nbytes / max(1, query.tables[t].num_rows)
+            for (_, t), cols in wanted.items()
+        )
+        self.rows = max(1, min(BATCH_ROWS * 16, int(OUTPUT_BYTES // max(per_row, 1))))
+
+    def slices(self, narrow: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """Cut a narrow batch so an output batch holds about OUTPUT_BYTES (large blobs: few rows)."""
+        for start in range(0, narrow.num_rows, self.rows):
+            yield narrow.slice(start, self.rows)
 
     def batch(self, narrow: pa.RecordBatch) -> list[pa.Array]:
         taken: dict[tuple[str, str, str], pa.Array] = {}
@@ -332,7 +344,7 @@ def run(
                 batches = narrow.to_batches(BATCH_ROWS * 16)
             else:
                 batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)
-            for batch in batches:
+            for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
                 columns = assemble.batch(batch)
                 if labelled:
                     ids = pc.index_in(batch.column(labelled), value_set=value_set)

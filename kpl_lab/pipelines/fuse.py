@@ -91,7 +91,14 @@ def _table(source: Any, key: str) -> pa.Table:
     """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers."""
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
-    return table.append_column(key, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    return table.append_column(key, _int64(np.arange(table.num_rows)))
+
+
+def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
+    """Return an Arrow int64 array over a numpy one (pa.array() would import pandas: ~1 s)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    valid = None if missing is None else pa.py_buffer(np.packbits(~missing, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(values), [valid, pa.py_buffer(values)])
 
 
 def _all_named(pattern: str) -> bool:
@@ -109,8 +116,10 @@ class _Gather:
 
     def take(self, rows: pa.Array) -> list[pa.Array]:
         """Return the fields at these rows (a null row gives nulls), in their order."""
-        index = pc.fill_null(rows, 0).to_numpy()
+        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
         missing = rows.is_null().to_numpy(zero_copy_only=False) if rows.null_count else None
+        if missing is not None:
+            index = np.where(missing, 0, index)  # a null slot's value is undefined
         chunk = np.searchsorted(self.starts, index, side="right") - 1
         if missing is not None:  # a null row goes with the chunk before it, so the order holds
             before = np.maximum.accumulate(np.where(missing, 0, np.arange(len(chunk))))
@@ -121,17 +130,19 @@ class _Gather:
             where = np.flatnonzero(chunk == c)
             positions.append(where)
             local = index[where] - self.starts[c]
-            if missing is not None:
-                local = pa.array(np.where(missing[where], 0, local), mask=missing[where])
+            if missing is None:
+                local = _int64(local)
+            else:
+                local = _int64(np.where(missing[where], 0, local), missing[where])
             parts.append(self.batches[c].take(local).columns)
         if not parts:
-            return [pa.array([], t) for t in self.types]
+            return [pa.nulls(0, t) for t in self.types]
         if len(parts) == 1:
             return parts[0]
         columns = [pa.concat_arrays([p[i] for p in parts]) for i in range(len(self.types))]
         order = np.concatenate(positions)
         if np.any(order[1:] < order[:-1]):
-            back = pa.array(np.argsort(order, kind="stable"))
+            back = _int64(np.argsort(order, kind="stable"))
             columns = [c.take(back) for c in columns]
         return columns
 
@@ -333,14 +344,14 @@ def run(
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 values = pc.unique(narrow.column(labelled)).drop_null()
-                labels = sorted(values.to_pylist())
+                value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
+                labels = value_set.to_pylist()
                 shown = ", ".join(map(str, labels[:20]))
                 log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
                 # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
                 sink.writer.get_meta_db().put(
                     f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
                 )
-                value_set = pa.array(labels, type=final.inputs["input"].schema.field(labelled).type)
                 batches = narrow.to_batches(BATCH_ROWS * 16)
             else:
                 batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)

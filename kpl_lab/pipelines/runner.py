@@ -336,14 +336,19 @@ class PipelineRunner(LoggingConfigurable):
         return forced
 
     def _node(self, run_id: str, node_id: str, **values: Any) -> None:
+        self._nodes(run_id, {node_id: values})
+
+    def _nodes(self, run_id: str, updates: dict[str, dict[str, Any]]) -> None:
+        """Set fields of several nodes of a run in one transaction (a unit's nodes change together)."""
         with self.platform.session(immediate=True) as session:
-            row = session.scalar(
+            rows = session.scalars(
                 select(PipelineNodeRun).where(
-                    PipelineNodeRun.run_id == run_id, PipelineNodeRun.node == node_id
+                    PipelineNodeRun.run_id == run_id, PipelineNodeRun.node.in_(list(updates))
                 )
             )
-            for name, value in values.items():
-                setattr(row, name, value)
+            for row in rows:
+                for name, value in updates[row.node].items():
+                    setattr(row, name, value)
 
     def _run_node(
         self, project, run_id, checked, node_id, results, forced, stop, note, unwritten
@@ -363,8 +368,9 @@ class PipelineRunner(LoggingConfigurable):
                 return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
             unit = fuse.unit(checked, node_id, unwritten) if node.type in fuse.FUSED else None
             members = unit.members[:-1] if unit else []
+            started = utcnow()
+            self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
             for member in [*members, node_id]:
-                self._node(run_id, member, state="running", started=utcnow())
                 note(member, "running", "")
             if unit is not None:
                 result, cached, counts = self._fused(
@@ -399,21 +405,18 @@ class PipelineRunner(LoggingConfigurable):
             src, port = checked.nodes[member].edges[param]
             return counts[src] if src in counts else self._port(results[src], port).get("rows")
 
+        updates = {}
         for member in members:
-            edges = checked.nodes[member].edges
-            rows_in = [rows_of(member, param) for param in edges]
-            self._node(
-                run_id,
-                member,
-                state=state,
-                finished=utcnow(),
-                cache_key=self._port(results[member], None)["content"],
-                rows_in=None if None in rows_in else sum(rows_in),
-                rows_out=counts.get(member),
-                log=f"fused into the query of {node_id} (not written; `keep: true` writes it)",
-                outputs={},
-            )
-            note(member, state, f"{counts.get(member)} rows" if counts.get(member) else "")
+            rows_in = [rows_of(member, param) for param in checked.nodes[member].edges]
+            updates[member] = {
+                "state": state,
+                "finished": utcnow(),
+                "cache_key": self._port(results[member], None)["content"],
+                "rows_in": None if None in rows_in else sum(rows_in),
+                "rows_out": counts.get(member),
+                "log": f"fused into the query of {node_id} (not written; `keep: true` writes it)",
+                "outputs": {},
+            }
         if unit is not None:
             rows = [rows_of(node_id, param) for param in node.edges]
             rows_in = None if None in rows else sum(rows)
@@ -424,19 +427,19 @@ class PipelineRunner(LoggingConfigurable):
             port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
             for port, out in result.outputs.items()
         }
-        self._node(
-            run_id,
-            node_id,
-            state=state,
-            finished=utcnow(),
-            cache_key=node_key,
-            rows_in=rows_in,
-            rows_out=rows_out if result.outputs else None,
-            log="\n".join(lines),
-            outputs=shown,
-            job_id=job_id,
-        )
-        note(node_id, state, f"{rows_out} rows" if rows_out else "")
+        updates[node_id] = {
+            "state": state,
+            "finished": utcnow(),
+            "cache_key": node_key,
+            "rows_in": rows_in,
+            "rows_out": rows_out if result.outputs else None,
+            "log": "\n".join(lines),
+            "outputs": shown,
+            "job_id": job_id,
+        }
+        self._nodes(run_id, updates)
+        for member, values in updates.items():
+            note(member, state, f"{values['rows_out']} rows" if values["rows_out"] else "")
         return result
 
     def _fused(self, project, checked, unit, node_key, results, forced, stop, log):

@@ -1,7 +1,8 @@
 """Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
 
-Relational work goes to DuckDB (expressions parsed by the engine, joins and sorts that spill
-to disk); per-record parsing and seeded splits go batch by batch in pyarrow.
+Per-record parsing and seeded splits go batch by batch in pyarrow; `shuffle` and `sql` go to
+DuckDB (expressions parsed by the engine, sorts that spill to disk). The relational chains
+(regex_extract, select, rename, left_join, label_id) run as one query each: see fuse.py.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kpl_dataset import ReadOnlyDataset, WriteOnlyDataset
 
@@ -42,6 +42,7 @@ class Source:
     folder: Path
     part: str
     schema: pa.Schema
+    rows: int | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         reader = ReadOnlyDataset(self.folder, self.part)
@@ -150,67 +151,6 @@ def _stream(source: Source, numbered: bool = False) -> pa.RecordBatchReader:
 
 def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def regex_extract(p, inputs, sinks, settings, log) -> None:
-    import re
-
-    groups = re.compile(p.pattern).groupindex
-    field, pattern = sql.quote(p.field), _string(p.pattern)
-    columns = ", ".join(
-        f"CASE WHEN regexp_matches({field}, {pattern}) THEN regexp_extract({field}, {pattern}, {index}) END AS {sql.quote(name)}"
-        for name, index in groups.items()
-    )
-    _query(settings, {"input": _stream(inputs["input"])}, f"SELECT *, {columns} FROM input", sinks[PORT])
-
-
-def select(p, inputs, sinks, settings, log) -> None:
-    _query(
-        settings, {"input": _stream(inputs["input"])}, f"SELECT * FROM input WHERE ({p.where})", sinks[PORT]
-    )
-
-
-def rename(p, inputs, sinks, settings, log) -> None:
-    names = inputs["input"].schema.names
-    columns = ", ".join(f"{sql.quote(n)} AS {sql.quote(p.fields.get(n, n))}" for n in names)
-    _query(settings, {"input": _stream(inputs["input"])}, f"SELECT {columns} FROM input", sinks[PORT])
-
-
-def left_join(p, inputs, sinks, settings, log) -> None:
-    left, right = inputs["left"], inputs["right"]
-    wanted = p.fields if p.fields is not None else [n for n in right.schema.names if n != p.on]
-    columns = ", ".join(
-        [f"l.{sql.quote(n)}" for n in left.schema.names] + [f"r.{sql.quote(n)}" for n in wanted]
-    )
-    key, row = sql.quote(p.on), sql.quote(sql.ROW)
-    query = (
-        f"SELECT {columns} FROM l LEFT JOIN r ON l.{key} = r.{key} "
-        f"ORDER BY l.{row}, r.{row} NULLS FIRST"  # left order, then the right input's order
-    )
-    _query(settings, {"l": _stream(left, True), "r": _stream(right, True)}, query, sinks[PORT])
-
-
-def _labels(p, source: Source, settings: Settings) -> list:
-    with _engine(settings) as con:
-        con.register("input", _stream(source))
-        field = sql.quote(p.field)
-        query = f"SELECT DISTINCT {field} FROM input WHERE {field} IS NOT NULL ORDER BY {field}"
-        rows = con.sql(query).fetchall()
-    return [r[0] for r in rows]
-
-
-def label_id(p, inputs, sinks, settings, log) -> None:
-    source = inputs["input"]
-    labels = _labels(p, source, settings)
-    log(f"{len(labels)} labels: {', '.join(map(str, labels[:20]))}{' …' if len(labels) > 20 else ''}")
-    # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-    sinks[PORT].writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": labels})
-    value_set = pa.array(labels, type=source.schema.field(p.field).type)
-    for batch in source.batches():
-        ids = pc.cast(pc.index_in(batch.column(p.field), value_set=value_set), pa.int64())
-        sinks[PORT].write(
-            pa.RecordBatch.from_arrays([*batch.columns, ids], names=[*batch.schema.names, p.output])
-        )
 
 
 def _parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]]]:
@@ -356,11 +296,6 @@ def sql_query(p, inputs, sinks, settings, log) -> None:
 
 
 PROCESSORS: dict[str, Callable] = {
-    "regex_extract": regex_extract,
-    "select": select,
-    "rename": rename,
-    "left_join": left_join,
-    "label_id": label_id,
     "parse_voc": parse_annotations("parse_voc"),
     "parse_labelme": parse_annotations("parse_labelme"),
     "parse_coco": parse_annotations("parse_coco"),

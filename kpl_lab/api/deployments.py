@@ -105,3 +105,27 @@ class DeploymentLogs(Body):
     """The last lines of each replica's output."""
 
     logs: list[ReplicaLog]
+
+
+class DeploymentKey(Body):
+    """An API key of a deployment, as listed: never the key itself."""
+
+    id: str = Field(description="what `key revoke` names")
+    prefix: str = Field(description="the key's first characters")
+    user: str
+    created: datetime | None
+
+
+class DeploymentKeyList(Body):
+    """The API keys of a deployment."""
+
+    keys: list[DeploymentKey]
+
+
+class DeploymentKeyCreated(DeploymentKey):
+    """A new API key: `key` is shown this once (the platform keeps only its SHA-256 digest)."""
+
+    key: str = Field(
+        description="send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>` to this "
+        "deployment's predict; it opens nothing else"
+    )

@@ -18,7 +18,15 @@ from ..api.datasets import (
     RecordsPage,
     Stats,
 )
-from ..api.deployments import CanaryRequest, Deployment, DeploymentList, DeploymentLogs, DeploymentRequest
+from ..api.deployments import (
+    CanaryRequest,
+    Deployment,
+    DeploymentKeyCreated,
+    DeploymentKeyList,
+    DeploymentList,
+    DeploymentLogs,
+    DeploymentRequest,
+)
 from ..api.devices import Devices
 from ..api.experiments import (
     Comparison,
@@ -503,6 +511,32 @@ ROUTES: list[Route] = [
         },
     ),
     Route(
+        "/deployments/{name}/keys",
+        deployments.DeploymentKeysHandler,
+        {
+            "get": Operation("The deployment's API keys (never the keys themselves)", DeploymentKeyList),
+            "post": Operation(
+                "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
+                DeploymentKeyCreated,
+                status=201,
+                description="The answer holds the key this once; the platform keeps only its SHA-256 "
+                "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}/keys/{key_id}",
+        deployments.DeploymentKeyHandler,
+        {
+            "delete": Operation(
+                "Revoke an API key of the deployment",
+                Deleted,
+                description="Callers using it get 403 from now on (within 2 s on other servers of "
+                "the same platform, which remember keys that long).",
+            )
+        },
+    ),
+    Route(
         "/deployments/{name}/predict",
         deployments.DeploymentPredictHandler,
         {
@@ -516,6 +550,7 @@ ROUTES: list[Route] = [
                 upload=True,
                 content={"application/json": {"schema": {"type": "object"}}},
                 errors=("503",),
+                deployment_key=True,
             )
         },
     ),

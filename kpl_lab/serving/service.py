@@ -13,6 +13,7 @@ Kubernetes restarts them, and the gateway reaches them through the Service.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from ..catalog.storage import check_name
 from ..engine.runfolder import read_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
 from . import metrics, replicas
+from .keys import DeploymentKeys
 
 if TYPE_CHECKING:
     from ..catalog.models import AlgorithmVersion, ModelVersion
@@ -96,6 +98,11 @@ class DeploymentService(LoggingConfigurable):
                 executor = KubernetesExecutor(parent=self)
             self._kubernetes = KubernetesDeployments(executor)
         return self._kubernetes
+
+    @functools.cached_property
+    def keys(self) -> DeploymentKeys:
+        """Return the API keys of deployments."""
+        return DeploymentKeys(self)
 
     @property
     def ledger(self):
@@ -366,6 +373,7 @@ class DeploymentService(LoggingConfigurable):
         with self.platform.session(immediate=True) as session:
             session.delete(self._get(session, project, name))
         replicas.remove(self.platform.storage.kind_dir(project, "deployments") / name)
+        self.keys.forget()
         return [name]
 
     def reconcile(self) -> list[str]:

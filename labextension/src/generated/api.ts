@@ -621,6 +621,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deployments/{name}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The deployment's API keys (never the keys themselves) */
+        get: operations["getDeploymentKeys"];
+        put?: never;
+        /**
+         * Make an API key for callers outside JupyterLab: it opens this deployment's predict only
+         * @description The answer holds the key this once; the platform keeps only its SHA-256 digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.
+         */
+        post: operations["postDeploymentKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key of the deployment
+         * @description Callers using it get 403 from now on (within 2 s on other servers of the same platform, which remember keys that long).
+         */
+        delete: operations["deleteDeploymentKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/deployments/{name}/predict": {
         parameters: {
             query?: never;
@@ -1247,6 +1288,39 @@ export interface components {
             metrics: {
                 [key: string]: components["schemas"]["VersionMetrics"];
             };
+        };
+        /**
+         * DeploymentKey
+         * @description An API key of a deployment, as listed: never the key itself.
+         */
+        DeploymentKey: {
+            /** @description what `key revoke` names */
+            id: string;
+            /** @description the key's first characters */
+            prefix: string;
+            user: string;
+            created: string | null;
+        };
+        /**
+         * DeploymentKeyCreated
+         * @description A new API key: `key` is shown this once (the platform keeps only its SHA-256 digest).
+         */
+        DeploymentKeyCreated: {
+            /** @description what `key revoke` names */
+            id: string;
+            /** @description the key's first characters */
+            prefix: string;
+            user: string;
+            created: string | null;
+            /** @description send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>` to this deployment's predict; it opens nothing else */
+            key: string;
+        };
+        /**
+         * DeploymentKeyList
+         * @description The API keys of a deployment.
+         */
+        DeploymentKeyList: {
+            keys: components["schemas"]["DeploymentKey"][];
         };
         /**
          * DeploymentList
@@ -3961,6 +4035,98 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeploymentLogs"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeploymentKeys: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentKeyList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeploymentKeys: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentKeyCreated"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDeploymentKey: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a deployment key's id (`key list`) */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             400: components["responses"]["Error400"];

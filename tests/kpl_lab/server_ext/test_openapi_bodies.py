@@ -268,6 +268,10 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.get("deployments/api/logs", lines=5))[0] == 200
     code, shown = await api.get("deployments/api")
     assert code == 200 and shown["metrics"][f"trainer-model:{model_version}"]["requests"] == 3, shown
+    code, key = await api.post("deployments/api/keys")
+    assert code == 201 and key["key"].startswith(key["prefix"]), key
+    assert (await api.get("deployments/api/keys"))[1]["keys"][0]["id"] == key["id"]
+    assert (await api.delete(f"deployments/api/keys/{key['id']}"))[0] == 200
     (tmp_path / "second").mkdir()
     (tmp_path / "second" / "weights.txt").write_text("another model")
     canary = app.platform.catalog.add_model("default", "trainer-model", tmp_path / "second").ref

@@ -1,4 +1,4 @@
-"""Deployment tables: a deployment of a project, the replica processes that serve it, its API keys.
+"""Deployment tables: a deployment, the replica processes that serve it, its API keys and metrics.
 
 A deployment serves a production model version and optionally a canary version with a
 weight (percent of requests). A replica serves one model version; it serves production
@@ -91,3 +91,18 @@ class DeploymentKey(Base):
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     deployment: Mapped[Deployment] = relationship(back_populates="key_rows")
+
+
+class DeploymentMetrics(Base):
+    """Requests one model version of a deployment answered in one interval, as the gateway saw them."""
+
+    __tablename__ = "deployment_metrics"
+    __table_args__ = (UniqueConstraint("deployment_id", "model_version", "start"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    model_version: Mapped[str] = mapped_column(String(200))  # NAME:VERSION
+    start: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # the interval's start, UTC
+    requests: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    latency: Mapped[dict] = mapped_column(JSON)  # histogram bin -> requests (kpl_lab.serving.history)

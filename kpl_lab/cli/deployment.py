@@ -61,6 +61,13 @@ def _print_deployment(shown: dict) -> None:
             for version, m in shown["metrics"].items()
         ]
         print(render_table(("MODEL VERSION", "REQUESTS", "ERRORS", "P50", "P99"), rows))
+    if shown["totals"]:
+        print("\nthrough the gateway, last 7 days:")
+        rows = [
+            (version, m["requests"], m["errors"], _ms(m["p50_ms"]), _ms(m["p99_ms"]))
+            for version, m in shown["totals"].items()
+        ]
+        print(render_table(("MODEL VERSION", "REQUESTS", "ERRORS", "P50", "P99"), rows))
 
 
 def _ms(value: float | None) -> str:
@@ -271,7 +278,11 @@ def register(groups) -> None:
 
     show = group.add_parser("show", help="show a deployment: replicas and requests per version")
     show.add_argument("name", metavar="NAME")
-    show.add_argument("--json", action="store_true", help="print JSON (metrics: requests per version)")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (metrics: the live replicas' counts per version; totals: the gateway's, 7 days)",
+    )
     show.set_defaults(func=_reconciled(cmd_show))
 
     logs = group.add_parser("logs", help="print the last lines of each replica's output")

@@ -25,6 +25,7 @@ from ..api.deployments import (
     DeploymentKeyList,
     DeploymentList,
     DeploymentLogs,
+    DeploymentMetricsHistory,
     DeploymentRequest,
 )
 from ..api.devices import Devices
@@ -507,6 +508,26 @@ ROUTES: list[Route] = [
                 "The last lines of each replica's output",
                 DeploymentLogs,
                 query=(Query("lines", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),),
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/metrics",
+        deployments.DeploymentMetricsHandler,
+        {
+            "get": Operation(
+                "Request metrics per model version over time, in 10 s intervals",
+                DeploymentMetricsHistory,
+                description="What the gateway counted: requests, errors and latency p50/p99 of each "
+                "interval with requests, and totals. Written every few seconds (the platform's "
+                "background round) and kept 7 days.",
+                query=(
+                    Query(
+                        "since",
+                        {"type": "string", "format": "date-time"},
+                        "ISO 8601 time of the first interval (default: an hour ago)",
+                    ),
+                ),
             )
         },
     ),

@@ -25,6 +25,7 @@ from tornado.curl_httpclient import CurlAsyncHTTPClient, CurlError
 from tornado.httpclient import HTTPRequest
 
 from ..errors import Unavailable
+from .history import RequestHistory
 from .service import DeploymentService, Routing
 
 VERSION_HEADER = "X-KPL-Model-Version"
@@ -68,6 +69,7 @@ class Gateway:
         self._client: CurlAsyncHTTPClient | None = None
         self._routes: dict[tuple[str, str], tuple[float, Routing]] = {}
         self._turn = itertools.count()
+        self.history = RequestHistory()
 
     @property
     def client(self) -> CurlAsyncHTTPClient:
@@ -76,8 +78,13 @@ class Gateway:
             self._client = CurlAsyncHTTPClient(force_instance=True, max_clients=self.max_clients)
         return self._client
 
+    def flush_metrics(self) -> int:
+        """Write the request metrics counted so far to the catalog (blocking: run it off the event loop)."""
+        return self.history.flush(self.service.platform)
+
     def close(self) -> None:
-        """Close the kept-alive connections."""
+        """Write the metrics counted so far and close the kept-alive connections."""
+        self.flush_metrics()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -103,9 +110,25 @@ class Gateway:
         headers: Mapping[str, str] | Callable[[str], str | None] | None = None,
     ) -> Prediction:
         """Send one request body to a replica; raise Unavailable (503) while none is ready."""
+        start = time.perf_counter()
         routing = await self.routing(project, name)
         caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
         version = pick_version(routing, caller)
+        try:
+            prediction = await self._forward(project, name, routing, version, body, content_type)
+        except Unavailable:
+            self.history.record(project, name, version, None, True, time.time())
+            raise
+        milliseconds = (time.perf_counter() - start) * 1000
+        self.history.record(
+            project, name, prediction.model_version, milliseconds, prediction.status >= 400, time.time()
+        )
+        return prediction
+
+    async def _forward(
+        self, project: str, name: str, routing: Routing, version: str, body: bytes, content_type: str
+    ) -> Prediction:
+        """Send the body to a ready replica of `version` (another one if it stopped listening)."""
         failure, url, served = "", None, version
         for attempt in range(ATTEMPTS):
             if attempt:

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from traitlets import Enum, Float, Integer
 from traitlets.config import LoggingConfigurable
 
-from ..catalog.deployments import Deployment, Replica
+from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
 from ..engine.runfolder import read_json
@@ -371,7 +371,9 @@ class DeploymentService(LoggingConfigurable):
         deployment = self.get(project, name)
         self._stop_replicas(deployment.replica_rows)
         with self.platform.session(immediate=True) as session:
-            session.delete(self._get(session, project, name))
+            row = self._get(session, project, name)
+            session.execute(delete(DeploymentMetrics).where(DeploymentMetrics.deployment_id == row.id))
+            session.delete(row)
         replicas.remove(self.platform.storage.kind_dir(project, "deployments") / name)
         self.keys.forget()
         return [name]

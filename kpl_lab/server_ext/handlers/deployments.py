@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 from jupyter_server.auth.decorator import allow_unauthenticated
 from tornado import web
@@ -15,17 +16,22 @@ from ...api.deployments import (
     DeploymentKeyList,
     DeploymentList,
     DeploymentLogs,
+    DeploymentMetricsHistory,
     DeploymentRequest,
+    MetricsPoint,
     ReplicaLog,
+    VersionMetrics,
 )
 from ...catalog.serialize import utc
 from ...errors import BadRequest, Forbidden, ModelFailed
+from ...serving import history
 from ...serving.describe import deployment_model
 from ...serving.gateway import VERSION_HEADER
 from ...serving.keys import key_of
 from ..base import KPLHandler
 
 LOG_LINES = 200
+DEFAULT_SPAN = timedelta(hours=1)  # of the metrics history without ?since=
 
 
 class DeploymentsHandler(KPLHandler):
@@ -121,6 +127,30 @@ class DeploymentLogsHandler(KPLHandler):
         self.reply(DeploymentLogs(logs=[ReplicaLog(**log) for log in found]))
 
 
+class DeploymentMetricsHandler(KPLHandler):
+    """GET: request metrics per model version over time (10 s intervals) since a time."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """Read the metrics history."""
+        since = _since(self.get_query_argument("since", None))
+        service = self.platform.deployments
+
+        def read():
+            row = service.get(self.project, name)
+            return history.series(self.platform, row.id, since)
+
+        series, totals = await self.blocking(read)
+        self.reply(
+            DeploymentMetricsHistory(
+                interval_seconds=history.BUCKET_SECONDS,
+                since=since,
+                series={v: [MetricsPoint(**p) for p in points] for v, points in series.items()},
+                totals={v: VersionMetrics(**t) for v, t in totals.items()},
+            )
+        )
+
+
 class DeploymentKeysHandler(KPLHandler):
     """GET: a deployment's API keys; POST: make one (the answer shows the key this once)."""
 
@@ -206,6 +236,20 @@ class DeploymentPredictHandler(KPLHandler):
         self.set_status(prediction.status)
         self.set_header("Content-Type", "application/json")
         self.finish(prediction.body)
+
+
+def _since(text: str | None) -> datetime:
+    """Return the `since` query argument as a UTC time (default: an hour ago; a bucket's start is kept)."""
+    if not text:
+        return datetime.now(UTC) - DEFAULT_SPAN
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(
+            f"since: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field="since"
+        ) from None
+    moment = utc(moment)
+    return moment.replace(second=moment.second - moment.second % history.BUCKET_SECONDS, microsecond=0)
 
 
 def _key(row) -> DeploymentKey:

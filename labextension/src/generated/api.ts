@@ -621,6 +621,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deployments/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Request metrics per model version over time, in 10 s intervals
+         * @description What the gateway counted: requests, errors and latency p50/p99 of each interval with requests, and totals. Written every few seconds (the platform's background round) and kept 7 days.
+         */
+        get: operations["getDeploymentMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/deployments/{name}/keys": {
         parameters: {
             query?: never;
@@ -1284,8 +1304,12 @@ export interface components {
             sticky_header: string;
             created: string | null;
             replica_states: components["schemas"]["Replica"][];
-            /** @description NAME:VERSION -> request metrics */
+            /** @description NAME:VERSION -> request metrics as its live replicas counted them since they started */
             metrics: {
+                [key: string]: components["schemas"]["VersionMetrics"];
+            };
+            /** @description NAME:VERSION -> request metrics as the gateway counted them over the kept history (7 days; written every few seconds); empty unless asked for one deployment */
+            totals: {
                 [key: string]: components["schemas"]["VersionMetrics"];
             };
         };
@@ -1335,6 +1359,24 @@ export interface components {
          */
         DeploymentLogs: {
             logs: components["schemas"]["ReplicaLog"][];
+        };
+        /**
+         * DeploymentMetricsHistory
+         * @description Request metrics of a deployment over time, per model version.
+         */
+        DeploymentMetricsHistory: {
+            /** @description the length of each point's interval */
+            interval_seconds: number;
+            /** Format: date-time */
+            since: string;
+            /** @description NAME:VERSION -> points by time; intervals without requests have none */
+            series: {
+                [key: string]: components["schemas"]["MetricsPoint"][];
+            };
+            /** @description NAME:VERSION -> the sums of `series` */
+            totals: {
+                [key: string]: components["schemas"]["VersionMetrics"];
+            };
         };
         /**
          * DeploymentRequest
@@ -1837,6 +1879,23 @@ export interface components {
             labels: {
                 [key: string]: components["schemas"]["FigureLabels"];
             };
+        };
+        /**
+         * MetricsPoint
+         * @description What one model version answered in one interval, as the gateway saw it.
+         */
+        MetricsPoint: {
+            /**
+             * Format: date-time
+             * @description the interval's start
+             */
+            time: string;
+            requests: number;
+            /** @description answers other than 2xx, and 503s while no replica was ready */
+            errors: number;
+            /** @description gateway latency (within 5 %); null: no replica answered */
+            p50_ms: number | null;
+            p99_ms: number | null;
         };
         /**
          * Model
@@ -2453,7 +2512,7 @@ export interface components {
         };
         /**
          * VersionMetrics
-         * @description Requests served by one model version since its replicas started.
+         * @description Requests served by one model version: their count, errors and latency percentiles.
          */
         VersionMetrics: {
             requests: number;
@@ -4035,6 +4094,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeploymentLogs"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeploymentMetrics: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description ISO 8601 time of the first interval (default: an hour ago) */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentMetricsHistory"];
                 };
             };
             400: components["responses"]["Error400"];

@@ -85,6 +85,7 @@ class DeploymentService(LoggingConfigurable):
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
         self._kubernetes: KubernetesDeployments | None = None
+        self.generation = 0  # counts changes made here: the gateway reads a changed routing table at once
 
     @property
     def kubernetes(self) -> KubernetesDeployments:
@@ -281,6 +282,7 @@ class DeploymentService(LoggingConfigurable):
         except BaseException:
             self.delete(project, name)
             raise
+        self.generation += 1
         return self.get(project, name)
 
     def canary(
@@ -307,6 +309,7 @@ class DeploymentService(LoggingConfigurable):
             with self.platform.session(immediate=True) as session:  # the old canary gets no traffic from now
                 row = self._get(session, project, name)
                 row.canary_model_version_id, row.canary_weight = None, 0
+            self.generation += 1
             self._stop_replicas(old)
             for _ in range(replica_count):
                 self._start_replica(project, name, deployment.id, model_version, algorithm_version)
@@ -317,6 +320,7 @@ class DeploymentService(LoggingConfigurable):
             row.canary_weight = weight
             if sticky_header is not None:
                 row.sticky_header = sticky_header
+        self.generation += 1
         return self.get(project, name)
 
     def promote(self, project: str, name: str, timeout: float = 300.0) -> Deployment:
@@ -336,6 +340,7 @@ class DeploymentService(LoggingConfigurable):
             row.algorithm_version_id = row.canary_algorithm_version_id
             row.canary_model_version_id = row.canary_algorithm_version_id = None
             row.canary_weight = 0
+        self.generation += 1
         time.sleep(self.drain_seconds)  # the gateway stops routing to the old version, requests finish
         self._stop_replicas(old)
         return self.get(project, name)
@@ -374,6 +379,7 @@ class DeploymentService(LoggingConfigurable):
             row = self._get(session, project, name)
             session.execute(delete(DeploymentMetrics).where(DeploymentMetrics.deployment_id == row.id))
             session.delete(row)
+        self.generation += 1
         replicas.remove(self.platform.storage.kind_dir(project, "deployments") / name)
         self.keys.forget()
         return [name]
@@ -585,6 +591,7 @@ class DeploymentService(LoggingConfigurable):
                 found = session.get(Replica, row.id)
                 if found is not None:
                     session.delete(found)
+        self.generation += 1
         for row in rows:
             replicas.remove(self.run_dir(row))
 

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import getpass
 import mimetypes
 import sys
 from pathlib import Path
 
-from ..catalog.serialize import utc
-from ..errors import BadRequest, ModelFailed
-from ..serving.describe import deployment_model
+from ..errors import BadRequest
 from ..text import emit_json, render_fields, render_table, short
 
 WAIT_SECONDS = 600.0
-
-
-def _describe(platform, row, with_metrics: bool = True) -> dict:
-    return deployment_model(platform.deployments, row, with_metrics).model_dump(mode="json")
 
 
 def _print_deployment(shown: dict) -> None:
@@ -61,13 +53,6 @@ def _print_deployment(shown: dict) -> None:
             for version, m in shown["metrics"].items()
         ]
         print(render_table(("MODEL VERSION", "REQUESTS", "ERRORS", "P50", "P99"), rows))
-    if shown["totals"]:
-        print("\nthrough the gateway, last 7 days:")
-        rows = [
-            (version, m["requests"], m["errors"], _ms(m["p50_ms"]), _ms(m["p99_ms"]))
-            for version, m in shown["totals"].items()
-        ]
-        print(render_table(("MODEL VERSION", "REQUESTS", "ERRORS", "P50", "P99"), rows))
 
 
 def _ms(value: float | None) -> str:
@@ -75,11 +60,9 @@ def _ms(value: float | None) -> str:
 
 
 def cmd_create(args: argparse.Namespace, platform) -> int:
-    service = platform.deployments
-    service.create(args.project, args.name, args.model, args.replicas, args.algorithm)
+    shown = platform.deploy(args.name, args.model, args.replicas, args.algorithm)
     if args.wait:
-        service.wait(args.project, args.name, args.timeout)
-    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+        shown = platform.wait_deployment(args.name, args.timeout)
     if args.json:
         emit_json(shown)
     else:
@@ -90,50 +73,37 @@ def cmd_create(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_predict(args: argparse.Namespace, platform) -> int:
-    from ..serving.gateway import Gateway
-
     path = Path(args.file)
     if not path.is_file():
         raise BadRequest(f"{path}: no such file", field="FILE")
     content_type = args.content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    gateway = Gateway(platform.deployments)
-
-    async def predict():
-        try:
-            return await gateway.predict(args.project, args.name, path.read_bytes(), content_type)
-        finally:
-            gateway.close()
-
-    prediction = asyncio.run(predict())
-    if prediction.status >= 400:
-        message = prediction.json().get("error") or f"the model answered {prediction.status}"
-        raise (ModelFailed if prediction.status >= 500 else BadRequest)(
-            f"{prediction.model_version}: {message}"
-        )
-    emit_json(prediction.json())
+    emit_json(platform.predict(args.name, path.read_bytes(), content_type))
     return 0
 
 
 def cmd_canary(args: argparse.Namespace, platform) -> int:
-    service = platform.deployments
-    service.canary(
-        args.project, args.name, args.model, args.weight, args.algorithm, args.sticky_header, args.replicas
-    )
+    request = {
+        "model": args.model,
+        "weight": args.weight,
+        "algorithm": args.algorithm,
+        "sticky_header": args.sticky_header,
+        "replicas": args.replicas,
+    }
+    shown = platform.canary(args.name, request)
     if args.wait:
-        service.wait(args.project, args.name, args.timeout)
-    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+        shown = platform.wait_deployment(args.name, args.timeout)
     print(f"deployment {args.name}: canary {shown['canary_model_version']} gets {args.weight} % of requests")
     return 0
 
 
 def cmd_promote(args: argparse.Namespace, platform) -> int:
-    row = platform.deployments.promote(args.project, args.name, args.timeout)
-    print(f"deployment {args.name}: {row.model_version.ref} is production")
+    shown = platform.promote(args.name, args.timeout)
+    print(f"deployment {args.name}: {shown['model_version']} is production")
     return 0
 
 
 def cmd_list(args: argparse.Namespace, platform) -> int:
-    shown = [_describe(platform, row, with_metrics=False) for row in platform.deployments.list(args.project)]
+    shown = platform.deployments()
     if args.json:
         emit_json(shown)
         return 0
@@ -153,7 +123,7 @@ def cmd_list(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_show(args: argparse.Namespace, platform) -> int:
-    shown = _describe(platform, platform.deployments.get(args.project, args.name))
+    shown = platform.deployment(args.name)
     if args.json:
         emit_json(shown)
     else:
@@ -162,7 +132,7 @@ def cmd_show(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, platform) -> int:
-    for log in platform.deployments.logs(args.project, args.name, args.lines):
+    for log in platform.deployment_logs(args.name, args.lines):
         print(f"==> replica {log['replica']} ({log['model_version']}) <==")
         if log["text"]:
             print(log["text"])
@@ -170,19 +140,19 @@ def cmd_logs(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, platform) -> int:
-    platform.deployments.delete(args.project, args.name)
+    platform.delete_deployment(args.name)
     print(f"deployment {args.name} deleted")
     return 0
 
 
 def cmd_key_create(args: argparse.Namespace, platform) -> int:
-    row, key = platform.deployments.keys.create(args.project, args.name, getpass.getuser())
+    created = platform.create_deployment_key(args.name)
     if args.json:
-        emit_json({"id": row.id, "prefix": row.prefix, "key": key})
+        emit_json(created)
     else:
-        print(key)
+        print(created["key"])
         print(
-            f"key {row.id} of deployment {args.name}: shown this once; send it as "
+            f"key {created['id']} of deployment {args.name}: shown this once; send it as "
             "`Authorization: Bearer <key>` to its predict",
             file=sys.stderr,
         )
@@ -190,10 +160,7 @@ def cmd_key_create(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_key_list(args: argparse.Namespace, platform) -> int:
-    rows = platform.deployments.keys.list(args.project, args.name)
-    shown = [
-        {"id": r.id, "prefix": r.prefix, "user": r.user, "created": utc(r.created).isoformat()} for r in rows
-    ]
+    shown = platform.deployment_keys(args.name)
     if args.json:
         emit_json(shown)
     else:
@@ -207,7 +174,7 @@ def cmd_key_list(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_key_revoke(args: argparse.Namespace, platform) -> int:
-    platform.deployments.keys.revoke(args.project, args.name, args.key_id)
+    platform.revoke_deployment_key(args.name, args.key_id)
     print(f"key {args.key_id} of deployment {args.name} revoked")
     return 0
 
@@ -216,7 +183,7 @@ def _reconciled(command):
     """Restart replicas whose supervisors are gone (a reboot) before running a deployment command."""
 
     def run(args: argparse.Namespace, platform) -> int:
-        restarted = platform.deployments.reconcile()
+        restarted = platform.reconcile_deployments()
         if restarted:
             print(
                 f"kpl-lab: restarted replicas whose supervisor was gone: {', '.join(restarted)}",

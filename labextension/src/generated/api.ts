@@ -1504,6 +1504,8 @@ export interface components {
             best_model: string | null;
             created: string | null;
             finished: string | null;
+            /** @description time spent searching, the spells it was stopped left out */
+            searched_seconds: number;
         };
         /**
          * ExperimentList

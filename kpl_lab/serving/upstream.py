@@ -97,6 +97,9 @@ class Upstream:
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as error:
                 writer.close()
                 raise NoAnswer(f"the replica closed the connection: {error!r}", sent=True) from None
+            except BaseException:  # cancelled (the caller went away): the connection is mid-answer
+                writer.close()
+                raise
             if keep and len(idle) < MAX_IDLE:
                 idle.append((reader, writer))
             else:

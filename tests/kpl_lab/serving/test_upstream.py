@@ -17,11 +17,17 @@ async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
+        try:
+            await answer_each(reader, writer)
+        finally:  # also when the test's loop ends first
+            writer.close()
+
+    async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, ConnectionError):
-                break
+                return
             length = next(
                 int(line.split(b":")[1])
                 for line in head.split(b"\r\n")
@@ -30,12 +36,11 @@ async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int
             seen.append(head + await reader.readexactly(length))
             answer = answers.pop(0)
             if answer is None:
-                break
+                return
             writer.write(answer)
             await writer.drain()
             if b"close" in answer or b"Content-Length" not in answer and b"chunked" not in answer:
-                break
-        writer.close()
+                return
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"

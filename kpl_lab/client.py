@@ -476,6 +476,22 @@ class Client:
         """Stop a deployment and free its resources."""
         return self.request("DELETE", f"deployments/{_quote(name)}")
 
+    def deployment_metrics(self, name: str, since: str | None = None) -> dict:
+        """Return a deployment's request metrics per model version over time (default: the last hour)."""
+        return self.request("GET", f"deployments/{_quote(name)}/metrics", {"since": since} if since else None)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return self.request("GET", f"deployments/{_quote(name)}/keys")["keys"]
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key that opens this deployment's predict only; `key` is shown this once."""
+        return self.request("POST", f"deployments/{_quote(name)}/keys")
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> Any:
+        """Revoke an API key of a deployment."""
+        return self.request("DELETE", f"deployments/{_quote(name)}/keys/{_quote(key_id)}")
+
     def delete_model(self, name: str, version: str | None = None) -> Any:
         """Delete a model, or one of its versions."""
         path = f"models/{_quote(name)}" + (f"/versions/{_quote(version)}" if version else "")

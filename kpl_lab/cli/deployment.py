@@ -1,4 +1,4 @@
-"""`kpl-lab deployment create|predict|canary|promote|list|show|logs|delete`: models served over HTTP."""
+"""`kpl-lab deployment create|predict|canary|promote|list|show|logs|key|delete`: models served over HTTP."""
 
 from __future__ import annotations
 
@@ -145,6 +145,40 @@ def cmd_delete(args: argparse.Namespace, platform) -> int:
     return 0
 
 
+def cmd_key_create(args: argparse.Namespace, platform) -> int:
+    created = platform.create_deployment_key(args.name)
+    if args.json:
+        emit_json(created)
+    else:
+        print(created["key"])
+        print(
+            f"key {created['id']} of deployment {args.name}: shown this once; send it as "
+            "`Authorization: Bearer <key>` to its predict",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_key_list(args: argparse.Namespace, platform) -> int:
+    shown = platform.deployment_keys(args.name)
+    if args.json:
+        emit_json(shown)
+    else:
+        print(
+            render_table(
+                ("KEY ID", "STARTS WITH", "USER", "CREATED"),
+                [(k["id"], k["prefix"] + "…", k["user"], k["created"]) for k in shown],
+            )
+        )
+    return 0
+
+
+def cmd_key_revoke(args: argparse.Namespace, platform) -> int:
+    platform.revoke_deployment_key(args.name, args.key_id)
+    print(f"key {args.key_id} of deployment {args.name} revoked")
+    return 0
+
+
 def _reconciled(command):
     """Restart replicas whose supervisors are gone (a reboot) before running a deployment command."""
 
@@ -211,13 +245,33 @@ def register(groups) -> None:
 
     show = group.add_parser("show", help="show a deployment: replicas and requests per version")
     show.add_argument("name", metavar="NAME")
-    show.add_argument("--json", action="store_true", help="print JSON (metrics: requests per version)")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (metrics: the live replicas' counts per version; totals: the gateway's, 7 days)",
+    )
     show.set_defaults(func=_reconciled(cmd_show))
 
     logs = group.add_parser("logs", help="print the last lines of each replica's output")
     logs.add_argument("name", metavar="NAME")
     logs.add_argument("--lines", type=int, default=100, metavar="N")
     logs.set_defaults(func=_reconciled(cmd_logs))
+
+    key = group.add_parser("key", help="API keys for callers outside JupyterLab").add_subparsers(
+        dest="key_command", required=True
+    )
+    key_create = key.add_parser("create", help="make an API key for one deployment's predict; print it once")
+    key_create.add_argument("name", metavar="NAME")
+    key_create.add_argument("--json", action="store_true", help="print JSON (id, prefix, key)")
+    key_create.set_defaults(func=cmd_key_create)
+    key_list = key.add_parser("list", help="list a deployment's keys (ids and first characters)")
+    key_list.add_argument("name", metavar="NAME")
+    key_list.add_argument("--json", action="store_true", help="print JSON")
+    key_list.set_defaults(func=cmd_key_list)
+    key_revoke = key.add_parser("revoke", help="revoke a key: its callers get 403")
+    key_revoke.add_argument("name", metavar="NAME")
+    key_revoke.add_argument("key_id", metavar="KEY_ID", help="as `key list` shows it")
+    key_revoke.set_defaults(func=cmd_key_revoke)
 
     delete = group.add_parser("delete", help="stop a deployment and free its resources")
     delete.add_argument("name", metavar="NAME")

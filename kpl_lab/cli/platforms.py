@@ -55,6 +55,13 @@ def _metric_summary(figure: str, series: str, points: list, last, curve: str, co
     }
 
 
+def _key(row) -> dict:
+    """Return a deployment key row as the REST lists it."""
+    from ..catalog.serialize import utc
+
+    return {"id": row.id, "prefix": row.prefix, "user": row.user, "created": utc(row.created).isoformat()}
+
+
 class LocalPlatform:
     """The platform whose database and files this process opens itself."""
 
@@ -357,6 +364,21 @@ class LocalPlatform:
     def delete_deployment(self, name: str) -> None:
         """Stop a deployment and free its resources."""
         self.platform.deployments.delete(self.project, name)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return [_key(row) for row in self.platform.deployments.keys.list(self.project, name)]
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key for a deployment's predict; `key` is shown this once."""
+        import getpass
+
+        row, key = self.platform.deployments.keys.create(self.project, name, getpass.getuser())
+        return {**_key(row), "key": key}
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> None:
+        """Revoke an API key of a deployment."""
+        self.platform.deployments.keys.revoke(self.project, name, key_id)
 
     def predict(self, name: str, data: bytes, content_type: str) -> dict:
         """Send bytes to a deployment; return its JSON answer with `model_version` added."""
@@ -673,6 +695,18 @@ class ServicePlatform:
     def delete_deployment(self, name: str) -> None:
         """Stop a deployment and free its resources."""
         self.client.delete_deployment(name)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return self.client.deployment_keys(name)
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key for a deployment's predict; `key` is shown this once."""
+        return self.client.create_deployment_key(name)
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> None:
+        """Revoke an API key of a deployment."""
+        self.client.revoke_deployment_key(name, key_id)
 
     def predict(self, name: str, data: bytes, content_type: str) -> dict:
         """Send bytes to a deployment; return its JSON answer with `model_version` added."""

@@ -54,6 +54,9 @@ export type PipelineRun = Required<Schemas['PipelineRun']>;
 export type PipelineTemplate = Required<Schemas['PipelineTemplate']>;
 export type Deployment = Required<Schemas['Deployment']>;
 export type DeploymentLogs = Required<Schemas['DeploymentLogs']>;
+export type DeploymentMetricsHistory = Required<
+  Schemas['DeploymentMetricsHistory']
+>;
 
 /**
  * A gateway answer: the model's JSON and the NAME:VERSION that served it.
@@ -343,7 +346,7 @@ export class KPLClient {
   };
 
   /**
-   * Deployments: list, create, canary, show, logs, promote, delete, and predict through the gateway.
+   * Deployments: list, create, canary, show, logs, metrics history, promote, delete, and predict through the gateway.
    */
   readonly deployments = {
     list: async (): Promise<Deployment[]> =>
@@ -363,6 +366,8 @@ export class KPLClient {
       this.request(path('deployments', name)),
     logs: (name: string, lines: number): Promise<DeploymentLogs> =>
       this.request(path('deployments', name, 'logs') + query({ lines })),
+    metrics: (name: string, since: string): Promise<DeploymentMetricsHistory> =>
+      this.request(path('deployments', name, 'metrics') + query({ since })),
     promote: (name: string): Promise<Deployment> =>
       this.request(path('deployments', name, 'promote'), { method: 'POST' }),
     delete: (name: string): Promise<Deleted> =>

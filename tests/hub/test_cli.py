@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import requests
 
 from kpl_lab.client import Client
 
@@ -112,6 +113,7 @@ class Notebook:
     run: Callable[..., tuple[int, str, str]]
     jobs: list[str]
     models: list[str]
+    hub_url: str
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +161,7 @@ def notebook(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Not
         shown = json.loads(run("job", "show", job_id, "--json")[1])
         assert shown["state"] == "succeeded", shown["reason"] + hub.log()[-3000:]
         models.append(shown["outputs"]["model"]["registered"].removeprefix("model:"))
-    yield Notebook(run, jobs, models)
+    yield Notebook(run, jobs, models, hub.url)
     hub.stop_server("ivan")
 
 
@@ -277,6 +279,18 @@ def test_a_deployment_in_a_notebook(notebook: Notebook, tmp_path: Path):
         status, out, err = cli("deployment", "list")
         assert status == 0, err
         assert out.splitlines()[2].split()[:3] == ["toys", "ready", model]
+        # a caller outside JupyterLab with an API key: the service's predict of this deployment only
+        status, out, err = cli("deployment", "key", "create", "toys")
+        assert status == 0, err
+        bearer = {"Authorization": f"Bearer {out.strip()}"}
+        api = f"{notebook.hub_url}/services/kpl/api/"
+        answer = requests.post(
+            api + "deployments/toys/predict", data=b"img", headers={**bearer, "Content-Type": "image/png"}
+        )
+        assert answer.status_code == 200 and answer.json()["class_name"] == "steps-4", answer.text
+        for method, path in (("GET", "deployments"), ("DELETE", "deployments/toys")):
+            refused = requests.request(method, api + path, headers=bearer, allow_redirects=False)
+            assert refused.status_code in (302, 403), (method, path, refused.status_code)
     finally:
         status, out, err = cli("deployment", "delete", "toys")
     assert status == 0 and out == "deployment toys deleted\n", err

@@ -359,6 +359,15 @@ def test_a_deployment_created_asked_and_deleted_through_the_service(cli, tmp_pat
             assert status == 0, err
             assert remote == cli(*args, service=False)[1]
         assert "loaded cat" in cli("deployment", "logs", "pets")[1]
+        status, out, err = cli("deployment", "key", "create", "pets", "--json")
+        assert status == 0, err
+        key = json.loads(out)
+        assert key["key"].startswith("kpldk_") and key["key"].startswith(key["prefix"])
+        listed = json.loads(cli("deployment", "key", "list", "pets", "--json", service=False)[1])
+        assert [k["id"] for k in listed] == [key["id"]]
+        status, out, err = cli("deployment", "key", "revoke", "pets", key["id"])
+        assert status == 0 and out == f"key {key['id']} of deployment pets revoked\n", err
+        assert json.loads(cli("deployment", "key", "list", "pets", "--json")[1]) == []
         (label / "label.txt").write_text("dog")
         dog = json.loads(cli("model", "add", "pet", str(label), "--json")[1])["ref"]
         canary = ("--model", dog, "--weight", "100", "--algorithm", "toy-serve", "--wait")

@@ -38,15 +38,17 @@ def test_pick_version_splits_by_weight_and_sticks_by_caller():
     )
 
 
-def test_predict_names_the_version_and_passes_bad_input_as_4xx(serving_platform, toy):
+def test_predict_names_the_version_and_passes_bad_input_as_4xx(serving_platform, toy, tmp_path):
     service = serving_platform.deployments
-    model = toy("cat")
+    hold = tmp_path / "hold"
+    model = toy("cat", hold=hold)
     service.create("default", "pets", model, algorithm="toy-serve")
     gateway = Gateway(service)
 
     async def scenario():
         with pytest.raises(Unavailable, match="no ready replica"):  # answered at once, never waits
             await gateway.predict("default", "pets", b"img")
+        hold.unlink()
         await asyncio.get_running_loop().run_in_executor(None, service.wait, "default", "pets", WAIT)
         good = await gateway.predict("default", "pets", b"img-1", "image/png")
         bad = await gateway.predict("default", "pets", b"text", "text/plain")

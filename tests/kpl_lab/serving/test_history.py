@@ -82,15 +82,17 @@ def test_old_buckets_are_dropped_as_new_ones_are_written(serving_platform, toy):
     assert len(kept) == 1 and kept[0].requests == 1
 
 
-def test_the_gateway_counts_each_version_and_writes_on_close(serving_platform, toy):
+def test_the_gateway_counts_each_version_and_writes_on_close(serving_platform, toy, tmp_path):
     service = serving_platform.deployments
-    production, canary = toy("cat"), toy("dog")
+    hold = tmp_path / "hold"
+    production, canary = toy("cat", hold=hold), toy("dog")
     service.create("default", "pets", production, algorithm="toy-serve")
     gateway = Gateway(service)
 
     async def scenario():
         with pytest.raises(Unavailable):  # counted as an error of the version it was meant for
             await gateway.predict("default", "pets", b"img")
+        hold.unlink()
         await asyncio.get_running_loop().run_in_executor(None, service.wait, "default", "pets", WAIT)
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: service.canary("default", "pets", canary, 30, algorithm="toy-serve")

@@ -292,3 +292,26 @@ async def test_a_new_supervisor_adopts_every_worker(tmp_path):
         await asyncio.sleep(0.05)
     assert state.reason == "stopped on request"
     assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_job_weighs_the_cpus_it_holds_under_contention(tmp_path, version):
+    # a cgroup tree laid out as the kernel's (the files it would hold), in a folder
+    if version == 2:
+        (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    else:
+        for controller in ("memory", "cpu", "pids"):
+            (tmp_path / controller).mkdir()
+        (tmp_path / "memory" / "memory.limit_in_bytes").write_text("max\n")
+    limits = JobLimits.create("job-w", 512, 2.5, root=tmp_path)
+    assert limits.version == version
+    cpus = os.cpu_count()
+    if version == 2:
+        job = limits.paths["unified"]
+        assert (job / "cpu.weight").read_text() == "250"
+        assert (job.parent / "cpu.weight").read_text() == str(min(10000, 100 * cpus))
+    else:
+        job = limits.paths["cpu"]
+        assert (job / "cpu.shares").read_text() == "2560"
+        assert (job.parent / "cpu.shares").read_text() == str(1024 * cpus)
+        assert (job / "cpu.cfs_quota_us").read_text() == "250000"

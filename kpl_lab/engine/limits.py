@@ -95,8 +95,9 @@ class JobLimits:
             _write(job / "memory.swap.max", "0")
         if "cpu" in wanted:
             _write(job / "cpu.max", f"{int(self.cpu * CPU_PERIOD_US)} {CPU_PERIOD_US}")
-            _write(parent / "cpu.weight", _weight(os.cpu_count() or 1))
-            _write(job / "cpu.weight", _weight(self.cpu))
+            with contextlib.suppress(OSError):  # weights help under contention; the limit is cpu.max
+                _write(parent / "cpu.weight", _weight(os.cpu_count() or 1))
+                _write(job / "cpu.weight", _weight(self.cpu))
             applied.append("cpu.max")
         if "pids" in wanted:
             _write(job / "pids.max", str(PIDS_MAX))
@@ -121,8 +122,9 @@ class JobLimits:
         if "cpu" in self.paths:
             _write(self.paths["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(self.paths["cpu"] / "cpu.cfs_quota_us", str(int(self.cpu * CPU_PERIOD_US)))
-            _write(self.paths["cpu"].parent / "cpu.shares", str(SHARES_PER_CPU * (os.cpu_count() or 1)))
-            _write(self.paths["cpu"] / "cpu.shares", str(max(2, int(self.cpu * SHARES_PER_CPU))))
+            with contextlib.suppress(OSError):  # weights help under contention; the limit is the quota
+                _write(self.paths["cpu"].parent / "cpu.shares", str(SHARES_PER_CPU * (os.cpu_count() or 1)))
+                _write(self.paths["cpu"] / "cpu.shares", str(max(2, int(self.cpu * SHARES_PER_CPU))))
             applied.append("cpu.cfs_quota_us")
         if "pids" in self.paths:
             _write(self.paths["pids"] / "pids.max", str(PIDS_MAX))

@@ -19,6 +19,12 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "kpl-lab"
 PIDS_MAX = 4096
 CPU_PERIOD_US = 100_000
+# Weights under contention: a job weighs as many processes as the CPUs it holds, and all
+# jobs together as many as the machine has CPUs; the defaults (one process's weight for
+# the whole kpl-lab group) let a busy machine starve a job below what the ledger gave it
+# (its start took twice a bare process's at a load of 10)
+SHARES_PER_CPU = 1024  # v1 cpu.shares of one process
+WEIGHT_PER_CPU = 100  # v2 cpu.weight of one process (1 to 10000)
 FALLBACK = "fallback: RLIMIT_DATA + RSS watchdog (cpu not enforced)"
 
 
@@ -38,6 +44,10 @@ def _cgroup_v1_roots(root: Path) -> dict[str, Path] | None:
     if not (roots["memory"] / "memory.limit_in_bytes").exists() or not os.access(roots["memory"], os.W_OK):
         return None
     return {name: path for name, path in roots.items() if path.is_dir() and os.access(path, os.W_OK)}
+
+
+def _weight(cpus: float) -> str:
+    return str(min(10000, max(1, round(cpus * WEIGHT_PER_CPU))))
 
 
 @dataclass
@@ -85,6 +95,9 @@ class JobLimits:
             _write(job / "memory.swap.max", "0")
         if "cpu" in wanted:
             _write(job / "cpu.max", f"{int(self.cpu * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+            with contextlib.suppress(OSError):  # weights help under contention; the limit is cpu.max
+                _write(parent / "cpu.weight", _weight(os.cpu_count() or 1))
+                _write(job / "cpu.weight", _weight(self.cpu))
             applied.append("cpu.max")
         if "pids" in wanted:
             _write(job / "pids.max", str(PIDS_MAX))
@@ -109,6 +122,9 @@ class JobLimits:
         if "cpu" in self.paths:
             _write(self.paths["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(self.paths["cpu"] / "cpu.cfs_quota_us", str(int(self.cpu * CPU_PERIOD_US)))
+            with contextlib.suppress(OSError):  # weights help under contention; the limit is the quota
+                _write(self.paths["cpu"].parent / "cpu.shares", str(SHARES_PER_CPU * (os.cpu_count() or 1)))
+                _write(self.paths["cpu"] / "cpu.shares", str(max(2, int(self.cpu * SHARES_PER_CPU))))
             applied.append("cpu.cfs_quota_us")
         if "pids" in self.paths:
             _write(self.paths["pids"] / "pids.max", str(PIDS_MAX))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from .executor import ExecutionState, Executor
 from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
 from .runfolder import is_alive, process_start_time, read_json, write_atomic
+from .spares import SUPERVISOR_FILES, Spares
 from .supervisor import BOOTSTRAP
 
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a third of the time, on every start
@@ -67,21 +69,31 @@ class LocalExecutor(Executor):
     )
     callbacks_config = Dict(help="JSON-serialisable argument of the callbacks factory.")
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._spares = Spares()
+
     async def before_start(self, launch: JobLaunch) -> None:
-        """Create the run folder: job.json, parameter.yml, inputs/ links, outputs/ folders, logs."""
+        """Create the run folder: job.json, parameter.yml, inputs/ links, outputs/ folders, logs.
+
+        A new run folder is a spare one (`kpl_lab.engine.spares`) filled and renamed into place.
+        """
         run_dir = launch.run_dir
-        (run_dir / "inputs").mkdir(parents=True, exist_ok=True)
-        (run_dir / "outputs").mkdir(exist_ok=True)
+        spare = None if run_dir.exists() else self._spares.take(run_dir.parent)
+        folder = spare or run_dir
+        (folder / "inputs").mkdir(parents=True, exist_ok=True)
+        (folder / "outputs").mkdir(exist_ok=True)
         for key, path in launch.inputs.items():
-            link = run_dir / "inputs" / key
+            link = folder / "inputs" / key
             if not link.is_symlink():
                 link.symlink_to(Path(path).resolve(), target_is_directory=Path(path).is_dir())
         for key in launch.outputs:
-            (run_dir / "outputs" / key).mkdir(exist_ok=True)
+            (folder / "outputs" / key).mkdir(exist_ok=True)
+        # in a spare folder nobody sees the files before the rename: no temporary names
+        write = (lambda path, text: path.write_text(text)) if spare else write_atomic
         # no fsync: a job whose run folder a crash lost is reported lost (no job.json) by reconcile()
-        parameters = yaml.dump(launch.parameters, Dumper=SAFE_DUMPER, allow_unicode=True)
-        write_atomic(run_dir / "parameter.yml", parameters, durable=False)
-        write_atomic(run_dir / "job.json", json.dumps(launch.to_json(), indent=1), durable=False)
+        write(folder / "parameter.yml", yaml.dump(launch.parameters, Dumper=SAFE_DUMPER, allow_unicode=True))
+        write(folder / "job.json", json.dumps(launch.to_json(), indent=1))
         supervision = {
             "use_cgroups": self.use_cgroups,
             "grace_seconds": self.grace_seconds,
@@ -91,28 +103,41 @@ class LocalExecutor(Executor):
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
         }
-        for name in ("output.log", "events.jsonl"):
-            (run_dir / name).touch()
+        if not spare:
+            for name in ("output.log", "events.jsonl"):
+                (folder / name).touch()
         if self.run_as_users and launch.user:
-            supervision["identity"] = self._give_run_folder(launch).to_json()
-        write_atomic(run_dir / "supervisor.json", json.dumps(supervision), durable=False)
+            supervision["identity"] = self._give_run_folder(launch, folder).to_json()
+        write(folder / "supervisor.json", json.dumps(supervision))
+        if spare:
+            try:
+                os.rename(spare, run_dir)
+            except OSError:  # the run folder appeared meanwhile: fill it the usual way
+                shutil.rmtree(spare, ignore_errors=True)
+                await self.before_start(launch)
 
-    def _give_run_folder(self, launch: JobLaunch) -> identity.Identity:
-        """Return the submitter's identity in the project's group; the run folder becomes theirs (0700)."""
+    def _give_run_folder(self, launch: JobLaunch, folder: Path) -> identity.Identity:
+        """Return the submitter's identity in the project's group; the run folder becomes theirs (0700).
+
+        `folder`: the run folder, or the spare one about to become it.
+        """
         name = identity.account_name(launch.user, self.account_prefix)
         identity.ensure_account(name, Path(self.users_dir) / launch.user)
         gid = identity.ensure_group(identity.group_name(launch.project, self.account_prefix))
         identity.secure_project(launch.run_dir.parents[1], gid)  # <storage>/projects/<project>
         who = identity.identity_of(name, [gid])
-        for folder, folders, files in os.walk(launch.run_dir):
+        for parent, folders, files in os.walk(folder):
             for entry in (*folders, *files):
-                os.lchown(os.path.join(folder, entry), who.uid, gid)
-        identity.give(launch.run_dir, who, 0o700)  # the job writes its outputs; nobody else reads them
+                if parent != str(folder) or entry not in SUPERVISOR_FILES:  # the supervisor's own
+                    os.lchown(os.path.join(parent, entry), who.uid, gid)
+        identity.give(folder, who, 0o700)  # the job writes its outputs; nobody else reads them
         return who
 
     async def execute(self, launch: JobLaunch) -> dict:
-        """Start the job's detached supervisor and return its handle."""
-        return self._spawn_supervisor(launch.run_dir)
+        """Start the job's detached supervisor and return its handle; then make the next spare run folder."""
+        handle = self._spawn_supervisor(launch.run_dir)
+        self._spares.make(launch.run_dir.parent)
+        return handle
 
     def _spawn_supervisor(self, run_dir: Path, adopt: bool = False) -> dict:
         if self.use_forkserver:

@@ -18,6 +18,7 @@ from kpl_lab.engine.limits import PARENT
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.service import JobRequest
+from kpl_lab.engine.spares import PREFIX
 
 from .test_local import make_launch, run_to_end
 from .test_service import WAIT_RELEASE
@@ -35,6 +36,11 @@ platform = Platform(home=sys.argv[1], config=config)
 job = platform.jobs.submit(JobRequest(project="p", algorithm="wait"))
 print(json.dumps({"job": job.id, "forkserver": forkserver.shared(sys.executable).pid}))
 """
+# the same, two jobs: the second starts in the spare run folder made after the first
+SERVER_TWO = SERVER.replace(
+    "job = platform.jobs.submit",
+    "platform.jobs.submit(JobRequest(project='p', algorithm='wait'))\njob = platform.jobs.submit",
+)
 
 
 @pytest.fixture
@@ -108,6 +114,32 @@ def test_job_survives_the_server_and_its_forkserver(lab, fresh, tmp_path):
     assert is_alive(job.handle["supervisor_pid"], job.handle["supervisor_start"])
     lab.release_file.touch()
     assert lab.wait(started["job"]).state == "succeeded"
+
+
+def test_a_job_started_in_a_spare_run_folder_survives_the_server(lab, fresh):
+    lab = lab()
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_TWO, str(lab.home)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    started = json.loads(done.stdout.splitlines()[-1])
+    wait_gone(started["forkserver"])
+    lab.restart()
+    assert sorted(lab.jobs.reconcile().values()) == ["running", "running"]
+    job = lab.jobs.get("p", started["job"])
+    run_dir = lab.jobs.run_dir(job)
+    spares = [p.name for p in run_dir.parent.iterdir() if p.name.startswith(PREFIX)]
+    # the one made after the second start (n = 1): the second job took the first (n = 0)
+    assert len(spares) == 1 and spares[0].endswith("-1")
+    assert is_alive(job.handle["supervisor_pid"], job.handle["supervisor_start"])
+    assert is_alive(job.handle["pid"], job.handle["pid_start"])
+    lab.release_file.touch()
+    assert lab.wait(started["job"]).state == "succeeded"
+    assert "released" in (run_dir / "output.log").read_text()
 
 
 async def test_fallback_when_the_forkserver_cannot_start(tmp_path, fresh, monkeypatch):

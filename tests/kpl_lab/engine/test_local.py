@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from kpl_lab.engine.launch import JobLaunch, Resources
 from kpl_lab.engine.limits import PARENT, JobLimits
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
+from kpl_lab.engine.spares import PREFIX
 from kpl_lab.engine.supervisor import CommandNotFound, command_argv
 
 SHOW_ENV = """\
@@ -77,6 +79,41 @@ async def test_run_folder_and_environment_contract(tmp_path):
     assert (run / "outputs" / "model").is_dir()
     assert "net:\n  depth: 18" in (run / "parameter.yml").read_text()
     assert JobLaunch.from_json(json.loads((run / "job.json").read_text())) == launch
+
+
+async def test_a_new_run_folder_is_a_spare_one_filled_and_renamed(tmp_path):
+    runs = tmp_path / "run"
+    runs.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (runs / f"{PREFIX}{gone.pid}-0").mkdir()  # left by a server that was killed
+    executor = LocalExecutor()
+    first = make_launch(tmp_path, "python -c 'print(1)'")
+    assert (await run_to_end(executor, first)).exit_code == 0  # no spare yet: made as before
+    spares = [p for p in runs.iterdir() if p.name.startswith(PREFIX)]
+    assert [p.name.partition("-")[2].partition("-")[0] for p in spares] == [str(os.getpid())]
+    data = tmp_path / "data"
+    data.mkdir()
+    second = make_launch(
+        tmp_path,
+        "python show.py",
+        {"show.py": SHOW_ENV},
+        name="j2",
+        job_id="j2",
+        inputs={"data": data},
+        outputs=["model"],
+        parameters={"lr": 0.5},
+    )
+    state = await run_to_end(executor, second)
+    assert (state.exit_code, state.reason) == (0, None)
+    run = second.run_dir
+    assert not spares[0].exists()  # it became j2's run folder
+    assert JobLaunch.from_json(json.loads((run / "job.json").read_text())) == second
+    assert (run / "parameter.yml").read_text() == "lr: 0.5\n"
+    assert (run / "inputs" / "data").resolve() == data.resolve() and (run / "outputs" / "model").is_dir()
+    assert json.loads((run / "output.log").read_text().splitlines()[1])["inputs"] == ["data"]
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert len([p for p in runs.iterdir() if p.name.startswith(PREFIX)]) == 1  # the next one
 
 
 def test_command_argv(tmp_path):
@@ -255,3 +292,26 @@ async def test_a_new_supervisor_adopts_every_worker(tmp_path):
         await asyncio.sleep(0.05)
     assert state.reason == "stopped on request"
     assert not any(is_alive(w["pid"], w["pid_start"]) for w in full["workers"])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_job_weighs_the_cpus_it_holds_under_contention(tmp_path, version):
+    # a cgroup tree laid out as the kernel's (the files it would hold), in a folder
+    if version == 2:
+        (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    else:
+        for controller in ("memory", "cpu", "pids"):
+            (tmp_path / controller).mkdir()
+        (tmp_path / "memory" / "memory.limit_in_bytes").write_text("max\n")
+    limits = JobLimits.create("job-w", 512, 2.5, root=tmp_path)
+    assert limits.version == version
+    cpus = os.cpu_count()
+    if version == 2:
+        job = limits.paths["unified"]
+        assert (job / "cpu.weight").read_text() == "250"
+        assert (job.parent / "cpu.weight").read_text() == str(min(10000, 100 * cpus))
+    else:
+        job = limits.paths["cpu"]
+        assert (job / "cpu.shares").read_text() == "2560"
+        assert (job.parent / "cpu.shares").read_text() == str(1024 * cpus)
+        assert (job / "cpu.cfs_quota_us").read_text() == "250000"

@@ -1,78 +1,16 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import type { TestInfo } from '@playwright/test';
-import { execFileSync } from 'child_process';
-import { mkdtempSync, readFileSync } from 'fs';
-import { tmpdir } from 'os';
-import * as path from 'path';
+import { readFileSync } from 'fs';
+import { file, shot, trainDetector, unique } from './detection';
 
 /**
- * The VOC dataset, the detection example and the probe image, written once by fixtures/make_detection.py.
- */
-const FILES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-detection-'));
-execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_detection.py'), FILES]);
-const file = (name: string) => path.join(FILES, name);
-
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
-
-async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
-  const target = process.env.KPL_SCREENSHOTS
-    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
-    : testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path: target });
-}
-
-async function getJSON(page: IJupyterLabPageFixture, url: string): Promise<any> {
-  const response = await page.request.get(url);
-  expect(response.status(), await response.text()).toBe(200);
-  return response.json();
-}
-
-/**
- * Train the detection example for an epoch through the REST API and deploy its model, as a user's CLI would.
+ * Train the detection example through the REST API and deploy its first model version, as a user's CLI would.
  */
 async function deployDetector(page: IJupyterLabPageFixture): Promise<{ name: string; canary: string }> {
-  const dataset = unique('voc-shapes');
-  const algorithm = unique('detection');
-  const uploads: [string, string][] = [
-    [`/kpl/api/datasets?name=${dataset}&format=voc&filename=detection-voc.zip`, 'detection-voc.zip'],
-    [`/kpl/api/algorithms?name=${algorithm}&filename=detection-algorithm.zip`, 'detection-algorithm.zip']
-  ];
-  const answers = [];
-  for (const [url, name] of uploads) {
-    const response = await page.request.post(url, {
-      data: readFileSync(file(name)),
-      headers: { 'Content-Type': 'application/zip' }
-    });
-    expect(response.status(), await response.text()).toBe(201);
-    answers.push(await response.json());
-  }
-  const [part] = Object.keys(answers[0].parts);
-  // Two trainings (two seeds): the first version goes to production, the second becomes the canary.
-  const jobIds: string[] = [];
-  for (const seed of [0, 1]) {
-    const submitted = await page.request.post('/kpl/api/jobs', {
-      data: {
-        algorithm,
-        function: 'train',
-        inputs: { data: `dataset:${dataset}` },
-        parameters: { train_part: part, eval_part: part, seed }
-      }
-    });
-    expect(submitted.status(), await submitted.text()).toBe(201);
-    jobIds.push((await submitted.json()).id);
-  }
-  const models: string[] = [];
-  for (const jobId of jobIds) {
-    await expect
-      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
-      .toBe('succeeded');
-    const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
-    models.push(job.outputs.model.registered.replace(/^model:/, ''));
-  }
+  const { ref, canary } = await trainDetector(page);
   const name = unique('detector');
-  const created = await page.request.post('/kpl/api/deployments', { data: { name, model: models[0] } });
+  const created = await page.request.post('/kpl/api/deployments', { data: { name, model: ref } });
   expect(created.status(), await created.text()).toBe(201);
-  return { name, canary: models[1] };
+  return { name, canary };
 }
 
 test('the deployment view draws the boxes the detection example answers for a dropped image', async ({

@@ -1,34 +1,10 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import type { Locator, TestInfo } from '@playwright/test';
+import type { Locator } from '@playwright/test';
 import { execFileSync } from 'child_process';
-import { mkdtempSync, readFileSync } from 'fs';
-import { tmpdir } from 'os';
-import * as path from 'path';
-
-/**
- * The VOC dataset and the detection example, written once by fixtures/make_detection.py.
- */
-const FILES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-models-'));
-execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_detection.py'), FILES]);
-const file = (name: string) => path.join(FILES, name);
+import { getJSON, shot, trainDetector, unique } from './detection';
 
 // An action that cannot happen fails at once, leaving time to delete the deployment.
 test.use({ actionTimeout: 30_000 });
-
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
-
-async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
-  const target = process.env.KPL_SCREENSHOTS
-    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
-    : testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path: target });
-}
-
-async function getJSON(page: IJupyterLabPageFixture, url: string): Promise<any> {
-  const response = await page.request.get(url);
-  expect(response.status(), await response.text()).toBe(200);
-  return response.json();
-}
 
 async function openModelsPanel(page: IJupyterLabPageFixture): Promise<Locator> {
   const panel = page.locator('#kpl-lab-models');
@@ -37,51 +13,6 @@ async function openModelsPanel(page: IJupyterLabPageFixture): Promise<Locator> {
   }
   await expect(panel.locator('.kpl-Panel-header h2')).toHaveText('Models');
   return panel;
-}
-
-/**
- * Train the detection example twice (two seeds) through the REST API, as a user's CLI would.
- */
-async function trainDetector(page: IJupyterLabPageFixture): Promise<{ dataset: any; jobId: string; ref: string; canary: string }> {
-  const dataset = unique('voc-shapes');
-  const algorithm = unique('detection');
-  const uploads: [string, string][] = [
-    [`/kpl/api/datasets?name=${dataset}&format=voc&filename=detection-voc.zip`, 'detection-voc.zip'],
-    [`/kpl/api/algorithms?name=${algorithm}&filename=detection-algorithm.zip`, 'detection-algorithm.zip']
-  ];
-  const answers = [];
-  for (const [url, name] of uploads) {
-    const response = await page.request.post(url, {
-      data: readFileSync(file(name)),
-      headers: { 'Content-Type': 'application/zip' }
-    });
-    expect(response.status(), await response.text()).toBe(201);
-    answers.push(await response.json());
-  }
-  const [part] = Object.keys(answers[0].parts);
-  // Two trainings (two seeds): two versions of one model, the second one for the canary.
-  const jobIds: string[] = [];
-  for (const seed of [0, 1]) {
-    const submitted = await page.request.post('/kpl/api/jobs', {
-      data: {
-        algorithm,
-        function: 'train',
-        inputs: { data: `dataset:${dataset}` },
-        parameters: { train_part: part, eval_part: part, seed }
-      }
-    });
-    expect(submitted.status(), await submitted.text()).toBe(201);
-    jobIds.push((await submitted.json()).id);
-  }
-  const refs: string[] = [];
-  for (const jobId of jobIds) {
-    await expect
-      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
-      .toBe('succeeded');
-    const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
-    refs.push(job.outputs.model.registered.replace(/^model:/, ''));
-  }
-  return { dataset: answers[0], jobId: jobIds[0], ref: refs[0], canary: refs[1] };
 }
 
 test('the model view links lineage, shows the structure, sets an alias, deploys and sets a canary through its dialogs', async ({

@@ -5,7 +5,6 @@ import {
   InputGroup,
   UseSignal
 } from '@jupyterlab/ui-components';
-import { Signal } from '@lumino/signaling';
 import React from 'react';
 
 import {
@@ -19,16 +18,7 @@ import { formatBytes, nameFromFile } from './format';
 import { datasetsIcon } from './icons';
 import { PollingListModel } from './model';
 import { KPLSidePanel } from './sidePanel';
-
-/**
- * Where an upload stands: the fraction sent while it runs, then what came of it.
- */
-interface IUploadState {
-  running: boolean;
-  fraction: number;
-  status: string;
-  failed: boolean;
-}
+import { UploadProgress, UploadStatus } from './uploadStatus';
 
 /**
  * The datasets with their versions; a version opens on click.
@@ -162,24 +152,7 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
             </Button>
             <span className="kpl-hint">or drop a zip/tar here</span>
           </div>
-          <UseSignal signal={this._uploadChanged}>
-            {() => (
-              <>
-                <progress
-                  className="kpl-upload-progress"
-                  max={1}
-                  value={this._upload.fraction}
-                  hidden={!this._upload.running}
-                />
-                <div
-                  className={`kpl-upload-status${this._upload.failed ? ' kpl-error' : ''}`}
-                  role="status"
-                >
-                  {this._upload.status}
-                </div>
-              </>
-            )}
-          </UseSignal>
+          <UploadStatus progress={this._upload} />
         </div>
         <input
           ref={this._file}
@@ -224,7 +197,7 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
   async upload(file: File): Promise<DatasetVersion | null> {
     const name = this._name.current?.value.trim() || nameFromFile(file.name);
     const format = (this._format?.value ?? 'imagefolder') as DatasetFormat;
-    this.setUpload({
+    this._upload.set({
       running: true,
       fraction: 0,
       status: `Uploading ${file.name} (${formatBytes(file.size)})…`,
@@ -236,16 +209,16 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
         file,
         { name, format },
         fraction =>
-          this.setUpload({
-            ...this._upload,
+          this._upload.set({
+            ...this._upload.state,
             fraction,
             status:
               fraction >= 1
                 ? `Importing ${file.name} as ${format}…`
-                : this._upload.status
+                : this._upload.state.status
           })
       );
-      this.setUpload({
+      this._upload.set({
         running: false,
         fraction: 1,
         status: `${version.ref}: ${version.record_count ?? 0} records`,
@@ -258,7 +231,7 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
       this.openVersion(version.name, version.version);
       return version;
     } catch (error) {
-      this.setUpload({
+      this._upload.set({
         running: false,
         fraction: 0,
         status: `Upload of ${file.name} failed: ${(error as Error).message}`,
@@ -301,11 +274,6 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
     }
   }
 
-  private setUpload(state: IUploadState): void {
-    this._upload = state;
-    this._uploadChanged.emit();
-  }
-
   private async deleteDataset(name: string): Promise<void> {
     const answer = await showDialog({
       title: 'Delete dataset',
@@ -326,11 +294,5 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
   private _name = React.createRef<HTMLInputElement>();
   private _format: HTMLSelectElement | null = null;
   private _file = React.createRef<HTMLInputElement>();
-  private _upload: IUploadState = {
-    running: false,
-    fraction: 0,
-    status: '',
-    failed: false
-  };
-  private _uploadChanged = new Signal<this, void>(this);
+  private _upload = new UploadProgress();
 }

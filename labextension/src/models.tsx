@@ -1,5 +1,4 @@
 import { Button, InputGroup, UseSignal } from '@jupyterlab/ui-components';
-import { Signal } from '@lumino/signaling';
 import React from 'react';
 
 import { KPLClient, Model, ModelVersion } from './api';
@@ -8,16 +7,7 @@ import { modelsIcon } from './icons';
 import { aliasList, modelNameFromFile } from './modelInfo';
 import { PollingListModel } from './model';
 import { KPLSidePanel } from './sidePanel';
-
-/**
- * Where an upload stands: the fraction sent while it runs, then what came of it.
- */
-interface IUploadState {
-  running: boolean;
-  fraction: number;
-  status: string;
-  failed: boolean;
-}
+import { UploadProgress, UploadStatus } from './uploadStatus';
 
 /**
  * The models with their aliases and versions (newest first); a version opens on click.
@@ -145,24 +135,7 @@ export class ModelsPanel extends KPLSidePanel<Model> {
             </Button>
             <span className="kpl-hint">a model file, or a zip/tar</span>
           </div>
-          <UseSignal signal={this._uploadChanged}>
-            {() => (
-              <>
-                <progress
-                  className="kpl-upload-progress"
-                  max={1}
-                  value={this._upload.fraction}
-                  hidden={!this._upload.running}
-                />
-                <div
-                  className={`kpl-upload-status${this._upload.failed ? ' kpl-error' : ''}`}
-                  role="status"
-                >
-                  {this._upload.status}
-                </div>
-              </>
-            )}
-          </UseSignal>
+          <UploadStatus progress={this._upload} />
         </div>
         <input
           ref={this._file}
@@ -197,7 +170,7 @@ export class ModelsPanel extends KPLSidePanel<Model> {
   async upload(file: File): Promise<ModelVersion | null> {
     const name =
       this._name.current?.value.trim() || modelNameFromFile(file.name);
-    this.setUpload({
+    this._upload.set({
       running: true,
       fraction: 0,
       status: `Uploading ${file.name} (${formatBytes(file.size)})…`,
@@ -205,9 +178,9 @@ export class ModelsPanel extends KPLSidePanel<Model> {
     });
     try {
       const version = await this.client.models.upload(file, name, fraction =>
-        this.setUpload({ ...this._upload, fraction })
+        this._upload.set({ ...this._upload.state, fraction })
       );
-      this.setUpload({
+      this._upload.set({
         running: false,
         fraction: 1,
         status: `${version.ref}: ${version.files.length} files`,
@@ -220,7 +193,7 @@ export class ModelsPanel extends KPLSidePanel<Model> {
       this.openVersion(version.name, version.version);
       return version;
     } catch (error) {
-      this.setUpload({
+      this._upload.set({
         running: false,
         fraction: 0,
         status: `Upload of ${file.name} failed: ${(error as Error).message}`,
@@ -230,18 +203,7 @@ export class ModelsPanel extends KPLSidePanel<Model> {
     }
   }
 
-  private setUpload(state: IUploadState): void {
-    this._upload = state;
-    this._uploadChanged.emit();
-  }
-
   private _name = React.createRef<HTMLInputElement>();
   private _file = React.createRef<HTMLInputElement>();
-  private _upload: IUploadState = {
-    running: false,
-    fraction: 0,
-    status: '',
-    failed: false
-  };
-  private _uploadChanged = new Signal<this, void>(this);
+  private _upload = new UploadProgress();
 }

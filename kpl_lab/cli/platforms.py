@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..catalog import serialize
 from ..errors import BadRequest, ModelFailed, NotFound, Unavailable
+from ..serving.readiness import all_ready
 from ..text import sparkline
 
 SUMMARY_WIDTH = 30
@@ -675,14 +676,7 @@ class ServicePlatform:
         while True:
             shown = self.client.deployment(name)
             states = [r for r in shown["replica_states"] if r["role"] != "retiring"]
-            failed = [r for r in states if r["state"] in ("failed", "stopped")]
-            if failed:
-                lines = failed[0]["last_log_lines"] or ""
-                raise Unavailable(
-                    f"replica {failed[0]['id']} of deployment {name!r} {failed[0]['state']}: "
-                    f"{failed[0]['reason'] or ''}" + (f"\n{lines}" if lines else "")
-                )
-            if states and all(r["state"] == "ready" for r in states):
+            if all_ready(name, states):
                 return shown
             if time.monotonic() > deadline:
                 raise Unavailable(f"deployment {name!r} was not ready after {timeout:g} s")

@@ -32,6 +32,7 @@ from ..engine.runfolder import read_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
 from . import metrics, replicas
 from .keys import DeploymentKeys
+from .readiness import all_ready
 
 if TYPE_CHECKING:
     from ..catalog.models import AlgorithmVersion, ModelVersion
@@ -358,14 +359,7 @@ class DeploymentService(LoggingConfigurable):
                 if (versions is None and s["role"] != "retiring")
                 or (versions and s["model_version"] in versions)
             ]
-            failed = [s for s in states if s["state"] in ("failed", "stopped")]
-            if failed:
-                lines = failed[0].get("last_log_lines", "")
-                raise Unavailable(
-                    f"replica {failed[0]['id']} of deployment {name!r} {failed[0]['state']}: "
-                    f"{failed[0].get('reason', '')}" + (f"\n{lines}" if lines else "")
-                )
-            if states and all(s["state"] == "ready" for s in states):
+            if all_ready(name, states):
                 return deployment
             if time.monotonic() > deadline:
                 raise Unavailable(f"deployment {name!r} was not ready after {timeout:g} s")

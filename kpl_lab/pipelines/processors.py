@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,12 @@ class Settings:
 
 
 class _Sink:
-    """Write batches of one schema into the `root` part of a folder; count rows; honour stop."""
+    """Write batches of one schema into the `root` part of a folder; count rows; honour stop.
+
+    Rows are stored in batches of exactly BATCH_ROWS (the last one shorter) whatever sizes the
+    engine hands over, so a part's content hash depends on its records only, not on the engine,
+    its thread count or the backend.
+    """
 
     def __init__(self, folder: Path, schema: pa.Schema, stop: threading.Event):
         types = {f.name: record_type(f.type) for f in schema}
@@ -66,19 +72,39 @@ class _Sink:
         self.schema = self.writer.arrow_schema
         self.stop = stop
         self.rows = 0
+        self.pending: deque[pa.RecordBatch] = deque()
+        self.pending_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self.stop.is_set():
             raise Stopped
         if batch.num_rows:
-            self.writer.write_batch(batch.select(self.schema.names))
+            self.pending.append(batch.select(self.schema.names).cast(self.schema))
+            self.pending_rows += batch.num_rows
             self.rows += batch.num_rows
+            while self.pending_rows >= BATCH_ROWS:
+                self._flush(BATCH_ROWS)
+
+    def _flush(self, rows: int) -> None:
+        pieces = []
+        while rows:
+            head = self.pending[0]
+            if head.num_rows <= rows:
+                pieces.append(self.pending.popleft())
+            else:
+                pieces.append(head.slice(0, rows))
+                self.pending[0] = head.slice(rows)
+            rows -= pieces[-1].num_rows
+            self.pending_rows -= pieces[-1].num_rows
+        self.writer.write_batch(pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces))
 
     def drain(self, reader: pa.RecordBatchReader) -> None:
         for batch in reader:
             self.write(batch)
 
     def close(self) -> None:
+        if self.pending_rows:
+            self._flush(self.pending_rows)
         self.writer.close()
 
     def abort(self) -> None:
@@ -97,6 +123,25 @@ def _sinks(out_dir: Path, outputs: dict[str, pa.Schema], stop: threading.Event) 
     return sinks
 
 
+def write(
+    outputs: dict[str, pa.Schema],
+    out_dir: Path,
+    stop: threading.Event,
+    work: Callable[[dict[str, _Sink]], None],
+) -> dict[str, int]:
+    """Let work fill one sink per output port (out_dir/PORT, part root); close them, or remove them on failure."""
+    sinks = _sinks(out_dir, outputs, stop)
+    try:
+        work(sinks)
+        for sink in sinks.values():
+            sink.close()
+    except BaseException:
+        for sink in sinks.values():
+            sink.abort()
+        raise
+    return {port: sink.rows for port, sink in sinks.items()}
+
+
 def run(
     type_name: str,
     params: Any,
@@ -109,16 +154,9 @@ def run(
 ) -> dict[str, int]:
     """Run one processor node; write each output port to out_dir/PORT (part root); return rows per port."""
     settings = settings or Settings()
-    sinks = _sinks(out_dir, outputs, stop)
-    try:
-        PROCESSORS[type_name](params, inputs, sinks, settings, log)
-        for sink in sinks.values():
-            sink.close()
-    except BaseException:
-        for sink in sinks.values():
-            sink.abort()
-        raise
-    return {port: sink.rows for port, sink in sinks.items()}
+    return write(
+        outputs, out_dir, stop, lambda sinks: PROCESSORS[type_name](params, inputs, sinks, settings, log)
+    )
 
 
 @contextlib.contextmanager
@@ -152,7 +190,8 @@ def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def regex_extract(p, inputs, sinks, settings, log) -> None:
+def regex_query(p) -> str:
+    """Return regex_extract's query over table `input` (row by row: any batch of the input gives its rows)."""
     import re
 
     groups = re.compile(p.pattern).groupindex
@@ -161,19 +200,31 @@ def regex_extract(p, inputs, sinks, settings, log) -> None:
         f"CASE WHEN regexp_matches({field}, {pattern}) THEN regexp_extract({field}, {pattern}, {index}) END AS {sql.quote(name)}"
         for name, index in groups.items()
     )
-    _query(settings, {"input": _stream(inputs["input"])}, f"SELECT *, {columns} FROM input", sinks[PORT])
+    return f"SELECT *, {columns} FROM input"
+
+
+def select_query(p) -> str:
+    """Return select's query over table `input`."""
+    return f"SELECT * FROM input WHERE ({p.where})"
+
+
+def rename_query(p, names: list[str]) -> str:
+    """Return rename's query over table `input` of these fields."""
+    columns = ", ".join(f"{sql.quote(n)} AS {sql.quote(p.fields.get(n, n))}" for n in names)
+    return f"SELECT {columns} FROM input"
+
+
+def regex_extract(p, inputs, sinks, settings, log) -> None:
+    _query(settings, {"input": _stream(inputs["input"])}, regex_query(p), sinks[PORT])
 
 
 def select(p, inputs, sinks, settings, log) -> None:
-    _query(
-        settings, {"input": _stream(inputs["input"])}, f"SELECT * FROM input WHERE ({p.where})", sinks[PORT]
-    )
+    _query(settings, {"input": _stream(inputs["input"])}, select_query(p), sinks[PORT])
 
 
 def rename(p, inputs, sinks, settings, log) -> None:
-    names = inputs["input"].schema.names
-    columns = ", ".join(f"{sql.quote(n)} AS {sql.quote(p.fields.get(n, n))}" for n in names)
-    _query(settings, {"input": _stream(inputs["input"])}, f"SELECT {columns} FROM input", sinks[PORT])
+    query = rename_query(p, inputs["input"].schema.names)
+    _query(settings, {"input": _stream(inputs["input"])}, query, sinks[PORT])
 
 
 def left_join(p, inputs, sinks, settings, log) -> None:
@@ -190,24 +241,34 @@ def left_join(p, inputs, sinks, settings, log) -> None:
     _query(settings, {"l": _stream(left, True), "r": _stream(right, True)}, query, sinks[PORT])
 
 
-def _labels(p, source: Source, settings: Settings) -> list:
+def labels(field: str, values: Any, settings: Settings) -> list:
+    """Return the sorted distinct non-null values of field in values (a table or a reader)."""
     with _engine(settings) as con:
-        con.register("input", _stream(source))
-        field = sql.quote(p.field)
-        query = f"SELECT DISTINCT {field} FROM input WHERE {field} IS NOT NULL ORDER BY {field}"
+        con.register("input", values)
+        name = sql.quote(field)
+        query = f"SELECT DISTINCT {name} FROM input WHERE {name} IS NOT NULL ORDER BY {name}"
         rows = con.sql(query).fetchall()
     return [r[0] for r in rows]
 
 
+def log_labels(log: Log, found: list) -> None:
+    log(f"{len(found)} labels: {', '.join(map(str, found[:20]))}{' …' if len(found) > 20 else ''}")
+
+
+def label_column(column: pa.Array, value_set: pa.Array) -> pa.Array:
+    """Return each value's index in value_set (null where it is null)."""
+    return pc.cast(pc.index_in(column, value_set=value_set), pa.int64())
+
+
 def label_id(p, inputs, sinks, settings, log) -> None:
     source = inputs["input"]
-    labels = _labels(p, source, settings)
-    log(f"{len(labels)} labels: {', '.join(map(str, labels[:20]))}{' …' if len(labels) > 20 else ''}")
+    found = labels(p.field, _stream(source), settings)
+    log_labels(log, found)
     # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-    sinks[PORT].writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": labels})
-    value_set = pa.array(labels, type=source.schema.field(p.field).type)
+    sinks[PORT].writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": found})
+    value_set = pa.array(found, type=source.schema.field(p.field).type)
     for batch in source.batches():
-        ids = pc.cast(pc.index_in(batch.column(p.field), value_set=value_set), pa.int64())
+        ids = label_column(batch.column(p.field), value_set)
         sinks[PORT].write(
             pa.RecordBatch.from_arrays([*batch.columns, ids], names=[*batch.schema.names, p.output])
         )
@@ -274,23 +335,29 @@ def _labelme(data: bytes, where: str) -> tuple[int, int, list[dict]]:
     return int(doc.get("imageWidth") or 0), int(doc.get("imageHeight") or 0), objects
 
 
+def annotations(parse: Callable, values: list, rows: Any) -> list[pa.Array]:
+    """Return the `object`, `width` and `height` columns of annotation documents (rows: their record numbers)."""
+    width, height, objects = [], [], []
+    for value, row in zip(values, rows, strict=True):
+        if value is None:
+            width.append(None), height.append(None), objects.append(None)
+        else:
+            data = value.encode() if isinstance(value, str) else value
+            w, h, o = parse(data, f"record {row}")
+            width.append(w), height.append(h), objects.append(o)
+    types = list(ANNOTATION_FIELDS.values())
+    return [pa.array(v, type=t) for v, t in zip((objects, width, height), types, strict=True)]
+
+
 def parse_annotations(type_name: str):
     parse = _parser(type_name)
 
     def process(p, inputs, sinks, settings, log) -> None:
-        row = 0
-        types = list(ANNOTATION_FIELDS.values())
+        start = 0
         for batch in inputs["input"].batches():
-            width, height, objects = [], [], []
-            for value in batch.column(p.field).to_pylist():
-                if value is None:
-                    width.append(None), height.append(None), objects.append(None)
-                else:
-                    data = value.encode() if isinstance(value, str) else value
-                    w, h, o = parse(data, f"record {row}")
-                    width.append(w), height.append(h), objects.append(o)
-                row += 1
-            added = [pa.array(v, type=t) for v, t in zip((objects, width, height), types, strict=True)]
+            rows = range(start, start + batch.num_rows)
+            start += batch.num_rows
+            added = annotations(parse, batch.column(p.field).to_pylist(), rows)
             sinks[PORT].write(
                 pa.RecordBatch.from_arrays(
                     [*batch.columns, *added], names=[*batch.schema.names, *ANNOTATION_FIELDS]
@@ -305,8 +372,13 @@ _MASK = (1 << 64) - 1
 
 def uniform(seed: int, start: int, count: int) -> np.ndarray:
     """Return count numbers in [0, 1) for rows start.. (SplitMix64 of seed and row: the same on every run)."""
+    return uniform_at(seed, np.arange(start, start + count, dtype=np.uint64))
+
+
+def uniform_at(seed: int, rows: np.ndarray) -> np.ndarray:
+    """Return a number in [0, 1) for each row number (as uniform: any batch of rows draws the same)."""
     with np.errstate(over="ignore"):
-        z = np.arange(start, start + count, dtype=np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) & _MASK)
+        z = rows.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) & _MASK)
         z = z * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -314,9 +386,15 @@ def uniform(seed: int, start: int, count: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
-def split(p, inputs, sinks, settings, log) -> None:
+def split_bounds(p) -> np.ndarray:
+    """Return split's cumulative ratios (the last exactly 1)."""
     bounds = np.cumsum(list(p.ratios.values()))
     bounds[-1] = 1.0
+    return bounds
+
+
+def split(p, inputs, sinks, settings, log) -> None:
+    bounds = split_bounds(p)
     start = 0
     for batch in inputs["input"].batches():
         which = np.searchsorted(bounds, uniform(p.seed, start, batch.num_rows), side="right")

@@ -47,10 +47,22 @@ def _progress(node: str, state: str, message: str) -> None:
     print(f"{node}: {state}{' - ' + message if message else ''}", flush=True)
 
 
-def cmd_run(args, platform) -> int:
-    from ..pipelines.runner import PipelineRunner
+def _runner(args, platform):
+    """Return the platform's pipeline runner, on the backend --backend names (else the configured one)."""
+    from ..pipelines.runner import BACKENDS, PipelineRunner
 
-    runner = PipelineRunner(platform)
+    if args.backend is None:
+        return PipelineRunner(platform)
+    if args.backend not in BACKENDS:
+        raise BadRequest(
+            f"--backend: {args.backend!r} is not a pipeline backend (one of {', '.join(BACKENDS)})",
+            field="backend",
+        )
+    return PipelineRunner(platform, backend=args.backend)
+
+
+def cmd_run(args, platform) -> int:
+    runner = _runner(args, platform)
     run_id = runner.create(
         args.project, _read(args.file), os.path.abspath(args.file), from_node=args.from_node, fresh=args.fresh
     )
@@ -69,12 +81,13 @@ def _detach(args, platform, run_id: str) -> None:
     command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", args.project]
     if args.database_url:
         command += ["--database-url", args.database_url]
+    backend = ["--backend", args.backend] if args.backend else []
     log = platform.storage.root / "pipelines" / args.project / "runs" / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         # a shell that starts the run in the background and ends at once: the run is nobody's child here
         subprocess.run(  # noqa: S603 - our own interpreter and module
-            ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", run_id],
+            ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *backend, run_id],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -84,9 +97,7 @@ def _detach(args, platform, run_id: str) -> None:
 
 
 def cmd_execute(args, platform) -> int:
-    from ..pipelines.runner import PipelineRunner
-
-    run = PipelineRunner(platform).execute(args.project, args.run_id, _progress)
+    run = _runner(args, platform).execute(args.project, args.run_id, _progress)
     return 0 if run.state == "succeeded" else 1
 
 
@@ -198,8 +209,15 @@ def register(groups) -> None:
     )
     run.add_argument("--from", dest="from_node", metavar="NODE", help="run NODE and what follows it again")
     run.add_argument("--fresh", action="store_true", help="run every node again (no cache)")
+    run.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="where processors run: local or ray (Ray Data; RAY_ADDRESS names a cluster); "
+        "default: c.PipelineRunner.backend",
+    )
     run.set_defaults(func=cmd_run)
     execute = pipelines.add_parser("execute", help=argparse.SUPPRESS)
+    execute.add_argument("--backend", metavar="NAME")
     execute.add_argument("run_id")
     execute.set_defaults(func=cmd_execute)
     runs = pipelines.add_parser("runs", help="list pipeline runs, newest first")

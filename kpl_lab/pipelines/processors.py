@@ -274,7 +274,7 @@ def label_id(p, inputs, sinks, settings, log) -> None:
         )
 
 
-def _parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]]]:
+def parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]]]:
     if type_name == "parse_voc":
         from kpl_dataset.importers.voc import parse_annotation
 
@@ -350,7 +350,7 @@ def annotations(parse: Callable, values: list, rows: Any) -> list[pa.Array]:
 
 
 def parse_annotations(type_name: str):
-    parse = _parser(type_name)
+    parse = parser(type_name)
 
     def process(p, inputs, sinks, settings, log) -> None:
         start = 0

@@ -61,9 +61,9 @@ class Settings:
 class _Sink:
     """Write batches of one schema into the `root` part of a folder; count rows; honour stop.
 
-    Rows are stored in batches of exactly BATCH_ROWS (the last one shorter) whatever sizes the
-    engine hands over, so a part's content hash depends on its records only, not on the engine,
-    its thread count or the backend.
+    Rows are stored in batches of exactly BATCH_ROWS (the last one shorter), each copied into
+    fresh buffers, whatever sizes and slices the engine hands over: a part's content hash depends
+    on its records only, not on the engine, its thread count or the backend.
     """
 
     def __init__(self, folder: Path, schema: pa.Schema, stop: threading.Event):
@@ -96,7 +96,9 @@ class _Sink:
                 self.pending[0] = head.slice(rows)
             rows -= pieces[-1].num_rows
             self.pending_rows -= pieces[-1].num_rows
-        self.writer.write_batch(pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces))
+        # fresh, exactly sized buffers: a slice would store bytes that depend on where it was cut from
+        columns = [pa.concat_arrays([piece.column(i) for piece in pieces]) for i in range(len(self.schema))]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
     def drain(self, reader: pa.RecordBatchReader) -> None:
         for batch in reader:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 
 import numpy as np
+import pyarrow as pa
 
 from kpl_dataset import ReadOnlyDataset
+from kpl_lab.pipelines import cache, processors
 from kpl_lab.pipelines.processors import uniform
 from kpl_lab.pipelines.runner import PipelineRunner
 
@@ -186,3 +189,36 @@ def test_parse_coco_one_image_document_per_record(lab, fruit):
     failed = PipelineRunner(lab).run("p", text)
     boxes = next(n for n in failed.nodes if n.node == "boxes")
     assert failed.state == "failed" and "record 0: holds 2 images" in boxes.log
+
+
+def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path):
+    rows = 10_000
+    table = pa.table(
+        {
+            "path": [f"d/{i}.jpg" for i in range(rows)],
+            "note": [None if i % 3 else str(i).encode() for i in range(rows)],
+            "object": [None if i % 4 == 0 else [{"name": "kiwi", "xmin": i}] * (i % 3) for i in range(rows)],
+        }
+    )
+    cuts = {
+        "stored": table.to_batches(max_chunksize=processors.BATCH_ROWS),
+        "small": table.to_batches(max_chunksize=999),
+        "slices": [
+            table.slice(0, 5000).to_batches()[0],
+            *table.slice(5000).to_batches(max_chunksize=3)[:1],
+            *table.slice(5003).to_batches(),
+        ],
+    }
+    contents = set()
+    for name, batches in cuts.items():
+        folder = tmp_path / name
+        written = processors.write(
+            {"out": table.schema},
+            folder,
+            threading.Event(),
+            lambda sinks, b=batches: [sinks["out"].write(x) for x in b],
+        )
+        assert written == {"out": rows}
+        assert [r["path"] for r in ReadOnlyDataset(folder / "out")] == table.column("path").to_pylist()
+        contents.add(cache.content(folder / "out"))
+    assert len(contents) == 1

@@ -158,15 +158,24 @@ def test_a_bad_annotation_names_its_record_on_ray_as_locally(lab, fruit, ray_ses
     assert "record 4" in local_error and ray_error == local_error
 
 
-def test_a_bad_backend_name_is_refused_naming_it(lab, fruit, capsys, tmp_path):
+def test_the_cli_runs_on_the_backend_named_and_refuses_a_bad_name(lab, fruit, capsys, tmp_path, ray_session):
     with pytest.raises(
         TraitError, match=r"PipelineRunner.backend: 'spark' is no pipeline backend \(one of local, ray\)"
     ):
         PipelineRunner(lab, backend="spark")
+    fruit.add("fruit-segmentation", fruit.files("segmentation", 8))
     file = tmp_path / "seg.kpl-pipeline.yaml"
     file.write_text(template_text("segmentation"))
-    status = main(
-        ["--home", lab.home, "--project", "p", "pipeline", "run", str(file), "--wait", "--backend", "spark"]
-    )
-    assert status == 2
-    assert "--backend: 'spark' is not a pipeline backend (one of local, ray)" in capsys.readouterr().err
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        status = main(["--home", lab.home, "--project", "p", "pipeline", "run", str(file), "--wait", *args])
+        return status, *capsys.readouterr()
+
+    status, out, err = cli("--backend", "spark")
+    assert status == 2 and out == ""  # refused before a run is recorded
+    assert "--backend: 'spark' is not a pipeline backend (one of local, ray)" in err
+    status, out, err = cli("--backend", "ray")
+    assert status == 0, out + err
+    run = PipelineRunner(lab).get("p", out.splitlines()[0].removeprefix("pipeline run "))
+    assert "ray: regex_extract runs as Ray Data operations" in _logs(run)["extract"]
+    assert len(fruit.saved("fruit-segmentation-train")) == 8

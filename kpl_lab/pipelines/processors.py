@@ -29,6 +29,7 @@ from .nodes import ANNOTATION_FIELDS, PORT
 from .schema import record_type
 
 BATCH_ROWS = 4096
+BATCH_BYTES = 16 << 20  # a stored batch's values at most (about): large blobs give batches of few rows
 Log = Callable[[str], None]
 
 
@@ -61,9 +62,10 @@ class Settings:
 class _Sink:
     """Write batches of one schema into the `root` part of a folder; count rows; honour stop.
 
-    Rows are stored in batches of exactly BATCH_ROWS (the last one shorter), each copied into
-    fresh buffers, whatever sizes and slices the engine hands over: a part's content hash depends
-    on its records only, not on the engine, its thread count or the backend.
+    A stored batch ends after BATCH_ROWS rows or once its values reach BATCH_BYTES (large blobs:
+    few rows), and is copied into fresh buffers, whatever sizes and slices the engine hands
+    over: a part's content hash depends on its records only, not on the engine, its thread
+    count or the backend.
     """
 
     def __init__(self, folder: Path, schema: pa.Schema, stop: threading.Event):
@@ -74,16 +76,29 @@ class _Sink:
         self.rows = 0
         self.pending: deque[pa.RecordBatch] = deque()
         self.pending_rows = 0
+        self.pending_bytes = 0  # the values' bytes of every row so far (see _row_bytes)
+        self.cut_bytes = BATCH_BYTES  # where the batch being filled is full
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self.stop.is_set():
             raise Stopped
         if batch.num_rows:
-            self.pending.append(batch.select(self.schema.names).cast(self.schema))
-            self.pending_rows += batch.num_rows
+            batch = batch.select(self.schema.names).cast(self.schema)
             self.rows += batch.num_rows
-            while self.pending_rows >= BATCH_ROWS:
-                self._flush(BATCH_ROWS)
+            sizes = np.cumsum(_row_bytes(batch)) + self.pending_bytes
+            start = 0
+            while start < batch.num_rows:
+                # the row where the batch being filled reaches BATCH_ROWS rows or BATCH_BYTES
+                room = BATCH_ROWS - self.pending_rows
+                full = int(np.searchsorted(sizes[start:], self.cut_bytes, side="left")) + 1
+                take = min(room, full, batch.num_rows - start)
+                self.pending.append(batch.slice(start, take))
+                self.pending_rows += take
+                self.pending_bytes = int(sizes[start + take - 1])
+                start += take
+                if take in (room, full):
+                    self._flush(self.pending_rows)
+                    self.cut_bytes = self.pending_bytes + BATCH_BYTES
 
     def _flush(self, rows: int) -> None:
         pieces = []
@@ -111,6 +126,15 @@ class _Sink:
 
     def abort(self) -> None:
         self.writer.abort()
+
+
+def _row_bytes(batch: pa.RecordBatch) -> np.ndarray:
+    """Return each row's size from its values alone (String/ByteArray lengths, 8 for the rest): no layout."""
+    sizes = np.full(batch.num_rows, 8 * batch.num_columns, dtype=np.int64)
+    for column in batch.columns:
+        if pa.types.is_binary(column.type) or pa.types.is_string(column.type):
+            sizes += pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
+    return sizes
 
 
 def _sinks(out_dir: Path, outputs: dict[str, pa.Schema], stop: threading.Event) -> dict[str, _Sink]:

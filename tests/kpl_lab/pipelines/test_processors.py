@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from kpl_dataset import ReadOnlyDataset
 from kpl_lab.pipelines import cache, processors
@@ -191,22 +192,23 @@ def test_parse_coco_one_image_document_per_record(lab, fruit):
     assert failed.state == "failed" and "record 0: holds 2 images" in boxes.log
 
 
-def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path):
-    rows = 10_000
+@pytest.mark.parametrize("blob", [0, 1 << 20], ids=["small", "blobs"])
+def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path, blob):
+    rows = 10_000 if not blob else 60  # blobs: 60 MiB, cut by BATCH_BYTES rather than BATCH_ROWS
     table = pa.table(
         {
             "path": [f"d/{i}.jpg" for i in range(rows)],
-            "note": [None if i % 3 else str(i).encode() for i in range(rows)],
+            "note": [None if i % 3 else str(i).encode() * (1 + blob // 8) for i in range(rows)],
             "object": [None if i % 4 == 0 else [{"name": "kiwi", "xmin": i}] * (i % 3) for i in range(rows)],
         }
     )
     cuts = {
         "stored": table.to_batches(max_chunksize=processors.BATCH_ROWS),
-        "small": table.to_batches(max_chunksize=999),
+        "small": table.to_batches(max_chunksize=7),
         "slices": [
-            table.slice(0, 5000).to_batches()[0],
-            *table.slice(5000).to_batches(max_chunksize=3)[:1],
-            *table.slice(5003).to_batches(),
+            table.slice(0, rows // 2).to_batches()[0],
+            *table.slice(rows // 2).to_batches(max_chunksize=3)[:1],
+            *table.slice(rows // 2 + 3).to_batches(),
         ],
     }
     contents = set()
@@ -219,6 +221,8 @@ def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path)
             lambda sinks, b=batches: [sinks["out"].write(x) for x in b],
         )
         assert written == {"out": rows}
-        assert [r["path"] for r in ReadOnlyDataset(folder / "out")] == table.column("path").to_pylist()
+        stored = list(ReadOnlyDataset(folder / "out").iter_batches())
+        assert pa.Table.from_batches(stored).column("path").to_pylist() == table.column("path").to_pylist()
+        assert max(b.nbytes for b in stored) < processors.BATCH_BYTES + 2 * max(blob, 1 << 16)
         contents.add(cache.content(folder / "out"))
     assert len(contents) == 1

@@ -4,7 +4,8 @@ Everything is real: a platform home with SQLite, one deployment of a model whose
 answers a small classification at once (so the numbers are the serving path's, not a
 model's), a `jupyter server` with the kpl_lab extension in front of it. Each request is
 a 1 KiB body POSTed by tornado's curl client with kept-alive connections, `--clients`
-of them in flight at once.
+of them in flight at once. Then the clients a gateway could forward with, one request at
+a time to the replica: latency and this process's CPU per request.
 
     python benchmarks/serving.py                           # 2000 requests per run, 10k for the split
     python benchmarks/serving.py --requests 300 --clients 1,8 --split-requests 1000
@@ -79,6 +80,12 @@ BODY = os.urandom(1024)
 START_TIMEOUT = 120.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) a process has used, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -134,6 +141,48 @@ async def load_in_process(gateway, requests: int, clients: int) -> tuple[list[fl
     seconds = time.perf_counter() - start
     gateway.close()
     return latencies, seconds
+
+
+async def compare_clients(url: str, requests: int) -> list[tuple[str, float, float]]:
+    """Return (client, p50 ms, CPU µs of this process per request) of sequential POSTs to a replica.
+
+    The three clients a gateway could forward with: tornado's curl client and its simple
+    client (both kept alive where they can), and the gateway's own asyncio forwarder.
+    """
+    from tornado.curl_httpclient import CurlAsyncHTTPClient
+    from tornado.httpclient import HTTPRequest
+    from tornado.simple_httpclient import SimpleAsyncHTTPClient
+
+    from kpl_lab.serving.upstream import Upstream
+
+    curl = CurlAsyncHTTPClient(force_instance=True)
+    simple = SimpleAsyncHTTPClient(force_instance=True)
+    upstream = Upstream(5.0, 60.0)
+
+    def request() -> HTTPRequest:
+        return HTTPRequest(
+            url + "/predict", method="POST", body=BODY, headers={"Content-Type": "application/octet-stream"}
+        )
+
+    senders = {
+        "tornado curl": lambda: curl.fetch(request()),
+        "tornado simple": lambda: simple.fetch(request()),
+        "asyncio forwarder": lambda: upstream.post(url, "/predict", BODY, "application/octet-stream"),
+    }
+    found = []
+    for name, send in senders.items():
+        for _ in range(20):
+            await send()
+        latencies, cpu = [], time.process_time()
+        for _ in range(requests):
+            start = time.perf_counter()
+            await send()
+            latencies.append((time.perf_counter() - start) * 1000)
+        found.append((name, percentile(latencies, 0.5), (time.process_time() - cpu) / requests * 1e6))
+    curl.close()
+    simple.close()
+    upstream.close()
+    return found
 
 
 async def load_get(url: str, headers: dict, requests: int) -> list[float]:
@@ -256,38 +305,50 @@ def main(argv: list[str] | None = None) -> int:
             gateway = url + "deployments/bench/predict"
             headers = {"Content-Type": "application/octet-stream"}
             authorized = {**headers, "Authorization": f"token {token}"}
+            _, key = service.keys.create("default", "bench")
+            with_key = {**headers, "X-KPL-API-Key": key}
             print(f"{args.requests} requests of {len(BODY)} bytes per run; one replica; latencies in ms")
             print(
-                "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server; "
-                "in-process: the Gateway object called directly (no HTTP server in front); "
-                "front: the Gateway behind a bare tornado server in its own process"
+                "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server with its token; "
+                "key: the same with a deployment API key; in-process: the Gateway object called "
+                "directly (no HTTP server in front); front: the Gateway behind a bare tornado server "
+                "in its own process; CPU: milliseconds of CPU the Jupyter server (front) process "
+                "spent per request"
             )
             print(
                 f"{'clients':>7} {'direct p50':>10} {'p99':>7} {'gateway p50':>11} {'p99':>7} "
-                f"{'added p50':>9} {'p99':>7} {'direct/s':>9} {'gateway/s':>9} {'ratio':>6} "
-                f"{'in-process p50':>14} {'p99':>7} {'/s':>6} {'ratio':>6} "
-                f"{'front p50':>9} {'p99':>7} {'added p50':>9} {'/s':>6} {'ratio':>6}"
+                f"{'added p50':>9} {'p99':>7} {'key p50':>7} {'direct/s':>8} {'gateway/s':>9} {'ratio':>5} "
+                f"{'key/s':>6} {'CPU':>5} {'in-process p50':>14} {'/s':>6} "
+                f"{'front p50':>9} {'added':>6} {'/s':>6} {'ratio':>5} {'CPU':>5}"
             )
             for clients in (int(c) for c in args.clients.split(",")):
                 d_lat, d_sec, _ = asyncio.run(load(direct, headers, args.requests, clients))
+                cpu = cpu_seconds(server.pid)
                 g_lat, g_sec, _ = asyncio.run(load(gateway, authorized, args.requests, clients))
+                g_cpu = (cpu_seconds(server.pid) - cpu) / args.requests * 1000
+                k_lat, k_sec, _ = asyncio.run(load(gateway, with_key, args.requests, clients))
                 i_lat, i_sec = asyncio.run(load_in_process(Gateway(service), args.requests, clients))
+                cpu = cpu_seconds(front.pid)
                 f_lat, f_sec, _ = asyncio.run(load(front_url + "bench", headers, args.requests, clients))
-                f50, f_rate = percentile(f_lat, 0.5), args.requests / f_sec
-                d50, d99, g50, g99 = (
+                f_cpu = (cpu_seconds(front.pid) - cpu) / args.requests * 1000
+                d50, d99, g50, g99, f50 = (
                     percentile(d_lat, 0.5),
                     percentile(d_lat, 0.99),
                     percentile(g_lat, 0.5),
                     percentile(g_lat, 0.99),
+                    percentile(f_lat, 0.5),
                 )
-                d_rate, g_rate, i_rate = args.requests / d_sec, args.requests / g_sec, args.requests / i_sec
+                d_rate, g_rate, k_rate = args.requests / d_sec, args.requests / g_sec, args.requests / k_sec
+                i_rate, f_rate = args.requests / i_sec, args.requests / f_sec
                 print(
                     f"{clients:>7} {d50:>10.2f} {d99:>7.2f} {g50:>11.2f} {g99:>7.2f} {g50 - d50:>9.2f} "
-                    f"{g99 - d99:>7.2f} {d_rate:>9.0f} {g_rate:>9.0f} {g_rate / d_rate:>6.2f} "
-                    f"{percentile(i_lat, 0.5):>14.2f} {percentile(i_lat, 0.99):>7.2f} {i_rate:>6.0f} "
-                    f"{i_rate / d_rate:>6.2f} {f50:>9.2f} {percentile(f_lat, 0.99):>7.2f} {f50 - d50:>9.2f} "
-                    f"{f_rate:>6.0f} {f_rate / d_rate:>6.2f}"
+                    f"{g99 - d99:>7.2f} {percentile(k_lat, 0.5):>7.2f} {d_rate:>8.0f} {g_rate:>9.0f} "
+                    f"{g_rate / d_rate:>5.2f} {k_rate:>6.0f} {g_cpu:>5.2f} {percentile(i_lat, 0.5):>14.2f} "
+                    f"{i_rate:>6.0f} {f50:>9.2f} {f50 - d50:>6.2f} {f_rate:>6.0f} {f_rate / d_rate:>5.2f} "
+                    f"{f_cpu:>5.2f}"
                 )
+            for name, p50, cpu in asyncio.run(compare_clients(replica, min(args.requests, 1000))):
+                print(f"forwarding client {name}: p50 {p50:.2f} ms, {cpu:.0f} µs CPU per request")
             own = asyncio.run(load_get(url + "version", authorized, min(args.requests, 500)))
             print(
                 f"the Jupyter server's own cost, GET /kpl/api/version: p50 {percentile(own, 0.5):.2f} ms, "

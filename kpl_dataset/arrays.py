@@ -76,10 +76,11 @@ def _slices(col: pa.Array) -> tuple[memoryview, list[int]]:
     return data, offsets
 
 
-def values(col: pa.Array, zero_copy: bool = False) -> Any:
+def values(col: pa.Array, zero_copy: bool = False, source: Any = None) -> Any:
     """Return an iterable of the column's Python values, made lazily one row at a time.
 
     zero_copy: binary values are read-only memoryviews of the column's buffer, not bytes.
+    source: an mmap holding the column's buffers; bytes values are sliced from it (one copy each).
     """
     t = col.type
     if not len(col):
@@ -93,7 +94,13 @@ def values(col: pa.Array, zero_copy: bool = False) -> Any:
         data, offsets = _slices(col)
         pieces = map(data.__getitem__, map(slice, offsets, offsets[1:]))
         if t == _BINARY:
-            return pieces if zero_copy else map(memoryview.tobytes, pieces)
+            if zero_copy:
+                return pieces
+            if source is not None:  # no intermediate view per value
+                at = col.buffers()[2].address - pa.py_buffer(source).address
+                starts = [at + o for o in offsets]
+                return map(source.__getitem__, map(slice, starts, starts[1:]))
+            return map(memoryview.tobytes, pieces)
         whole = data[: offsets[-1]].tobytes()
         if whole.isascii():  # slicing one decoded str beats decoding every value
             text = whole.decode("ascii")

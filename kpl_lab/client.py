@@ -380,6 +380,36 @@ class Client:
         version = self._newest("models", name, version)
         return self.request("GET", f"models/{_quote(name)}/versions/{_quote(version)}")
 
+    def upload_model(
+        self,
+        path: str | os.PathLike,
+        name: str,
+        description: str = "",
+        filename: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict:
+        """Upload a model file (stored as `filename`), or a zip/tar of its folder, as a new version."""
+        params = {"name": name, "description": description, "filename": filename or Path(path).name}
+        return self._upload("models", path, params, progress)
+
+    def model_alias(self, name: str, alias: str) -> dict:
+        """Return the model version `NAME@ALIAS` points at."""
+        return self.request("GET", f"models/{_quote(name)}/aliases/{_quote(alias)}")
+
+    def set_model_alias(self, name: str, alias: str, version: str | None = None) -> dict:
+        """Point `NAME@ALIAS` at a version (default: the latest); return the model with its aliases."""
+        body = {"version": version} if version else {}
+        return self.request("PUT", f"models/{_quote(name)}/aliases/{_quote(alias)}", body=body)
+
+    def delete_model_alias(self, name: str, alias: str) -> dict:
+        """Remove `NAME@ALIAS`; return the model with the aliases left."""
+        return self.request("DELETE", f"models/{_quote(name)}/aliases/{_quote(alias)}")
+
+    def model_structure(self, name: str, version: str | None = None) -> dict:
+        """Return a model version's files with their layers or ops, parameter counts and shapes."""
+        version = self._newest("models", name, version)
+        return self.request("GET", f"models/{_quote(name)}/versions/{_quote(version)}/structure")
+
     # deployments
 
     def deployments(self) -> list[dict]:
@@ -413,9 +443,54 @@ class Client:
             answer["model_version"] = response.headers.get("X-KPL-Model-Version")
         return answer
 
+    def canary(
+        self,
+        name: str,
+        model: str,
+        weight: int,
+        algorithm: str | None = None,
+        sticky_header: str | None = None,
+        replicas: int = 1,
+    ) -> dict:
+        """Serve a canary model version to `weight` percent of a deployment's requests."""
+        body = {
+            "model": model,
+            "weight": weight,
+            "algorithm": algorithm,
+            "sticky_header": sticky_header,
+            "replicas": replicas,
+        }
+        return self.request("POST", f"deployments/{_quote(name)}/canary", body=body)
+
+    def promote(self, name: str, timeout: float = 300.0) -> dict:
+        """Make the canary production once its replicas are ready (waits up to `timeout` seconds)."""
+        path = f"deployments/{_quote(name)}/promote"
+        with self._open("POST", path, timeout=self.timeout + timeout) as response:
+            return json.loads(response.read())
+
+    def deployment_logs(self, name: str, lines: int = 100) -> list[dict]:
+        """Return the last `lines` lines of each replica's output."""
+        return self.request("GET", f"deployments/{_quote(name)}/logs", {"lines": lines})["logs"]
+
     def delete_deployment(self, name: str) -> Any:
         """Stop a deployment and free its resources."""
         return self.request("DELETE", f"deployments/{_quote(name)}")
+
+    def deployment_metrics(self, name: str, since: str | None = None) -> dict:
+        """Return a deployment's request metrics per model version over time (default: the last hour)."""
+        return self.request("GET", f"deployments/{_quote(name)}/metrics", {"since": since} if since else None)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return self.request("GET", f"deployments/{_quote(name)}/keys")["keys"]
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key that opens this deployment's predict only; `key` is shown this once."""
+        return self.request("POST", f"deployments/{_quote(name)}/keys")
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> Any:
+        """Revoke an API key of a deployment."""
+        return self.request("DELETE", f"deployments/{_quote(name)}/keys/{_quote(key_id)}")
 
     def delete_model(self, name: str, version: str | None = None) -> Any:
         """Delete a model, or one of its versions."""

@@ -38,7 +38,7 @@ module.exports = {
     command: 'python3 hub/start_hub.py',
     // the platform service answers (403 without a user), not the proxy's 503
     url: `${baseURL}/services/kpl/api/version`,
-    timeout: 120 * 1000,
+    timeout: 180 * 1000, // the demo's sample data are written first, as `kpl-lab up` does
     reuseExistingServer: false,
     gracefulShutdown: { signal: 'SIGTERM', timeout: 30000 },
     stdout: 'ignore',

@@ -62,12 +62,33 @@ class Replica(Body):
 
 
 class VersionMetrics(Body):
-    """Requests served by one model version since its replicas started."""
+    """Requests served by one model version: their count, errors and latency percentiles."""
 
     requests: int
     errors: int
     p50_ms: float | None
     p99_ms: float | None
+
+
+class MetricsPoint(Body):
+    """What one model version answered in one interval, as the gateway saw it."""
+
+    time: datetime = Field(description="the interval's start")
+    requests: int
+    errors: int = Field(description="answers other than 2xx, and 503s while no replica was ready")
+    p50_ms: float | None = Field(description="gateway latency (within 5 %); null: no replica answered")
+    p99_ms: float | None
+
+
+class DeploymentMetricsHistory(Body):
+    """Request metrics of a deployment over time, per model version."""
+
+    interval_seconds: int = Field(description="the length of each point's interval")
+    since: datetime
+    series: dict[str, list[MetricsPoint]] = Field(
+        description="NAME:VERSION -> points by time; intervals without requests have none"
+    )
+    totals: dict[str, VersionMetrics] = Field(description="NAME:VERSION -> the sums of `series`")
 
 
 class Deployment(Body):
@@ -84,7 +105,13 @@ class Deployment(Body):
     sticky_header: str
     created: datetime | None
     replica_states: list[Replica]
-    metrics: dict[str, VersionMetrics] = Field(description="NAME:VERSION -> request metrics")
+    metrics: dict[str, VersionMetrics] = Field(
+        description="NAME:VERSION -> request metrics as its live replicas counted them since they started"
+    )
+    totals: dict[str, VersionMetrics] = Field(
+        description="NAME:VERSION -> request metrics as the gateway counted them over the kept history "
+        "(7 days; written every few seconds); empty unless asked for one deployment"
+    )
 
 
 class DeploymentList(Body):
@@ -105,3 +132,27 @@ class DeploymentLogs(Body):
     """The last lines of each replica's output."""
 
     logs: list[ReplicaLog]
+
+
+class DeploymentKey(Body):
+    """An API key of a deployment, as listed: never the key itself."""
+
+    id: str = Field(description="what `key revoke` names")
+    prefix: str = Field(description="the key's first characters")
+    user: str
+    created: datetime | None
+
+
+class DeploymentKeyList(Body):
+    """The API keys of a deployment."""
+
+    keys: list[DeploymentKey]
+
+
+class DeploymentKeyCreated(DeploymentKey):
+    """A new API key: `key` is shown this once (the platform keeps only its SHA-256 digest)."""
+
+    key: str = Field(
+        description="send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>` to this "
+        "deployment's predict; it opens nothing else"
+    )

@@ -272,6 +272,7 @@ class Experiment(Body):
     best_model: str | None = Field(description="model:NAME:VERSION the best trial registered")
     created: datetime | None
     finished: datetime | None
+    searched_seconds: float = Field(description="time spent searching, the spells it was stopped left out")
 
 
 class ExperimentList(Body):

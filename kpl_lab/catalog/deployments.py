@@ -1,4 +1,4 @@
-"""Deployment tables: a deployment of a project and the replica processes that serve it.
+"""Deployment tables: a deployment, the replica processes that serve it, its API keys and metrics.
 
 A deployment serves a production model version and optionally a canary version with a
 weight (percent of requests). A replica serves one model version; it serves production
@@ -53,6 +53,9 @@ class Deployment(Base):
     replica_rows: Mapped[list[Replica]] = relationship(
         back_populates="deployment", order_by="Replica.id", cascade="all, delete-orphan", lazy="selectin"
     )
+    key_rows: Mapped[list[DeploymentKey]] = relationship(
+        back_populates="deployment", order_by="DeploymentKey.created", cascade="all, delete-orphan"
+    )
 
 
 class Replica(Base):
@@ -71,3 +74,35 @@ class Replica(Base):
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     deployment: Mapped[Deployment] = relationship(back_populates="replica_rows")
+
+
+class DeploymentKey(Base):
+    """An API key that lets a caller outside JupyterLab predict with one deployment, and nothing else."""
+
+    __tablename__ = "deployment_keys"
+
+    id: Mapped[str] = mapped_column(
+        String(20), primary_key=True
+    )  # shown in `key list`, named by `key revoke`
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the key; the key is not kept
+    prefix: Mapped[str] = mapped_column(String(20))  # the key's first characters, to tell keys apart
+    user: Mapped[str] = mapped_column(String(200), default="")
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    deployment: Mapped[Deployment] = relationship(back_populates="key_rows")
+
+
+class DeploymentMetrics(Base):
+    """Requests one model version of a deployment answered in one interval, as the gateway saw them."""
+
+    __tablename__ = "deployment_metrics"
+    __table_args__ = (UniqueConstraint("deployment_id", "model_version", "start"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    model_version: Mapped[str] = mapped_column(String(200))  # NAME:VERSION
+    start: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # the interval's start, UTC
+    requests: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    latency: Mapped[dict] = mapped_column(JSON)  # histogram bin -> requests (kpl_lab.serving.history)

@@ -2,10 +2,8 @@
 
 One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`);
 text formatting lives in `kpl_lab.text`. Commands get a platform from `kpl_lab.cli.platforms`:
-this machine's, or in a notebook under the hub the shared service as the user. The nouns in
-`ON_THIS_MACHINE` are not ported to it yet: they get this machine's `Platform` and refuse under
-the hub with a sentence naming what works there, as do commands whose parser sets
-`on_this_machine` to that hint.
+this machine's, or in a notebook under the hub the shared service as the user; every command
+works the same on both.
 """
 
 from __future__ import annotations
@@ -61,9 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         _reconcile(platform)
-        hint = ON_THIS_MACHINE.get(args.group) or getattr(args, "on_this_machine", None)
-        if hint:
-            return args.func(args, _this_machine(args, platform, hint))
         return args.func(args, platform)
     except KPLError as exc:
         print(f"kpl-lab: error: {exc.message}", file=sys.stderr)
@@ -75,26 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         platform.close()
-
-
-ON_THIS_MACHINE = {
-    "pipeline": "%kpl_pipeline or kpl_lab.client.Client().run_pipeline",
-    "deployment": "%kpl_predict or kpl_lab.client.Client().predict / deploy",
-    "experiment": "%kpl_tune or kpl_lab.experiment.Experiment",
-}
-
-
-def _this_machine(args, platform, hint: str):
-    """Return the `Platform` a command not ported to the service works on, with `args.project` set."""
-    from .platforms import LocalPlatform
-
-    if not isinstance(platform, LocalPlatform):
-        raise KPLError(
-            f"kpl-lab {args.group} {getattr(args, 'command', '') or ''}".rstrip()
-            + f" works on this machine's platform only; in a hub notebook use {hint}"
-        )
-    args.project = platform.project
-    return platform.platform
 
 
 def _reconcile(platform) -> None:

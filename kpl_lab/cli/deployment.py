@@ -1,22 +1,16 @@
-"""`kpl-lab deployment create|predict|canary|promote|list|show|logs|delete`: models served over HTTP."""
+"""`kpl-lab deployment create|predict|canary|promote|list|show|logs|key|delete`: models served over HTTP."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import mimetypes
 import sys
 from pathlib import Path
 
-from ..errors import BadRequest, ModelFailed
-from ..serving.describe import deployment_model
+from ..errors import BadRequest
 from ..text import emit_json, render_fields, render_table, short
 
 WAIT_SECONDS = 600.0
-
-
-def _describe(platform, row, with_metrics: bool = True) -> dict:
-    return deployment_model(platform.deployments, row, with_metrics).model_dump(mode="json")
 
 
 def _print_deployment(shown: dict) -> None:
@@ -66,11 +60,9 @@ def _ms(value: float | None) -> str:
 
 
 def cmd_create(args: argparse.Namespace, platform) -> int:
-    service = platform.deployments
-    service.create(args.project, args.name, args.model, args.replicas, args.algorithm)
+    shown = platform.deploy(args.name, args.model, args.replicas, args.algorithm)
     if args.wait:
-        service.wait(args.project, args.name, args.timeout)
-    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+        shown = platform.wait_deployment(args.name, args.timeout)
     if args.json:
         emit_json(shown)
     else:
@@ -81,50 +73,37 @@ def cmd_create(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_predict(args: argparse.Namespace, platform) -> int:
-    from ..serving.gateway import Gateway
-
     path = Path(args.file)
     if not path.is_file():
         raise BadRequest(f"{path}: no such file", field="FILE")
     content_type = args.content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    gateway = Gateway(platform.deployments)
-
-    async def predict():
-        try:
-            return await gateway.predict(args.project, args.name, path.read_bytes(), content_type)
-        finally:
-            gateway.close()
-
-    prediction = asyncio.run(predict())
-    if prediction.status >= 400:
-        message = prediction.json().get("error") or f"the model answered {prediction.status}"
-        raise (ModelFailed if prediction.status >= 500 else BadRequest)(
-            f"{prediction.model_version}: {message}"
-        )
-    emit_json(prediction.json())
+    emit_json(platform.predict(args.name, path.read_bytes(), content_type))
     return 0
 
 
 def cmd_canary(args: argparse.Namespace, platform) -> int:
-    service = platform.deployments
-    service.canary(
-        args.project, args.name, args.model, args.weight, args.algorithm, args.sticky_header, args.replicas
-    )
+    request = {
+        "model": args.model,
+        "weight": args.weight,
+        "algorithm": args.algorithm,
+        "sticky_header": args.sticky_header,
+        "replicas": args.replicas,
+    }
+    shown = platform.canary(args.name, request)
     if args.wait:
-        service.wait(args.project, args.name, args.timeout)
-    shown = _describe(platform, service.get(args.project, args.name), with_metrics=False)
+        shown = platform.wait_deployment(args.name, args.timeout)
     print(f"deployment {args.name}: canary {shown['canary_model_version']} gets {args.weight} % of requests")
     return 0
 
 
 def cmd_promote(args: argparse.Namespace, platform) -> int:
-    row = platform.deployments.promote(args.project, args.name, args.timeout)
-    print(f"deployment {args.name}: {row.model_version.ref} is production")
+    shown = platform.promote(args.name, args.timeout)
+    print(f"deployment {args.name}: {shown['model_version']} is production")
     return 0
 
 
 def cmd_list(args: argparse.Namespace, platform) -> int:
-    shown = [_describe(platform, row, with_metrics=False) for row in platform.deployments.list(args.project)]
+    shown = platform.deployments()
     if args.json:
         emit_json(shown)
         return 0
@@ -144,7 +123,7 @@ def cmd_list(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_show(args: argparse.Namespace, platform) -> int:
-    shown = _describe(platform, platform.deployments.get(args.project, args.name))
+    shown = platform.deployment(args.name)
     if args.json:
         emit_json(shown)
     else:
@@ -153,7 +132,7 @@ def cmd_show(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, platform) -> int:
-    for log in platform.deployments.logs(args.project, args.name, args.lines):
+    for log in platform.deployment_logs(args.name, args.lines):
         print(f"==> replica {log['replica']} ({log['model_version']}) <==")
         if log["text"]:
             print(log["text"])
@@ -161,8 +140,42 @@ def cmd_logs(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, platform) -> int:
-    platform.deployments.delete(args.project, args.name)
+    platform.delete_deployment(args.name)
     print(f"deployment {args.name} deleted")
+    return 0
+
+
+def cmd_key_create(args: argparse.Namespace, platform) -> int:
+    created = platform.create_deployment_key(args.name)
+    if args.json:
+        emit_json(created)
+    else:
+        print(created["key"])
+        print(
+            f"key {created['id']} of deployment {args.name}: shown this once; send it as "
+            "`Authorization: Bearer <key>` to its predict",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_key_list(args: argparse.Namespace, platform) -> int:
+    shown = platform.deployment_keys(args.name)
+    if args.json:
+        emit_json(shown)
+    else:
+        print(
+            render_table(
+                ("KEY ID", "STARTS WITH", "USER", "CREATED"),
+                [(k["id"], k["prefix"] + "…", k["user"], k["created"]) for k in shown],
+            )
+        )
+    return 0
+
+
+def cmd_key_revoke(args: argparse.Namespace, platform) -> int:
+    platform.revoke_deployment_key(args.name, args.key_id)
+    print(f"key {args.key_id} of deployment {args.name} revoked")
     return 0
 
 
@@ -170,7 +183,7 @@ def _reconciled(command):
     """Restart replicas whose supervisors are gone (a reboot) before running a deployment command."""
 
     def run(args: argparse.Namespace, platform) -> int:
-        restarted = platform.deployments.reconcile()
+        restarted = platform.reconcile_deployments()
         if restarted:
             print(
                 f"kpl-lab: restarted replicas whose supervisor was gone: {', '.join(restarted)}",
@@ -232,13 +245,33 @@ def register(groups) -> None:
 
     show = group.add_parser("show", help="show a deployment: replicas and requests per version")
     show.add_argument("name", metavar="NAME")
-    show.add_argument("--json", action="store_true", help="print JSON (metrics: requests per version)")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (metrics: the live replicas' counts per version; totals: the gateway's, 7 days)",
+    )
     show.set_defaults(func=_reconciled(cmd_show))
 
     logs = group.add_parser("logs", help="print the last lines of each replica's output")
     logs.add_argument("name", metavar="NAME")
     logs.add_argument("--lines", type=int, default=100, metavar="N")
     logs.set_defaults(func=_reconciled(cmd_logs))
+
+    key = group.add_parser("key", help="API keys for callers outside JupyterLab").add_subparsers(
+        dest="key_command", required=True
+    )
+    key_create = key.add_parser("create", help="make an API key for one deployment's predict; print it once")
+    key_create.add_argument("name", metavar="NAME")
+    key_create.add_argument("--json", action="store_true", help="print JSON (id, prefix, key)")
+    key_create.set_defaults(func=cmd_key_create)
+    key_list = key.add_parser("list", help="list a deployment's keys (ids and first characters)")
+    key_list.add_argument("name", metavar="NAME")
+    key_list.add_argument("--json", action="store_true", help="print JSON")
+    key_list.set_defaults(func=cmd_key_list)
+    key_revoke = key.add_parser("revoke", help="revoke a key: its callers get 403")
+    key_revoke.add_argument("name", metavar="NAME")
+    key_revoke.add_argument("key_id", metavar="KEY_ID", help="as `key list` shows it")
+    key_revoke.set_defaults(func=cmd_key_revoke)
 
     delete = group.add_parser("delete", help="stop a deployment and free its resources")
     delete.add_argument("name", metavar="NAME")

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
-from ..api.experiments import Direction, ExperimentRequest, PrunerName, SamplerName
+from ..api.experiments import Direction, Experiment, ExperimentRequest, PrunerName, SamplerName
 from ..errors import BadRequest, validation_error
 from ..text import emit_json, format_number, human_duration, human_time, render_fields, render_table
 from .job import _inputs
-
-FOLLOW_INTERVAL = 0.5
 
 
 def parse_space(text: str) -> tuple[str, dict]:
@@ -127,56 +124,52 @@ def show_text(shown) -> str:
     return render_fields(pairs) + "\n\n" + table
 
 
-def _follow(platform, project: str, name: str) -> int:
-    """Drive an experiment in this process until it ends, printing each trial as it ends."""
+def _follow(platform, name: str) -> int:
+    """Wait for an experiment to end (driving it, on this machine), printing each trial as it ends."""
     printed: set[tuple[int, str]] = set()
     while True:
-        platform.jobs.tick()
-        platform.experiments.tick()
-        experiment = platform.experiments.get(project, name)
+        experiment = Experiment.model_validate(platform.experiment(name))
         for trial in experiment.trials:
-            if (trial.number, trial.state) not in printed:
-                printed.add((trial.number, trial.state))
+            if (trial.number, trial.state.value) not in printed:
+                printed.add((trial.number, trial.state.value))
                 value = "" if trial.value is None else f" {format_number(trial.value)}"
                 print(
-                    f"trial {trial.number} {trial.state}{value} (job {trial.job_id}) {trial.params}",
+                    f"trial {trial.number} {trial.state.value}{value} (job {trial.job_id}) {trial.params}",
                     flush=True,
                 )
-        if experiment.state != "running":
-            print(show_text(platform.experiments.model(experiment)))
-            return 0 if experiment.state == "succeeded" else 1
-        time.sleep(FOLLOW_INTERVAL)
+        if experiment.state.value != "running":
+            print(show_text(experiment))
+            return 0 if experiment.state.value == "succeeded" else 1
+        platform.tick()
 
 
-def _answer(args, platform, experiment) -> int:
+def _answer(args, platform, shown: dict) -> int:
     if getattr(args, "follow", False):
-        return _follow(platform, args.project, experiment.name)
-    shown = platform.experiments.model(experiment)
+        return _follow(platform, shown["name"])
     if args.json:
-        emit_json(shown.model_dump(mode="json"))
+        emit_json(shown)
     else:
-        print(show_text(shown))
+        print(show_text(Experiment.model_validate(shown)))
     return 0
 
 
 def cmd_experiment_create(args, platform) -> int:
-    experiment = platform.experiments.create(args.project, _request(args))
-    for warning in experiment.warnings:
+    shown = platform.create_experiment(_request(args))
+    for warning in shown["warnings"]:
         print(f"kpl-lab: warning: {warning}", file=sys.stderr)
-    return _answer(args, platform, experiment)
+    return _answer(args, platform, shown)
 
 
 def cmd_experiment_list(args, platform) -> int:
-    rows = platform.experiments.list(args.project)
+    listed = platform.experiments()
     if args.json:
-        emit_json([platform.experiments.model(row).model_dump(mode="json") for row in rows])
+        emit_json(listed)
         return 0
-    if not rows:
-        print(f"no experiments in project {args.project}")
+    if not listed:
+        print(f"no experiments in project {platform.project}")
         return 0
     table = []
-    for row in rows:
-        shown = platform.experiments.model(row)
+    for shown in map(Experiment.model_validate, listed):
         table.append(
             [
                 shown.name,
@@ -185,8 +178,8 @@ def cmd_experiment_list(args, platform) -> int:
                 f"{shown.objective['direction']} {shown.objective['metric']}",
                 f"{len(shown.trials)}/{shown.budget['trials']}",
                 "-" if shown.best_value is None else format_number(shown.best_value),
-                human_time(row.created),
-                human_duration(row.seconds_before) if row.finished else "",
+                human_time(shown.created),
+                human_duration(shown.searched_seconds) if shown.finished else "",
             ]
         )
     headers = ["NAME", "STATE", "ALGORITHM", "OBJECTIVE", "TRIALS", "BEST", "CREATED", "DURATION"]
@@ -195,18 +188,15 @@ def cmd_experiment_list(args, platform) -> int:
 
 
 def cmd_experiment_show(args, platform) -> int:
-    return _answer(args, platform, platform.experiments.get(args.project, args.name))
+    return _answer(args, platform, platform.experiment(args.name))
 
 
 def cmd_experiment_stop(args, platform) -> int:
-    return _answer(args, platform, platform.experiments.stop(args.project, args.name))
+    return _answer(args, platform, platform.stop_experiment(args.name))
 
 
 def cmd_experiment_resume(args, platform) -> int:
-    experiment = platform.experiments.resume(
-        args.project, args.name, trials=args.trials, seconds=args.seconds
-    )
-    return _answer(args, platform, experiment)
+    return _answer(args, platform, platform.resume_experiment(args.name, args.trials, args.seconds))
 
 
 def register(groups) -> None:

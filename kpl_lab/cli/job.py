@@ -396,13 +396,14 @@ def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
 
 
 def cmd_job_compare(args, platform) -> int:
-    from ..experiments.compare import compare_jobs, comparison_rows
+    from ..api.experiments import Comparison
+    from ..experiments.compare import comparison_rows
 
-    comparison = compare_jobs(platform, args.project, args.job_ids)
+    comparison = platform.compare(args.job_ids)
     if args.json:
-        emit_json(comparison.model_dump(mode="json"))
+        emit_json(comparison)
         return 0
-    headers, rows = comparison_rows(comparison)
+    headers, rows = comparison_rows(Comparison.model_validate(comparison))
     # a `*` marks the rows whose values differ between the jobs
     print(
         render_table(
@@ -465,9 +466,7 @@ def register(groups) -> None:
     compare = jobs.add_parser("compare", help="jobs side by side: parameters, metrics, inputs, time, memory")
     compare.add_argument("job_ids", metavar="ID", nargs="+", help="two or more jobs")
     compare.add_argument("--json", action="store_true", help="print JSON")
-    compare.set_defaults(
-        func=cmd_job_compare, on_this_machine="%kpl_compare or kpl_lab.client.Client().compare"
-    )
+    compare.set_defaults(func=cmd_job_compare)
 
 
 def _job_run_args(parser: argparse.ArgumentParser, parameters: bool = True, resources: bool = True) -> None:

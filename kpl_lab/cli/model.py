@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import time
 
-from ..catalog.model_structure import describe_model_files
-from ..errors import BadRequest, validation_error
+from ..errors import BadRequest
 from ..text import emit_json, human_size, render_table
 from .catalog import add_commands, cmd_show
 from .job import _parameters, _started
-
-FOLLOW_INTERVAL = 0.5
 
 
 def _add_args(parser: argparse.ArgumentParser, kind: str) -> None:
@@ -29,7 +25,7 @@ def structure_text(files: list[dict]) -> str:
         if entry.get("error"):
             out.append(f"  {entry['error']}")
             continue
-        if "parameters" in entry:
+        if entry.get("parameters") is not None:
             out.append(f"  parameters: {entry['parameters']:,}")
         for word in ("inputs", "outputs"):
             for tensor in entry.get(word, []):
@@ -46,120 +42,106 @@ def structure_text(files: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _this_machine(args, platform, hint: str):
-    from . import _this_machine
-
-    return _this_machine(args, platform, hint)
-
-
 def cmd_model_show(args, platform) -> int:
     if not args.structure:
         return cmd_show(args, platform)
-    catalog = _this_machine(
-        args, platform, "the Models REST API (GET /kpl/api/models/NAME/versions/VERSION/structure)"
-    ).catalog
-    row = catalog.get_model(args.project, args.ref)
-    files = describe_model_files(catalog.path(row), row.files)
+    structure = platform.model_structure(args.ref)
     if args.json:
-        emit_json({"ref": row.ref, "files": files})
+        emit_json(structure)
     else:
-        print(f"model {row.ref}")
-        print(structure_text(files))
+        print(f"model {structure['ref']}")
+        print(structure_text(structure["files"]))
     return 0
 
 
 def cmd_alias(args, platform) -> int:
-    row = platform.catalog.set_model_alias(args.project, args.ref, args.alias)
-    print(f"model {row.model.name}@{args.alias} -> {row.ref}")
+    ref = platform.set_alias(args.ref, args.alias)
+    print(f"model {ref.partition(':')[0]}@{args.alias} -> {ref}")
     return 0
 
 
 def cmd_unalias(args, platform) -> int:
-    ref = platform.catalog.remove_model_alias(args.project, args.name, args.alias)
+    ref = platform.remove_alias(args.name, args.alias)
     print(f"removed model alias {args.name}@{args.alias} (was {ref})")
     return 0
 
 
 def cmd_infer(args, platform) -> int:
     """Submit the `infer` function of the model's algorithm over a dataset (batch inference)."""
-    from pydantic import ValidationError
-
-    from ..api.jobs import JobRequest
-
-    local = _this_machine(args, platform, "Client().submit of the algorithm's infer function")
-    catalog = local.catalog
-    model = catalog.get_model(args.project, args.model)
-    algorithm_ref = args.algorithm or (model.lineage or {}).get("algorithm")
+    model, _ = platform.catalog_show("model", args.model)
+    algorithm_ref = args.algorithm or (model["lineage"] or {}).get("algorithm")
     if not algorithm_ref:
         raise BadRequest(
-            f"model {model.ref} was not made by a job: name the algorithm that infers (--algorithm)",
+            f"model {model['ref']} was not made by a job: name the algorithm that infers (--algorithm)",
             field="algorithm",
         )
-    algorithm = catalog.get_algorithm(args.project, algorithm_ref)
-    spec = catalog.read_algorithm(algorithm).spec
-    if "infer" not in spec.functions:
-        raise BadRequest(f"algorithm {algorithm.ref} has no infer function", field="algorithm")
-    keys = [port.key for port in spec.function("infer").inputs]
+    algorithm = platform.algorithm_detail(algorithm_ref)
+    spec = algorithm["function_specs"].get("infer")
+    if spec is None:
+        raise BadRequest(f"algorithm {algorithm['ref']} has no infer function", field="algorithm")
+    keys = [port["key"] for port in spec["inputs"]]
     data_keys = [key for key in keys if key != args.model_key]
     if args.model_key not in keys or not data_keys:
         raise BadRequest(
-            f"algorithm {algorithm.ref}: infer takes inputs {', '.join(keys)}; "
+            f"algorithm {algorithm['ref']}: infer takes inputs {', '.join(keys)}; "
             f"expected {args.model_key!r} and one for the dataset",
             field="algorithm",
         )
-    dataset = catalog.get_dataset(args.project, args.dataset)
-    try:
-        request = JobRequest(
-            project=args.project,
-            algorithm=algorithm.ref,
-            function="infer",
-            inputs={args.model_key: f"model:{model.ref}", data_keys[0]: f"dataset:{dataset.ref}"},
-            parameters=_parameters(algorithm.parameters or {}, args.param),
-        )
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    job = platform.job(local.jobs.submit(request).id)
-    return _started(args, platform, job, f"submitted job {job['id']} ({model.ref} infers {dataset.ref})")
+    dataset, _ = platform.catalog_show("dataset", args.dataset)
+    job = platform.submit(
+        {
+            "algorithm": algorithm["ref"],
+            "function": "infer",
+            "inputs": {args.model_key: f"model:{model['ref']}", data_keys[0]: f"dataset:{dataset['ref']}"},
+            "parameters": _parameters(algorithm["parameters"] or {}, args.param),
+        }
+    )
+    return _started(
+        args, platform, job, f"submitted job {job['id']} ({model['ref']} infers {dataset['ref']})"
+    )
 
 
 def cmd_model_evaluate(args, platform) -> int:
-    from ..experiments.compare import compare_jobs, comparison_rows
-    from ..experiments.evaluation import evaluate_models
+    """Submit the algorithm's test function once per model version; with --follow, compare their reports."""
+    from ..api.experiments import Comparison
+    from ..experiments.compare import comparison_rows
 
-    version = platform.catalog.get_algorithm(args.project, args.algorithm)
-    jobs = evaluate_models(
-        platform,
-        args.project,
-        version.ref,
-        args.data,
-        args.model,
-        function=args.function,
-        data_key=args.data_key,
-        model_key=args.model_key,
-        parameters=_parameters(version.parameters or {}, args.param),
-    )
-    ids = [job.id for job in jobs]
+    ref, defaults = platform.algorithm_parameters(args.algorithm)
+    parameters = _parameters(defaults, args.param)
+    ids = [
+        platform.submit(
+            {
+                "algorithm": ref,
+                "function": args.function,
+                "inputs": {
+                    args.data_key: args.data,
+                    args.model_key: model if model.startswith("model:") else f"model:{model}",
+                },
+                "parameters": parameters,
+            }
+        )["id"]
+        for model in args.model
+    ]
     if not args.follow:
         print(f"submitted {', '.join(ids)}; compare them with: kpl-lab job compare {' '.join(ids)}")
         return 0
-    while any(platform.jobs.get(args.project, job_id).state in ("queued", "running") for job_id in ids):
-        platform.jobs.tick()
-        time.sleep(FOLLOW_INTERVAL)
+    while any(platform.job(job_id)["state"] in ("queued", "running") for job_id in ids):
+        platform.tick()
     if len(ids) < 2:
-        job = platform.jobs.get(args.project, ids[0])
-        print(f"job {job.id} {job.state}: {job.results}")
-        return 0 if job.state == "succeeded" else 1
-    comparison = compare_jobs(platform, args.project, ids)
+        job = platform.job(ids[0])
+        print(f"job {job['id']} {job['state']}: {job['results']}")
+        return 0 if job["state"] == "succeeded" else 1
+    comparison = platform.compare(ids)
     if args.json:
-        emit_json(comparison.model_dump(mode="json"))
+        emit_json(comparison)
     else:
-        headers, rows = comparison_rows(comparison)
+        headers, rows = comparison_rows(Comparison.model_validate(comparison))
         print(
             render_table(
                 ["", *headers], [[("* " if d else "  ") + label, *cells] for label, cells, d in rows]
             )
         )
-    return 0 if all(job.state == "succeeded" for job in comparison.jobs) else 1
+    return 0 if all(job["state"] == "succeeded" for job in comparison["jobs"]) else 1
 
 
 def register(groups) -> None:
@@ -184,10 +166,7 @@ def register(groups) -> None:
         "--follow", action="store_true", help="wait for every job, then print them side by side"
     )
     evaluate.add_argument("--json", action="store_true", help="with --follow: the comparison as JSON")
-    evaluate.set_defaults(
-        func=cmd_model_evaluate,
-        on_this_machine="Client().submit of the test function per model, then %kpl_compare",
-    )
+    evaluate.set_defaults(func=cmd_model_evaluate)
     show = group.choices["show"]
     show.add_argument(
         "--structure", action="store_true", help="layers/ops, parameter counts and shapes of its files"
@@ -196,15 +175,11 @@ def register(groups) -> None:
     alias = group.add_parser("alias", help="point NAME@ALIAS at a model version")
     alias.add_argument("ref", metavar="NAME[:VERSION]", help="the version (default: latest)")
     alias.add_argument("alias", metavar="ALIAS", help="e.g. production, canary, best")
-    alias.set_defaults(
-        func=cmd_alias, on_this_machine="the Models REST API (PUT /kpl/api/models/NAME/aliases/ALIAS)"
-    )
+    alias.set_defaults(func=cmd_alias)
     unalias = group.add_parser("unalias", help="remove an alias")
     unalias.add_argument("name", metavar="NAME")
     unalias.add_argument("alias", metavar="ALIAS")
-    unalias.set_defaults(
-        func=cmd_unalias, on_this_machine="the Models REST API (DELETE /kpl/api/models/NAME/aliases/ALIAS)"
-    )
+    unalias.set_defaults(func=cmd_unalias)
     infer = group.add_parser("infer", help="batch inference: run the model over a dataset as a job")
     infer.add_argument("model", metavar="MODEL", help="NAME, NAME:VERSION or NAME@ALIAS")
     infer.add_argument("dataset", metavar="DATASET", help="NAME or NAME:VERSION")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from ..errors import BadRequest
@@ -20,9 +20,7 @@ def _read(path: str) -> str:
 
 
 def cmd_validate(args, platform) -> int:
-    from ..pipelines.validate import PlatformCatalog, check
-
-    result = check(_read(args.file), PlatformCatalog(platform, args.project))
+    result = platform.validate_pipeline(_read(args.file))
     if args.json:
         emit_json(result)
         return 0 if result["ok"] else 1
@@ -47,76 +45,55 @@ def _progress(node: str, state: str, message: str) -> None:
     print(f"{node}: {state}{' - ' + message if message else ''}", flush=True)
 
 
-def _runner(args, platform):
-    """Return the platform's pipeline runner, on the backend --backend names (else the configured one)."""
-    from ..pipelines.runner import BACKENDS, PipelineRunner
+def _backend(args) -> str | None:
+    """Return the backend --backend names (None: the configured one); refuse an unknown name."""
+    from ..pipelines.runner import BACKENDS
 
-    if args.backend is None:
-        return PipelineRunner(platform)
-    if args.backend not in BACKENDS:
+    if args.backend is not None and args.backend not in BACKENDS:
         raise BadRequest(
             f"--backend: {args.backend!r} is not a pipeline backend (one of {', '.join(BACKENDS)})",
             field="backend",
         )
-    return PipelineRunner(platform, backend=args.backend)
+    return args.backend
 
 
 def cmd_run(args, platform) -> int:
-    runner = _runner(args, platform)
-    run_id = runner.create(
-        args.project, _read(args.file), os.path.abspath(args.file), from_node=args.from_node, fresh=args.fresh
+    backend = _backend(args)
+    run = platform.start_pipeline(
+        _read(args.file),
+        os.path.abspath(args.file),
+        args.from_node,
+        args.fresh,
+        here=args.wait,
+        backend=backend,
     )
-    print(f"pipeline run {run_id}", flush=True)
+    print(f"pipeline run {run['id']}", flush=True)
     if not args.wait:
-        _detach(args, platform, run_id)
-        print(f"running in the background: kpl-lab pipeline show {run_id}")
+        print(f"running in the background: kpl-lab pipeline show {run['id']}")
         return 0
-    run = runner.execute(args.project, run_id, _progress)
-    print(f"pipeline run {run.id} {run.state}{': ' + run.reason if run.reason else ''}")
-    return 0 if run.state == "succeeded" else 1
-
-
-def _detach(args, platform, run_id: str) -> None:
-    """Execute the recorded run in a process of its own that outlives this command."""
-    command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", args.project]
-    if args.database_url:
-        command += ["--database-url", args.database_url]
-    backend = ["--backend", args.backend] if args.backend else []
-    log = platform.storage.root / "pipelines" / args.project / "runs" / f"{run_id}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        # a shell that starts the run in the background and ends at once: the run is nobody's child here
-        subprocess.run(  # noqa: S603 - our own interpreter and module
-            ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *backend, run_id],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            check=True,
-        )
+    run = platform.follow_pipeline(run["id"], _progress, backend=backend)
+    print(f"pipeline run {run['id']} {run['state']}{': ' + run['reason'] if run['reason'] else ''}")
+    return 0 if run["state"] == "succeeded" else 1
 
 
 def cmd_execute(args, platform) -> int:
-    run = _runner(args, platform).execute(args.project, args.run_id, _progress)
-    return 0 if run.state == "succeeded" else 1
+    run = platform.follow_pipeline(args.run_id, _progress, backend=_backend(args))
+    return 0 if run["state"] == "succeeded" else 1
 
 
 def cmd_runs(args, platform) -> int:
-    from ..api.pipelines import run_body
-    from ..pipelines.runner import PipelineRunner
-
-    runs = PipelineRunner(platform).list(args.project, args.limit)
+    runs = platform.pipeline_runs(args.limit)
     if args.json:
-        emit_json({"runs": [run_body(r).model_dump(mode="json") for r in runs]})
+        emit_json({"runs": runs})
         return 0
     rows = [
         (
-            r.id,
-            r.name,
-            r.state,
-            sum(n.state == "cached" for n in r.nodes),
-            len(r.nodes),
-            human_time(r.created),
+            r["id"],
+            r["name"],
+            r["state"],
+            sum(n["state"] == "cached" for n in r["nodes"]),
+            len(r["nodes"]),
+            human_time(r["created"]),
         )
         for r in runs
     ]
@@ -124,41 +101,46 @@ def cmd_runs(args, platform) -> int:
     return 0
 
 
-def cmd_show(args, platform) -> int:
-    from ..api.pipelines import run_body
-    from ..pipelines.runner import PipelineRunner
+def _seconds(node: dict) -> float | None:
+    if not (node["started"] and node["finished"]):
+        return None
+    started, finished = (
+        datetime.fromisoformat(node[k].replace("Z", "+00:00")) for k in ("started", "finished")
+    )
+    return (finished - started).total_seconds()
 
-    run = PipelineRunner(platform).get(args.project, args.run_id)
+
+def cmd_show(args, platform) -> int:
+    run = platform.pipeline_run(args.run_id)
     if args.json:
-        emit_json(run_body(run).model_dump(mode="json"))
+        emit_json(run)
         return 0
     print(
         render_fields(
             [
-                ("run", run.id),
-                ("pipeline", run.name),
-                ("file", run.path or "-"),
-                ("state", run.state),
-                ("reason", run.reason or "-"),
-                ("started", human_time(run.created)),
-                ("finished", human_time(run.finished)),
+                ("run", run["id"]),
+                ("pipeline", run["name"]),
+                ("file", run["path"] or "-"),
+                ("state", run["state"]),
+                ("reason", run["reason"] or "-"),
+                ("started", human_time(run["created"])),
+                ("finished", human_time(run["finished"])),
             ]
         )
     )
     rows = []
-    for n in run.nodes:
-        output = ", ".join(o.get("ref") or o.get("path") or "" for o in (n.outputs or {}).values())
-        seconds = (n.finished - n.started).total_seconds() if n.started and n.finished else None
-        took = f"{seconds:.1f}s" if seconds is not None else "-"
-        last = (n.log or "").strip().splitlines()
+    for n in run["nodes"]:
+        output = ", ".join(o.get("ref") or o.get("path") or "" for o in n["outputs"].values())
+        seconds = _seconds(n)
+        last = (n["log"] or "").strip().splitlines()
         rows.append(
             (
-                n.node,
-                n.type,
-                n.state,
-                n.rows_in,
-                n.rows_out,
-                took,
+                n["node"],
+                n["type"],
+                n["state"],
+                n["rows_in"],
+                n["rows_out"],
+                f"{seconds:.1f}s" if seconds is not None else "-",
                 short(output, 50),
                 short(last[-1] if last else "", 50),
             )
@@ -169,10 +151,8 @@ def cmd_show(args, platform) -> int:
 
 
 def cmd_stop(args, platform) -> int:
-    from ..pipelines.runner import PipelineRunner
-
-    run = PipelineRunner(platform).stop(args.project, args.run_id)
-    print(f"pipeline run {run.id}: stop requested")
+    run = platform.stop_pipeline(args.run_id)
+    print(f"pipeline run {run['id']}: stop requested")
     return 0
 
 
@@ -204,9 +184,7 @@ def register(groups) -> None:
         "run", help="run a pipeline file (exit status 0 only when it succeeds with --wait)"
     )
     run.add_argument("file", metavar="FILE")
-    run.add_argument(
-        "--wait", action="store_true", help="run here, print each node's progress, wait for the end"
-    )
+    run.add_argument("--wait", action="store_true", help="print each node's progress and wait for the end")
     run.add_argument("--from", dest="from_node", metavar="NODE", help="run NODE and what follows it again")
     run.add_argument("--fresh", action="store_true", help="run every node again (no cache)")
     run.add_argument(

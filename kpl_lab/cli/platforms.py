@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..catalog import serialize
-from ..errors import BadRequest, NotFound
+from ..errors import BadRequest, ModelFailed, NotFound, Unavailable
 from ..text import sparkline
 
 SUMMARY_WIDTH = 30
+FOLLOW_INTERVAL = 0.5  # seconds between looks at what the service runs
 ALL_POINTS = 100_000  # the REST API's most points per series: a summary sees every point below it
 
 
@@ -32,7 +34,8 @@ def open_platform(args) -> LocalPlatform | ServicePlatform:
     from ..platform import Platform
 
     settings = {"home": args.home, "database_url": args.database_url}
-    return LocalPlatform(Platform(**{name: value for name, value in settings.items() if value}), args.project)
+    platform = Platform(**{name: value for name, value in settings.items() if value})
+    return LocalPlatform(platform, args.project, args.database_url)
 
 
 def _split(ref: str) -> tuple[str, str | None]:
@@ -52,12 +55,20 @@ def _metric_summary(figure: str, series: str, points: list, last, curve: str, co
     }
 
 
+def _key(row) -> dict:
+    """Return a deployment key row as the REST lists it."""
+    from ..catalog.serialize import utc
+
+    return {"id": row.id, "prefix": row.prefix, "user": row.user, "created": utc(row.created).isoformat()}
+
+
 class LocalPlatform:
     """The platform whose database and files this process opens itself."""
 
-    def __init__(self, platform, project: str | None) -> None:
+    def __init__(self, platform, project: str | None, database_url: str | None = None) -> None:
         self.platform = platform
         self.project = project or platform.default_project
+        self.database_url = database_url  # given on the command line: a background run gets it too
         self.grace_seconds = platform.jobs.grace_seconds
 
     def close(self) -> None:
@@ -110,6 +121,13 @@ class LocalPlatform:
         """Return an algorithm version's full ref and its parameter.yml values."""
         version = self.platform.catalog.get_algorithm(self.project, ref)
         return version.ref, version.parameters or {}
+
+    def algorithm_detail(self, ref: str) -> dict:
+        """Return an algorithm version with its functions' inputs, outputs and resources."""
+        row = self.platform.catalog.get_algorithm(self.project, ref)
+        return serialize.algorithm_detail_model(row, self.platform.catalog.read_algorithm(row)).model_dump(
+            mode="json"
+        )
 
     # jobs
 
@@ -199,6 +217,228 @@ class LocalPlatform:
         """Yield a worker's output line by line; with `follow`, until the job ends."""
         return self.platform.jobs.follow_logs(self.project, job_id, follow=follow, worker=worker)
 
+    # models
+
+    def set_alias(self, ref: str, alias: str) -> str:
+        """Point NAME@ALIAS at a version (the latest for a bare NAME); return the version's ref."""
+        return self.platform.catalog.set_model_alias(self.project, ref, alias).ref
+
+    def remove_alias(self, name: str, alias: str) -> str:
+        """Remove NAME@ALIAS; return the ref it pointed at."""
+        return self.platform.catalog.remove_model_alias(self.project, name, alias)
+
+    def model_structure(self, ref: str) -> dict:
+        """Return a model version's files with their layers, parameter counts and shapes."""
+        from ..api.models import ModelStructure
+        from ..catalog.model_structure import describe_model_files
+
+        catalog = self.platform.catalog
+        row = catalog.get_model(self.project, ref)
+        files = describe_model_files(catalog.path(row), row.files)
+        return ModelStructure.model_validate({"ref": row.ref, "files": files}).model_dump(mode="json")
+
+    def compare(self, job_ids: list[str]) -> dict:
+        """Return jobs side by side as the REST API answers them."""
+        from ..experiments.compare import compare_jobs
+
+        return compare_jobs(self.platform, self.project, job_ids).model_dump(mode="json")
+
+    # pipelines
+
+    def validate_pipeline(self, text: str) -> dict:
+        """Return each node's schemas and every problem of a pipeline file's text."""
+        from ..pipelines.validate import PlatformCatalog, check
+
+        return check(text, PlatformCatalog(self.platform, self.project))
+
+    def _runner(self, backend: str | None = None):
+        from ..pipelines.runner import PipelineRunner
+
+        return PipelineRunner(self.platform, **({"backend": backend} if backend else {}))
+
+    def start_pipeline(
+        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
+    ) -> dict:
+        """Record a run; `here`: `follow_pipeline` runs it in this process, else a process of its own does."""
+        run_id = self._runner().create(self.project, text, path, from_node=from_node, fresh=fresh)
+        if not here:
+            self._detach(run_id, backend)
+        return self.pipeline_run(run_id)
+
+    def _detach(self, run_id: str, backend: str | None = None) -> None:
+        """Execute the recorded run in a process of its own that outlives this command."""
+        import subprocess
+        import sys
+
+        platform = self.platform
+        command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", self.project]
+        if self.database_url:
+            command += ["--database-url", self.database_url]
+        on = ["--backend", backend] if backend else []
+        log = platform.storage.root / "pipelines" / self.project / "runs" / f"{run_id}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            # a shell that starts the run in the background and ends at once: the run is nobody's child here
+            subprocess.run(  # noqa: S603 - our own interpreter and module
+                ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *on, run_id],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                check=True,
+            )
+
+    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
+        """Execute a recorded run here, calling progress(node, state, message); return it finished."""
+        from ..api.pipelines import run_body
+
+        run = self._runner(backend).execute(self.project, run_id, progress)
+        return run_body(run).model_dump(mode="json")
+
+    def pipeline_runs(self, limit: int) -> list[dict]:
+        """Return the project's pipeline runs, newest first."""
+        from ..api.pipelines import run_body
+
+        return [run_body(r).model_dump(mode="json") for r in self._runner().list(self.project, limit)]
+
+    def pipeline_run(self, run_id: str) -> dict:
+        """Return one pipeline run with its nodes."""
+        from ..api.pipelines import run_body
+
+        return run_body(self._runner().get(self.project, run_id)).model_dump(mode="json")
+
+    def stop_pipeline(self, run_id: str) -> dict:
+        """Stop a pipeline run; return it."""
+        from ..api.pipelines import run_body
+
+        return run_body(self._runner().stop(self.project, run_id)).model_dump(mode="json")
+
+    # deployments
+
+    def reconcile_deployments(self) -> list[str]:
+        """Restart replicas whose supervisors are gone (a reboot); return their ids."""
+        return self.platform.deployments.reconcile()
+
+    def _deployment(self, row, with_metrics: bool = False) -> dict:
+        from ..serving.describe import deployment_model
+
+        return deployment_model(self.platform.deployments, row, with_metrics).model_dump(mode="json")
+
+    def deployments(self) -> list[dict]:
+        """Return the project's deployments with their state and replicas."""
+        return [self._deployment(row) for row in self.platform.deployments.list(self.project)]
+
+    def deployment(self, name: str) -> dict:
+        """Return one deployment with its replicas and request metrics per model version."""
+        return self._deployment(self.platform.deployments.get(self.project, name), with_metrics=True)
+
+    def deploy(self, name: str, model: str, replicas: int, algorithm: str | None) -> dict:
+        """Deploy a model version; its replicas start at once."""
+        return self._deployment(
+            self.platform.deployments.create(self.project, name, model, replicas, algorithm)
+        )
+
+    def canary(self, name: str, request: dict) -> dict:
+        """Serve a canary version (a CanaryRequest's fields) to a percent of the requests."""
+        service = self.platform.deployments
+        return self._deployment(
+            service.canary(
+                self.project,
+                name,
+                request["model"],
+                request["weight"],
+                request["algorithm"],
+                request["sticky_header"],
+                request["replicas"],
+            )
+        )
+
+    def promote(self, name: str, timeout: float) -> dict:
+        """Make the canary production once its replicas are ready."""
+        return self._deployment(self.platform.deployments.promote(self.project, name, timeout))
+
+    def wait_deployment(self, name: str, timeout: float) -> dict:
+        """Wait until every replica is ready; raise when one failed or time ran out."""
+        return self._deployment(self.platform.deployments.wait(self.project, name, timeout))
+
+    def deployment_logs(self, name: str, lines: int) -> list[dict]:
+        """Return the last lines of each replica's output."""
+        return self.platform.deployments.logs(self.project, name, lines)
+
+    def delete_deployment(self, name: str) -> None:
+        """Stop a deployment and free its resources."""
+        self.platform.deployments.delete(self.project, name)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return [_key(row) for row in self.platform.deployments.keys.list(self.project, name)]
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key for a deployment's predict; `key` is shown this once."""
+        import getpass
+
+        row, key = self.platform.deployments.keys.create(self.project, name, getpass.getuser())
+        return {**_key(row), "key": key}
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> None:
+        """Revoke an API key of a deployment."""
+        self.platform.deployments.keys.revoke(self.project, name, key_id)
+
+    def predict(self, name: str, data: bytes, content_type: str) -> dict:
+        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
+        import asyncio
+
+        from ..serving.gateway import Gateway
+
+        gateway = Gateway(self.platform.deployments)
+
+        async def predict():
+            try:
+                return await gateway.predict(self.project, name, data, content_type)
+            finally:
+                gateway.close()
+
+        prediction = asyncio.run(predict())
+        if prediction.status >= 400:
+            message = prediction.json().get("error") or f"the model answered {prediction.status}"
+            raise (ModelFailed if prediction.status >= 500 else BadRequest)(
+                f"{prediction.model_version}: {message}"
+            )
+        return prediction.json()
+
+    # experiments
+
+    def _experiment(self, row) -> dict:
+        return self.platform.experiments.model(row).model_dump(mode="json")
+
+    def experiments(self) -> list[dict]:
+        """Return the project's experiments, newest first."""
+        return [self._experiment(row) for row in self.platform.experiments.list(self.project)]
+
+    def experiment(self, name: str) -> dict:
+        """Return one experiment with its trials and best trial."""
+        return self._experiment(self.platform.experiments.get(self.project, name))
+
+    def create_experiment(self, request) -> dict:
+        """Check and create an experiment (an ExperimentRequest); its first trials start."""
+        return self._experiment(self.platform.experiments.create(self.project, request))
+
+    def stop_experiment(self, name: str) -> dict:
+        """Stop an experiment and its running trials."""
+        return self._experiment(self.platform.experiments.stop(self.project, name))
+
+    def resume_experiment(self, name: str, trials: int | None, seconds: float | None) -> dict:
+        """Resume a stopped experiment, or a finished one with a larger budget."""
+        return self._experiment(
+            self.platform.experiments.resume(self.project, name, trials=trials, seconds=seconds)
+        )
+
+    def tick(self) -> None:
+        """Advance jobs and experiments, then wait a moment: nothing else drives them while a command waits."""
+        self.platform.jobs.tick()
+        self.platform.experiments.tick()
+        time.sleep(FOLLOW_INTERVAL)
+
 
 class ServicePlatform:
     """The hub's shared platform service, reached through `Client` as the notebook's user."""
@@ -224,6 +464,10 @@ class ServicePlatform:
 
     def catalog_show(self, kind: str, ref: str) -> tuple[dict, list[str]]:
         """Return one version (the newest for a bare NAME) and every version of its name."""
+        if kind == "model" and "@" in ref:  # NAME@ALIAS
+            name, _, alias = ref.partition("@")
+            found = self.client.model_alias(name, alias)
+            return {"kind": kind, **found}, [v["version"] for v in self.client.model(name)["versions"]]
         name, version = _split(ref)
         named = getattr(self.client, kind)(name)
         if not named["versions"]:
@@ -235,27 +479,28 @@ class ServicePlatform:
         return {"kind": kind, **found[0]}, [v["version"] for v in named["versions"]]
 
     def catalog_add(self, kind: str, path: str, name: str | None, description: str) -> dict:
-        """Upload an algorithm folder or archive; datasets and models are added where the service can read them."""
-        if kind != "algorithm":
-            alternative = {
-                "dataset": "upload an archive in the Lab's Datasets panel or with "
-                "kpl_lab.client.Client().upload_dataset(archive, name)",
-                "model": "models are registered from a job's outputs (kpl-lab job submit ...)",
-            }[kind]
-            raise BadRequest(
-                f"under the hub, `kpl-lab {kind} add` cannot add a folder from this notebook's disk: {alternative}",
-                field="path",
-            )
+        """Upload a file, or a folder packed as a tar, as a new version of an algorithm, dataset or model."""
         source = Path(path)
         if not source.exists():
             raise BadRequest(f"{path}: no such file or folder", field="path")
-        if source.is_file():
-            return {"kind": kind, **self.client.upload_algorithm(source, name=name, description=description)}
         with tempfile.TemporaryDirectory() as folder:
-            archive = Path(folder) / f"{source.resolve().name}.tar.gz"
-            with tarfile.open(archive, "w:gz") as tar:
-                tar.add(source, arcname=source.resolve().name)
-            return {"kind": kind, **self.client.upload_algorithm(archive, name=name, description=description)}
+            if source.is_dir():
+                # an algorithm archive holds its folder (whose name names it); datasets and models their files
+                top = source.resolve()
+                archive = Path(folder) / f"{top.name}.tar"
+                with tarfile.open(archive, "w") as tar:
+                    for entry in [top] if kind == "algorithm" else sorted(top.iterdir()):
+                        tar.add(entry, arcname=entry.name)
+                source = archive
+            if kind == "algorithm":
+                added = self.client.upload_algorithm(source, name=name, description=description)
+            elif kind == "dataset":
+                added = self.client.upload_dataset(source, name, description=description)
+            else:
+                added = self.client.upload_model(
+                    source, name, description=description, filename=Path(path).name
+                )
+        return {"kind": kind, **added}
 
     def catalog_delete(self, kind: str, ref: str) -> list[str]:
         """Delete one version (NAME:VERSION) or every version (NAME); return the refs deleted."""
@@ -266,6 +511,10 @@ class ServicePlatform:
         """Return an algorithm version's full ref and its parameter.yml values."""
         version, _ = self.catalog_show("algorithm", ref)
         return version["ref"], version.get("parameters") or {}
+
+    def algorithm_detail(self, ref: str) -> dict:
+        """Return an algorithm version with its functions' inputs, outputs and resources."""
+        return self.client.algorithm_version(*_split(ref))
 
     # jobs
 
@@ -337,6 +586,168 @@ class ServicePlatform:
             yield from lines
         if rest:
             yield rest
+
+    # models
+
+    def set_alias(self, ref: str, alias: str) -> str:
+        """Point NAME@ALIAS at a version (the latest for a bare NAME); return the version's ref."""
+        if "@" in ref:  # another alias: the version it points at
+            ref = self.catalog_show("model", ref)[0]["ref"]
+        name, version = _split(ref)
+        model = self.client.set_model_alias(name, alias, version)
+        return f"{name}:{model['aliases'][alias]}"
+
+    def remove_alias(self, name: str, alias: str) -> str:
+        """Remove NAME@ALIAS; return the ref it pointed at."""
+        was = self.client.model_alias(name, alias)["ref"]
+        self.client.delete_model_alias(name, alias)
+        return was
+
+    def model_structure(self, ref: str) -> dict:
+        """Return a model version's files with their layers, parameter counts and shapes."""
+        version, _ = self.catalog_show("model", ref)
+        return self.client.model_structure(_split(version["ref"])[0], version["version"])
+
+    def compare(self, job_ids: list[str]) -> dict:
+        """Return jobs side by side as the REST API answers them."""
+        return self.client.compare(job_ids)
+
+    # pipelines
+
+    def validate_pipeline(self, text: str) -> dict:
+        """Return each node's schemas and every problem of a pipeline file's text."""
+        return self.client.validate_pipeline(text)
+
+    def start_pipeline(
+        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
+    ) -> dict:
+        """Start a run in the service (which executes it whether or not this command waits)."""
+        if backend:
+            raise BadRequest(
+                "--backend: the service runs pipelines on its own backend (c.PipelineRunner.backend)",
+                field="backend",
+            )
+        return self.client.run_pipeline(text, path, from_node=from_node, fresh=fresh)
+
+    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
+        """Call progress(node, state, message) as the service's run goes; return it finished."""
+        seen: dict[str, str] = {}
+        while True:
+            run = self.client.pipeline_run(run_id)
+            for node in run["nodes"]:
+                if node["state"] != "pending" and seen.get(node["node"]) != node["state"]:
+                    seen[node["node"]] = node["state"]
+                    progress(node["node"], node["state"], "")
+            if run["state"] != "running":
+                return run
+            time.sleep(FOLLOW_INTERVAL)
+
+    def pipeline_runs(self, limit: int) -> list[dict]:
+        """Return the project's pipeline runs, newest first."""
+        return self.client.pipeline_runs(limit)
+
+    def pipeline_run(self, run_id: str) -> dict:
+        """Return one pipeline run with its nodes."""
+        return self.client.pipeline_run(run_id)
+
+    def stop_pipeline(self, run_id: str) -> dict:
+        """Stop a pipeline run; return it."""
+        return self.client.stop_pipeline_run(run_id)
+
+    # deployments
+
+    def reconcile_deployments(self) -> list[str]:
+        """The service restarts its own replicas."""
+        return []
+
+    def deployments(self) -> list[dict]:
+        """Return the project's deployments with their state and replicas."""
+        return self.client.deployments()
+
+    def deployment(self, name: str) -> dict:
+        """Return one deployment with its replicas and request metrics per model version."""
+        return self.client.deployment(name)
+
+    def deploy(self, name: str, model: str, replicas: int, algorithm: str | None) -> dict:
+        """Deploy a model version; its replicas start at once."""
+        return self.client.deploy(name, model, replicas, algorithm)
+
+    def canary(self, name: str, request: dict) -> dict:
+        """Serve a canary version (a CanaryRequest's fields) to a percent of the requests."""
+        return self.client.canary(name, **request)
+
+    def promote(self, name: str, timeout: float) -> dict:
+        """Make the canary production once its replicas are ready (the service waits for them)."""
+        return self.client.promote(name, timeout)
+
+    def wait_deployment(self, name: str, timeout: float) -> dict:
+        """Wait until every replica is ready; raise when one failed or time ran out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.client.deployment(name)
+            states = [r for r in shown["replica_states"] if r["role"] != "retiring"]
+            failed = [r for r in states if r["state"] in ("failed", "stopped")]
+            if failed:
+                lines = failed[0]["last_log_lines"] or ""
+                raise Unavailable(
+                    f"replica {failed[0]['id']} of deployment {name!r} {failed[0]['state']}: "
+                    f"{failed[0]['reason'] or ''}" + (f"\n{lines}" if lines else "")
+                )
+            if states and all(r["state"] == "ready" for r in states):
+                return shown
+            if time.monotonic() > deadline:
+                raise Unavailable(f"deployment {name!r} was not ready after {timeout:g} s")
+            time.sleep(FOLLOW_INTERVAL)
+
+    def deployment_logs(self, name: str, lines: int) -> list[dict]:
+        """Return the last lines of each replica's output."""
+        return self.client.deployment_logs(name, lines)
+
+    def delete_deployment(self, name: str) -> None:
+        """Stop a deployment and free its resources."""
+        self.client.delete_deployment(name)
+
+    def deployment_keys(self, name: str) -> list[dict]:
+        """Return a deployment's API keys (ids and first characters, never the keys)."""
+        return self.client.deployment_keys(name)
+
+    def create_deployment_key(self, name: str) -> dict:
+        """Make an API key for a deployment's predict; `key` is shown this once."""
+        return self.client.create_deployment_key(name)
+
+    def revoke_deployment_key(self, name: str, key_id: str) -> None:
+        """Revoke an API key of a deployment."""
+        self.client.revoke_deployment_key(name, key_id)
+
+    def predict(self, name: str, data: bytes, content_type: str) -> dict:
+        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
+        return self.client.predict(name, data, content_type)
+
+    # experiments
+
+    def experiments(self) -> list[dict]:
+        """Return the project's experiments, newest first."""
+        return self.client.experiments()
+
+    def experiment(self, name: str) -> dict:
+        """Return one experiment with its trials and best trial."""
+        return self.client.experiment(name)
+
+    def create_experiment(self, request) -> dict:
+        """Check and create an experiment (an ExperimentRequest); its first trials start."""
+        return self.client.create_experiment(request.model_dump(mode="json", exclude_unset=True))
+
+    def stop_experiment(self, name: str) -> dict:
+        """Stop an experiment and its running trials."""
+        return self.client.stop_experiment(name)
+
+    def resume_experiment(self, name: str, trials: int | None, seconds: float | None) -> dict:
+        """Resume a stopped experiment, or a finished one with a larger budget."""
+        return self.client.resume_experiment(name, trials=trials, seconds=seconds)
+
+    def tick(self) -> None:
+        """The service drives its own jobs and experiments: only wait a little."""
+        time.sleep(FOLLOW_INTERVAL)
 
     def _all_logs(self, job_id: str, worker: int) -> Iterator[str]:
         offset = 0

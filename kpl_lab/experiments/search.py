@@ -390,6 +390,9 @@ class ExperimentService(LoggingConfigurable):
             best_model=registered[0] if registered else None,
             created=utc(experiment.created),
             finished=utc(experiment.finished),
+            searched_seconds=self._elapsed(experiment)
+            if experiment.state == "running"
+            else experiment.seconds_before,
         )
 
     # driving

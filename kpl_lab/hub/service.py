@@ -206,6 +206,8 @@ class KPLService(Application):
             # the very round the single-user extension runs: ingest running jobs, start queued ones
             await loop.run_in_executor(self.pool, self.platform.jobs.tick)
             await loop.run_in_executor(self.pool, self.platform.deployments.reconcile)
+            if "gateway" in self.__dict__:  # the requests predicted since the last round
+                await loop.run_in_executor(self.pool, self.gateway.flush_metrics)
             await loop.run_in_executor(self.pool, self.record_usage)
         except Exception:
             self.log.exception("kpl service: background round failed")
@@ -238,6 +240,8 @@ class KPLService(Application):
             server.stop()
             self.imports.shutdown()
             self.pool.shutdown(wait=True, cancel_futures=True)
+            if "gateway" in self.__dict__:
+                self.gateway.close()  # writes the requests counted since the last round
             self.history.close()
             self.platform.close()
 

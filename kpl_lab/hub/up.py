@@ -146,7 +146,10 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         f"c.JupyterHub.cookie_secret_file = {str(hub_dir / 'jupyterhub_cookie_secret')!r}",
         f"c.ConfigurableHTTPProxy.pid_file = {str(hub_dir / 'proxy.pid')!r}",
         f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{proxy_api_port}'",
-        f"c.ConfigurableHTTPProxy.command = [{shutil.which('configurable-http-proxy') or 'configurable-http-proxy'!r}]",
+        # --proxy-timeout=0: no limit, as the Node proxy; the Python one otherwise cuts every answer at
+        # 20 s (tornado's default): the spawn page's progress stream of a slow start, long uploads
+        f"c.ConfigurableHTTPProxy.command = [{shutil.which('configurable-http-proxy') or 'configurable-http-proxy'!r}, "
+        "'--proxy-timeout=0']",
         "",
         "# who may log in",
         f"c.JupyterHub.authenticator_class = {authenticator!r}",
@@ -292,13 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         command.append(f"--JupyterHub.bind_url={url}")
     else:
         url = configured_url(config)
-    if args.sample_data:
-        add_sample_data(home, args.database_url, args.storage_url)
-    if args.sample_data and not runs_torch(user_python or sys.executable):
-        _say(
-            "the sample algorithm needs PyTorch, which this installation lacks: "
-            'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
-        )
+    set_up_demo(home, args, user_python or sys.executable)
     sys.stdout.flush()
 
     def announce() -> None:
@@ -317,6 +314,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
 
     return run_hub(command, hub_dir, ready=(url, announce))
+
+
+def set_up_demo(home: Path, args: argparse.Namespace, python: str) -> None:
+    """Add the sample data unless `--no-sample-data`, and say when `python` (what jobs run) lacks PyTorch."""
+    if not args.sample_data:
+        return
+    add_sample_data(home, args.database_url, args.storage_url)
+    if not runs_torch(python):
+        _say(
+            "the sample algorithm needs PyTorch, which this installation lacks: "
+            'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
+        )
 
 
 def runs_torch(python: str) -> bool:

@@ -1,7 +1,8 @@
 """Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
 
-Relational work goes to DuckDB (expressions parsed by the engine, joins and sorts that spill
-to disk); per-record parsing and seeded splits go batch by batch in pyarrow.
+Per-record parsing and seeded splits go batch by batch in pyarrow; `shuffle` and `sql` go to
+DuckDB (expressions parsed by the engine, sorts that spill to disk). The relational chains
+(regex_extract, select, rename, left_join, label_id) run as one query each: see fuse.py.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Source:
     folder: Path
     part: str
     schema: pa.Schema
+    rows: int | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         reader = ReadOnlyDataset(self.folder, self.part)
@@ -240,33 +242,6 @@ def rename_query(p, names: list[str]) -> str:
     return f"SELECT {columns} FROM input"
 
 
-def regex_extract(p, inputs, sinks, settings, log) -> None:
-    _query(settings, {"input": _stream(inputs["input"])}, regex_query(p), sinks[PORT])
-
-
-def select(p, inputs, sinks, settings, log) -> None:
-    _query(settings, {"input": _stream(inputs["input"])}, select_query(p), sinks[PORT])
-
-
-def rename(p, inputs, sinks, settings, log) -> None:
-    query = rename_query(p, inputs["input"].schema.names)
-    _query(settings, {"input": _stream(inputs["input"])}, query, sinks[PORT])
-
-
-def left_join(p, inputs, sinks, settings, log) -> None:
-    left, right = inputs["left"], inputs["right"]
-    wanted = p.fields if p.fields is not None else [n for n in right.schema.names if n != p.on]
-    columns = ", ".join(
-        [f"l.{sql.quote(n)}" for n in left.schema.names] + [f"r.{sql.quote(n)}" for n in wanted]
-    )
-    key, row = sql.quote(p.on), sql.quote(sql.ROW)
-    query = (
-        f"SELECT {columns} FROM l LEFT JOIN r ON l.{key} = r.{key} "
-        f"ORDER BY l.{row}, r.{row} NULLS FIRST"  # left order, then the right input's order
-    )
-    _query(settings, {"l": _stream(left, True), "r": _stream(right, True)}, query, sinks[PORT])
-
-
 def labels(field: str, values: Any, settings: Settings) -> list:
     """Return the sorted distinct non-null values of field in values (a table or a reader)."""
     with _engine(settings) as con:
@@ -284,20 +259,6 @@ def log_labels(log: Log, found: list) -> None:
 def label_column(column: pa.Array, value_set: pa.Array) -> pa.Array:
     """Return each value's index in value_set (null where it is null)."""
     return pc.cast(pc.index_in(column, value_set=value_set), pa.int64())
-
-
-def label_id(p, inputs, sinks, settings, log) -> None:
-    source = inputs["input"]
-    found = labels(p.field, _stream(source), settings)
-    log_labels(log, found)
-    # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-    sinks[PORT].writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": found})
-    value_set = pa.array(found, type=source.schema.field(p.field).type)
-    for batch in source.batches():
-        ids = label_column(batch.column(p.field), value_set)
-        sinks[PORT].write(
-            pa.RecordBatch.from_arrays([*batch.columns, ids], names=[*batch.schema.names, p.output])
-        )
 
 
 def parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]]]:
@@ -460,11 +421,6 @@ def sql_query(p, inputs, sinks, settings, log) -> None:
 
 
 PROCESSORS: dict[str, Callable] = {
-    "regex_extract": regex_extract,
-    "select": select,
-    "rename": rename,
-    "left_join": left_join,
-    "label_id": label_id,
     "parse_voc": parse_annotations("parse_voc"),
     "parse_labelme": parse_annotations("parse_labelme"),
     "parse_coco": parse_annotations("parse_coco"),

@@ -23,7 +23,7 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.models import utcnow
 from ..catalog.pipelines import PipelineNodeRun, PipelineRun
 from ..errors import BadRequest, Conflict, KPLError, NotFound
-from . import cache, processors
+from . import cache, fuse, processors
 from .format import PipelineSyntaxError, Spec, parse
 from .nodes import PORT
 from .processors import Settings, Source, Stopped
@@ -82,9 +82,19 @@ class PipelineRunner(LoggingConfigurable):
             )
         return proposal["value"]
 
+    arrow_allocator = Unicode(
+        "system",
+        help="pyarrow's allocator in a process that runs pipelines: 'system' (malloc) gives freed "
+        "memory back at once, which keeps a run's peak low; '' keeps pyarrow's default (mimalloc).",
+    ).tag(config=True)
+
     def __init__(self, platform: Any, settings: Settings | None = None, **kwargs: Any):
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
+        if self.arrow_allocator:
+            import pyarrow as pa
+
+            pa.set_memory_pool(getattr(pa, f"{self.arrow_allocator}_memory_pool")())
         spill = self.spill_directory or str(platform.storage.root / "pipelines" / ".spill")
         self.settings = settings or Settings(self.memory_limit or None, spill)
 
@@ -144,6 +154,8 @@ class PipelineRunner(LoggingConfigurable):
         if node is None:
             raise NotFound(f"node {node_id!r} is not in pipeline run {run_id}")
         outputs = node.outputs or {}
+        if not outputs and node.log.startswith("fused into"):
+            raise BadRequest(f"node {node_id}: {node.log}", field="node")
         if not outputs:
             raise BadRequest(f"node {node_id} has no output in run {run_id} ({node.state})", field="node")
         if port is None and len(outputs) > 1:
@@ -252,6 +264,8 @@ class PipelineRunner(LoggingConfigurable):
         self, project: str, run_id: str, run: PipelineRun, checked: Validation, progress
     ) -> PipelineRun:
         forced = self._forced(checked, run.from_node, run.fresh)
+        # on Ray every node is written: its per-batch work runs there, not in one query on the driver
+        unwritten = set() if self.backend == "ray" else fuse.unwritten(checked)
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch, args=(run_id, stop), daemon=True)
         watcher.start()
@@ -289,6 +303,7 @@ class PipelineRunner(LoggingConfigurable):
                                     forced,
                                     stop,
                                     note,
+                                    unwritten,
                                 )
                             ] = node_id
                     if not running:
@@ -309,8 +324,14 @@ class PipelineRunner(LoggingConfigurable):
         with self.platform.session(immediate=True) as session:
             row = session.get(PipelineRun, run_id)
             row.state, row.finished = state, utcnow()
+            left = [n for n in row.nodes if n.state in ("pending", "running")]
+            for node in left:  # fused into a query that never ran
+                node.state = "stopped" if stop_requested else "skipped"
             bad = [n.node for n in row.nodes if n.state == "failed"]
             row.reason = f"failed nodes: {', '.join(bad)}" if bad else ""
+            left = [(n.node, n.state) for n in left]
+        for node_id, node_state in left:
+            note(node_id, node_state, "")
         return self.get(project, run_id)
 
     def run(
@@ -339,66 +360,147 @@ class PipelineRunner(LoggingConfigurable):
         return forced
 
     def _node(self, run_id: str, node_id: str, **values: Any) -> None:
+        self._nodes(run_id, {node_id: values})
+
+    def _nodes(self, run_id: str, updates: dict[str, dict[str, Any]]) -> None:
+        """Set fields of several nodes of a run in one transaction (a unit's nodes change together)."""
         with self.platform.session(immediate=True) as session:
-            row = session.scalar(
+            rows = session.scalars(
                 select(PipelineNodeRun).where(
-                    PipelineNodeRun.run_id == run_id, PipelineNodeRun.node == node_id
+                    PipelineNodeRun.run_id == run_id, PipelineNodeRun.node.in_(list(updates))
                 )
             )
-            for name, value in values.items():
-                setattr(row, name, value)
+            for row in rows:
+                for name, value in updates[row.node].items():
+                    setattr(row, name, value)
 
-    def _run_node(self, project, run_id, checked, node_id, results, forced, stop, note) -> Result | None:
+    def _run_node(
+        self, project, run_id, checked, node_id, results, forced, stop, note, unwritten
+    ) -> Result | None:
         node = checked.nodes[node_id]
         lines: list[str] = []
-
-        def log(message: str) -> None:
-            lines.append(message)
-
-        self._node(run_id, node_id, state="running", started=utcnow())
-        note(node_id, "running", "")
+        log = lines.append
+        members: list[str] = []  # the unwritten nodes whose work this node's query does
+        counts: dict[str, int | None] = {}
         try:
             inputs = {param: self._port(results[src], port) for param, (src, port) in node.edges.items()}
             params = node.params.model_dump(mode="json")
             node_key = cache.key(
                 node.type, node.node_type.version, params, {k: v["content"] for k, v in inputs.items()}
             )
-            runner = self._runner(node.node_type.category)
-            result, cached, job_id = runner(
-                project, run_id, node, node_key, inputs, node_id in forced, stop, log
-            )
+            if node_id in unwritten:  # its work happens in the query of each written node reading it
+                return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
+            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.type) else None
+            members = unit.members[:-1] if unit else []
+            started = utcnow()
+            self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
+            for member in [*members, node_id]:
+                note(member, "running", "")
+            if unit is not None:
+                if self.backend == "ray":
+                    log(f"ray: {node.type} runs in DuckDB on the driver (it has no Ray Data form)")
+                result, cached, counts = self._fused(
+                    project, checked, unit, node_key, results, node_id in forced, stop, log
+                )
+                job_id = None
+            else:
+                runner = self._runner(node.node_type.category)
+                result, cached, job_id = runner(
+                    project, run_id, node, node_key, inputs, node_id in forced, stop, log
+                )
         except Stopped:
-            self._node(
-                run_id, node_id, state="stopped", finished=utcnow(), log="\n".join([*lines, "stopped"])
-            )
-            note(node_id, "stopped", "")
+            for member in [*members, node_id]:
+                self._node(
+                    run_id, member, state="stopped", finished=utcnow(), log="\n".join([*lines, "stopped"])
+                )
+                note(member, "stopped", "")
             return None
         except Exception as err:  # a node's failure is recorded; the other branches go on
             message = err.message if isinstance(err, KPLError) else f"{type(err).__name__}: {err}"
+            for member in members:
+                self._node(
+                    run_id, member, state="failed", finished=utcnow(), log=f"fused into {node_id}: {message}"
+                )
+                note(member, "failed", message)
             self._node(run_id, node_id, state="failed", finished=utcnow(), log="\n".join([*lines, message]))
             note(node_id, "failed", message)
             return None
-        rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
+        state = "cached" if cached else "succeeded"
+
+        def rows_of(member: str, param: str) -> int | None:
+            src, port = checked.nodes[member].edges[param]
+            return counts[src] if src in counts else self._port(results[src], port).get("rows")
+
+        updates = {}
+        for member in members:
+            rows_in = [rows_of(member, param) for param in checked.nodes[member].edges]
+            updates[member] = {
+                "state": state,
+                "finished": utcnow(),
+                "cache_key": self._port(results[member], None)["content"],
+                "rows_in": None if None in rows_in else sum(rows_in),
+                "rows_out": counts.get(member),
+                "log": f"fused into the query of {node_id} (not written; `keep: true` writes it)",
+                "outputs": {},
+            }
+        if unit is not None:
+            rows = [rows_of(node_id, param) for param in node.edges]
+            rows_in = None if None in rows else sum(rows)
+        else:
+            rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
         rows_out = sum(v["rows"] for v in result.outputs.values() if v.get("rows") is not None)
         shown = {
             port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
             for port, out in result.outputs.items()
         }
-        state = "cached" if cached else "succeeded"
-        self._node(
-            run_id,
-            node_id,
-            state=state,
-            finished=utcnow(),
-            cache_key=node_key,
-            rows_in=rows_in,
-            rows_out=rows_out if result.outputs else None,
-            log="\n".join(lines),
-            outputs=shown,
-            job_id=job_id,
-        )
-        note(node_id, state, f"{rows_out} rows" if rows_out else "")
+        updates[node_id] = {
+            "state": state,
+            "finished": utcnow(),
+            "cache_key": node_key,
+            "rows_in": rows_in,
+            "rows_out": rows_out if result.outputs else None,
+            "log": "\n".join(lines),
+            "outputs": shown,
+            "job_id": job_id,
+        }
+        self._nodes(run_id, updates)
+        for member, values in updates.items():
+            note(member, state, f"{values['rows_out']} rows" if values["rows_out"] else "")
         return result
+
+    def _fused(self, project, checked, unit, node_key, results, forced, stop, log):
+        """Run (or reuse) a written relational node with the unwritten ones it reads through, as one query."""
+        store = self._cache(project)
+        keys = {m: self._port(results[m], None)["content"] for m in unit.members[:-1]}
+        if not forced:
+            hit = store.lookup(node_key)
+            if hit is not None:
+                log("cached: same types, parameters and input content; output verified")
+                fused = hit.get("fused", {})
+                counts = {m: fused.get(k) for m, k in keys.items()}
+                return self._cached(store, node_key, hit), True, counts
+        for member in unit.members:
+            node = checked.nodes[member]
+            for param, (src, port) in node.edges.items():
+                if src not in keys:
+                    out = self._port(results[src], port)
+                    unit.inputs[(src, port)] = Source(
+                        Path(out["folder"]), out["part"], node.inputs[param].schema, out.get("rows")
+                    )
+        if len(unit.members) > 1:
+            log(f"one query for {', '.join(unit.members)}")
+        staged = store.staging(node_key)
+        try:
+            rows, counts = fuse.run(checked, unit, staged, stop, log, self.settings)
+            result = {
+                "outputs": {PORT: {"rows": rows, "content": cache.content(staged / PORT)}},
+                "fused": {k: counts.get(m) for m, k in keys.items()},
+            }
+            final = store.publish(node_key, staged, result)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        return self._cached(store, node_key, result, final), False, counts
 
     @staticmethod
     def _port(result: Result, port: str | None) -> dict:
@@ -483,6 +585,16 @@ class PipelineRunner(LoggingConfigurable):
             shutil.rmtree(staged, ignore_errors=True)
             raise
         return self._cached(store, node_key, result, final), False, None
+
+    def _fused_here(self, type_name: str) -> bool:
+        """Return whether a node runs as a DuckDB query in this process (a relational one without a Ray form)."""
+        if type_name not in fuse.FUSED:
+            return False
+        if self.backend != "ray":
+            return True
+        from . import ray_backend
+
+        return type_name not in ray_backend.ON_RAY
 
     def _processors(self) -> Any:
         if self.backend == "ray":

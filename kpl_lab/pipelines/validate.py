@@ -25,6 +25,7 @@ class Node:
     edges: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # parameter -> (node, port)
     inputs: dict[str, Output] = field(default_factory=dict)
     outputs: dict[str, Output] | None = None
+    keep: bool = False  # write the output even when only relational nodes read it
     problems: list[Problem] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -108,6 +109,10 @@ def _parse_node(node: Node, report: Any) -> None:
     settings = dict(node.settings)
     kind = settings.pop("type", None)
     _check_ui(settings.pop("ui", None), report)
+    keep = settings.pop("keep", False)
+    if not isinstance(keep, bool):
+        report("keep", "is true or false (write this node's output even when it could be fused)")
+    node.keep = keep is True
     node_type = NODE_TYPES.get(kind) if isinstance(kind, str) else None
     if node_type is None:
         report("type", f"{kind!r} is not a node type (types: {', '.join(NODE_TYPES)})")

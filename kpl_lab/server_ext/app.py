@@ -120,6 +120,8 @@ class KPLLab(ExtensionApp):
         if restarted:
             self.log.warning("kpl_lab: restarted replicas whose supervisor was gone: %s", restarted)
         self.platform.experiments.tick()  # report, prune, finish and start trials
+        if "gateway" in self.__dict__:  # the requests predicted since the last round, off the request path
+            self.gateway.flush_metrics()
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""

@@ -38,6 +38,7 @@ PATH_PARAMETERS = {
     "job_id": {"schema": {"type": "string"}},
     "run_id": {"schema": {"type": "string"}, "description": "a pipeline run id"},
     "node": {"schema": {"type": "string"}, "description": "a node id of the pipeline"},
+    "key_id": {"schema": {"type": "string"}, "description": "a deployment key's id (`key list`)"},
     "alias": {"schema": NAME_SCHEMA, "description": "a model alias: production, canary or any name"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "field": {
@@ -135,6 +136,8 @@ def _operation(route: Route, method: str, operation: Operation) -> dict[str, Any
     item["parameters"] = _parameters(route, operation)
     if operation.job_token:
         item["security"] = [{"jobToken": []}]
+    if operation.deployment_key:
+        item["security"] = [{"token": []}, {"deploymentKey": []}, {"deploymentKeyHeader": []}]
     if operation.upload:
         binary = {"schema": {"type": "string", "format": "binary"}}
         item["requestBody"] = {"required": True, "content": {kind: binary for kind in UPLOAD_TYPES}}
@@ -182,6 +185,18 @@ def document() -> dict[str, Any]:
                     "in": "header",
                     "name": "Authorization",
                     "description": "`token <KPL_JOB_TOKEN of the job>` (only for posting a job's events)",
+                },
+                "deploymentKey": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key of the deployment (`kpl-lab deployment key create`): its "
+                    "predict only",
+                },
+                "deploymentKeyHeader": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-KPL-API-Key",
+                    "description": "an API key of the deployment, the same as `deploymentKey`",
                 },
             },
             "parameters": {

@@ -18,7 +18,16 @@ from ..api.datasets import (
     RecordsPage,
     Stats,
 )
-from ..api.deployments import CanaryRequest, Deployment, DeploymentList, DeploymentLogs, DeploymentRequest
+from ..api.deployments import (
+    CanaryRequest,
+    Deployment,
+    DeploymentKeyCreated,
+    DeploymentKeyList,
+    DeploymentList,
+    DeploymentLogs,
+    DeploymentMetricsHistory,
+    DeploymentRequest,
+)
 from ..api.devices import Devices
 from ..api.experiments import (
     Comparison,
@@ -503,6 +512,52 @@ ROUTES: list[Route] = [
         },
     ),
     Route(
+        "/deployments/{name}/metrics",
+        deployments.DeploymentMetricsHandler,
+        {
+            "get": Operation(
+                "Request metrics per model version over time, in 10 s intervals",
+                DeploymentMetricsHistory,
+                description="What the gateway counted: requests, errors and latency p50/p99 of each "
+                "interval with requests, and totals. Written every few seconds (the platform's "
+                "background round) and kept 7 days.",
+                query=(
+                    Query(
+                        "since",
+                        {"type": "string", "format": "date-time"},
+                        "ISO 8601 time of the first interval (default: an hour ago)",
+                    ),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/keys",
+        deployments.DeploymentKeysHandler,
+        {
+            "get": Operation("The deployment's API keys (never the keys themselves)", DeploymentKeyList),
+            "post": Operation(
+                "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
+                DeploymentKeyCreated,
+                status=201,
+                description="The answer holds the key this once; the platform keeps only its SHA-256 "
+                "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}/keys/{key_id}",
+        deployments.DeploymentKeyHandler,
+        {
+            "delete": Operation(
+                "Revoke an API key of the deployment",
+                Deleted,
+                description="Callers using it get 403 from now on (within 2 s on other servers of "
+                "the same platform, which remember keys that long).",
+            )
+        },
+    ),
+    Route(
         "/deployments/{name}/predict",
         deployments.DeploymentPredictHandler,
         {
@@ -516,6 +571,7 @@ ROUTES: list[Route] = [
                 upload=True,
                 content={"application/json": {"schema": {"type": "object"}}},
                 errors=("503",),
+                deployment_key=True,
             )
         },
     ),

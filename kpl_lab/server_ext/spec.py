@@ -37,6 +37,7 @@ class Operation:
     content: dict[str, Any] = field(default_factory=dict)  # other media types of the success answer
     project: bool = True  # takes ?project=
     job_token: bool = False  # authenticated by the job's token, not the server's
+    deployment_key: bool = False  # an API key of the deployment is accepted besides the server's token
     errors: tuple[
         str, ...
     ] = ()  # error statuses besides 400, 403, 404 and 409 (keys of openapi.MORE_STATUSES)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from ..api.deployments import Deployment, Replica, VersionMetrics
 from ..catalog.serialize import utc
+from . import history
 from .service import DeploymentService
 
 REPLICA_FIELDS = ("port", "reason", "last_log_lines")
 
 
 def deployment_model(service: DeploymentService, row, with_metrics: bool = True) -> Deployment:
-    """Return a deployment row with its state, replicas and (asked for) request metrics per version."""
+    """Return a deployment row with its state, replicas and (asked for) request metrics and totals per version."""
     states = service.replica_states(row)
     state, reason = service.state(row, states)
     found = service.metrics(row, states) if with_metrics else {}
+    kept = history.totals(service.platform, row.id) if with_metrics else {}
     return Deployment(
         name=row.name,
         state=state,
@@ -37,4 +39,5 @@ def deployment_model(service: DeploymentService, row, with_metrics: bool = True)
             for s in states
         ],
         metrics={version: VersionMetrics(**values) for version, values in found.items()},
+        totals={version: VersionMetrics(**values) for version, values in kept.items()},
     )

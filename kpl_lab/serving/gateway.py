@@ -1,12 +1,16 @@
 """The gateway: route one prediction to a ready replica of a deployment and answer what it said.
 
-The routing table (versions, canary weight, ready replica URLs) is read from the platform
-at most every `ttl` seconds per deployment; requests go over kept-alive connections
-(tornado's curl client), so the gateway adds little to a replica's own latency. A request
-goes to the canary with the canary's weight (by a hash of the sticky header when the
-deployment names one, so a caller keeps its version), else to production; a replica that
-that stopped listening (and is no longer listed as ready) is skipped for another one. With no replica ready the answer is 503 with
-the deployment's state and reason, at once.
+The routing table (versions, canary weight, ready replica URLs) of a deployment is kept in
+memory: a change made through this process's `DeploymentService` drops it at once, and
+one older than `ROUTING_TTL_SECONDS` is read again in the background while requests keep
+using it (changes by other processes, replicas that became ready). Requests go over
+kept-alive connections (`upstream.Upstream`) and are counted in memory
+(`history.RequestHistory`, written by the platform's background round): no database work
+on the request path. A request goes to the canary with the canary's weight (by a hash of
+the sticky header when the deployment names one, so a caller keeps its version), else to
+production; a replica that stopped listening (and is no longer listed as ready) is skipped
+for another one. With no replica ready the answer is 503 with the deployment's state and
+reason, at once.
 """
 
 from __future__ import annotations
@@ -21,18 +25,16 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from tornado.curl_httpclient import CurlAsyncHTTPClient, CurlError
-from tornado.httpclient import HTTPRequest
-
 from ..errors import Unavailable
+from .history import RequestHistory
 from .service import DeploymentService, Routing
+from .upstream import NoAnswer, Upstream
 
 VERSION_HEADER = "X-KPL-Model-Version"
 ROUTING_TTL_SECONDS = 0.5
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 300.0
 ATTEMPTS = 3  # a replica that stopped listening (a promote, a crash) is skipped for another
-COULDNT_CONNECT = 7  # libcurl's CURLE_COULDNT_CONNECT: the request was never sent
 
 
 @dataclass
@@ -57,42 +59,55 @@ def pick_version(routing: Routing, caller: str | None) -> str:
 
 
 class Gateway:
-    """Forward predictions to replicas, with a short-lived routing cache per deployment."""
+    """Forward predictions to replicas, with each deployment's routing table kept in memory."""
 
-    def __init__(
-        self, service: DeploymentService, executor: Executor | None = None, max_clients: int = 64
-    ) -> None:
+    def __init__(self, service: DeploymentService, executor: Executor | None = None) -> None:
         self.service = service
         self.executor = executor
-        self.max_clients = max_clients
-        self._client: CurlAsyncHTTPClient | None = None
-        self._routes: dict[tuple[str, str], tuple[float, Routing]] = {}
+        self.upstream = Upstream(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
+        self._routes: dict[tuple[str, str], tuple[float, int, Routing]] = {}  # until, generation, table
+        self._refreshing: dict[tuple[str, str], asyncio.Task] = {}
         self._turn = itertools.count()
+        self.history = RequestHistory()
 
-    @property
-    def client(self) -> CurlAsyncHTTPClient:
-        """Return the HTTP client (made on the running event loop at first use)."""
-        if self._client is None:
-            self._client = CurlAsyncHTTPClient(force_instance=True, max_clients=self.max_clients)
-        return self._client
+    def flush_metrics(self) -> int:
+        """Write the request metrics counted so far to the catalog (blocking: run it off the event loop)."""
+        return self.history.flush(self.service.platform)
 
     def close(self) -> None:
-        """Close the kept-alive connections."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Write the metrics counted so far and close the kept-alive connections."""
+        self.flush_metrics()
+        self.upstream.close()
+        self._routes.clear()
 
     async def routing(self, project: str, name: str, fresh: bool = False) -> Routing:
-        """Return a deployment's routing table, read again once it is older than the TTL."""
+        """Return a deployment's routing table: the one in memory unless this process changed it."""
         key = (project, name)
         cached = self._routes.get(key)
-        if cached is not None and not fresh and cached[0] > time.monotonic():
-            return cached[1]
+        if cached is not None and not fresh and cached[1] == self.service.generation:
+            if cached[0] < time.monotonic() and key not in self._refreshing:
+                self._refreshing[key] = asyncio.ensure_future(self._refresh(key))
+            return cached[2]
+        return await self._read(key)
+
+    async def _read(self, key: tuple[str, str]) -> Routing:
+        generation = self.service.generation  # a change while reading makes the next request read again
         loop = asyncio.get_running_loop()
-        routing = await loop.run_in_executor(self.executor, self.service.routing, project, name)
+        routing = await loop.run_in_executor(self.executor, self.service.routing, *key)
         if routing.ready:  # while none is ready, every request looks again: the first ready one serves
-            self._routes[key] = (time.monotonic() + ROUTING_TTL_SECONDS, routing)
+            self._routes[key] = (time.monotonic() + ROUTING_TTL_SECONDS, generation, routing)
+        else:
+            self._routes.pop(key, None)
         return routing
+
+    async def _refresh(self, key: tuple[str, str]) -> None:
+        """Read a routing table again in the background; a deleted deployment is forgotten."""
+        try:
+            await self._read(key)
+        except Exception:  # deleted, or the database failed: the next request reads it and says so
+            self._routes.pop(key, None)
+        finally:
+            self._refreshing.pop(key, None)
 
     async def predict(
         self,
@@ -103,9 +118,25 @@ class Gateway:
         headers: Mapping[str, str] | Callable[[str], str | None] | None = None,
     ) -> Prediction:
         """Send one request body to a replica; raise Unavailable (503) while none is ready."""
+        start = time.perf_counter()
         routing = await self.routing(project, name)
         caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
         version = pick_version(routing, caller)
+        try:
+            prediction = await self._forward(project, name, routing, version, body, content_type)
+        except Unavailable:
+            self.history.record(project, name, version, None, True, time.time())
+            raise
+        milliseconds = (time.perf_counter() - start) * 1000
+        self.history.record(
+            project, name, prediction.model_version, milliseconds, prediction.status >= 400, time.time()
+        )
+        return prediction
+
+    async def _forward(
+        self, project: str, name: str, routing: Routing, version: str, body: bytes, content_type: str
+    ) -> Prediction:
+        """Send the body to a ready replica of `version` (another one if it stopped listening)."""
         failure, url, served = "", None, version
         for attempt in range(ATTEMPTS):
             if attempt:
@@ -121,24 +152,14 @@ class Gateway:
             served = version if routing.ready.get(version) else _version_of(routing, urls)
             url = urls[next(self._turn) % len(urls)]
             try:
-                answer = await self.client.fetch(
-                    HTTPRequest(
-                        f"{url}/predict",
-                        method="POST",
-                        body=body,
-                        headers={"Content-Type": content_type},
-                        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                        request_timeout=REQUEST_TIMEOUT_SECONDS,
-                    ),
-                    raise_error=False,
-                )
-            except CurlError as error:  # no HTTP answer
+                answer = await self.upstream.post(url, "/predict", body, content_type)
+            except NoAnswer as error:
                 failure = str(error)
-                if error.errno == COULDNT_CONNECT:
+                if not error.sent:
                     continue
                 # it took the request and died: another replica could die of the same input
-                return Prediction(502, _error(f"the replica closed the connection: {failure}"), served)
-            status = answer.code if answer.code < 500 else 502  # the model's failure, not the gateway's
+                return Prediction(502, _error(failure), served)
+            status = answer.status if answer.status < 500 else 502  # the model's failure, not the gateway's
             return Prediction(status, answer.body or b"{}", served)
         raise Unavailable(f"deployment {name!r}: no replica answered ({failure})")
 

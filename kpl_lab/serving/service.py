@@ -13,6 +13,7 @@ Kubernetes restarts them, and the gateway reaches them through the Service.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,16 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from traitlets import Enum, Float, Integer
 from traitlets.config import LoggingConfigurable
 
-from ..catalog.deployments import Deployment, Replica
+from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
 from ..engine.runfolder import read_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
 from . import metrics, replicas
+from .keys import DeploymentKeys
 
 if TYPE_CHECKING:
     from ..catalog.models import AlgorithmVersion, ModelVersion
@@ -83,6 +85,7 @@ class DeploymentService(LoggingConfigurable):
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
         self._kubernetes: KubernetesDeployments | None = None
+        self.generation = 0  # counts changes made here: the gateway reads a changed routing table at once
 
     @property
     def kubernetes(self) -> KubernetesDeployments:
@@ -96,6 +99,11 @@ class DeploymentService(LoggingConfigurable):
                 executor = KubernetesExecutor(parent=self)
             self._kubernetes = KubernetesDeployments(executor)
         return self._kubernetes
+
+    @functools.cached_property
+    def keys(self) -> DeploymentKeys:
+        """Return the API keys of deployments."""
+        return DeploymentKeys(self)
 
     @property
     def ledger(self):
@@ -274,6 +282,7 @@ class DeploymentService(LoggingConfigurable):
         except BaseException:
             self.delete(project, name)
             raise
+        self.generation += 1
         return self.get(project, name)
 
     def canary(
@@ -300,6 +309,7 @@ class DeploymentService(LoggingConfigurable):
             with self.platform.session(immediate=True) as session:  # the old canary gets no traffic from now
                 row = self._get(session, project, name)
                 row.canary_model_version_id, row.canary_weight = None, 0
+            self.generation += 1
             self._stop_replicas(old)
             for _ in range(replica_count):
                 self._start_replica(project, name, deployment.id, model_version, algorithm_version)
@@ -310,6 +320,7 @@ class DeploymentService(LoggingConfigurable):
             row.canary_weight = weight
             if sticky_header is not None:
                 row.sticky_header = sticky_header
+        self.generation += 1
         return self.get(project, name)
 
     def promote(self, project: str, name: str, timeout: float = 300.0) -> Deployment:
@@ -329,6 +340,7 @@ class DeploymentService(LoggingConfigurable):
             row.algorithm_version_id = row.canary_algorithm_version_id
             row.canary_model_version_id = row.canary_algorithm_version_id = None
             row.canary_weight = 0
+        self.generation += 1
         time.sleep(self.drain_seconds)  # the gateway stops routing to the old version, requests finish
         self._stop_replicas(old)
         return self.get(project, name)
@@ -364,8 +376,12 @@ class DeploymentService(LoggingConfigurable):
         deployment = self.get(project, name)
         self._stop_replicas(deployment.replica_rows)
         with self.platform.session(immediate=True) as session:
-            session.delete(self._get(session, project, name))
+            row = self._get(session, project, name)
+            session.execute(delete(DeploymentMetrics).where(DeploymentMetrics.deployment_id == row.id))
+            session.delete(row)
+        self.generation += 1
         replicas.remove(self.platform.storage.kind_dir(project, "deployments") / name)
+        self.keys.forget()
         return [name]
 
     def reconcile(self) -> list[str]:
@@ -575,6 +591,7 @@ class DeploymentService(LoggingConfigurable):
                 found = session.get(Replica, row.id)
                 if found is not None:
                     session.delete(found)
+        self.generation += 1
         for row in rows:
             replicas.remove(self.run_dir(row))
 

@@ -7,6 +7,7 @@ import {
   paths,
   pathsDatasetsPostParametersQueryFormatValues
 } from './generated/api';
+import { storedFileName } from './modelInfo';
 import { API_NAMESPACE, KPLApiError, requestAPI } from './request';
 
 /**
@@ -28,6 +29,11 @@ export type AlgorithmVersionDetail = Required<
 >;
 export type FunctionSpec = AlgorithmVersionDetail['function_specs'][string];
 export type Model = Required<Schemas['Model']>;
+export type ModelVersion = Required<Schemas['ModelVersion']>;
+export type ModelStructure = Required<Schemas['ModelStructure']>;
+export type ModelFile = Required<Schemas['ModelFile']>;
+export type DeploymentRequest = Schemas['DeploymentRequest'];
+export type CanaryRequest = Schemas['CanaryRequest'];
 export type Job = Required<Schemas['Job']>;
 export type Comparison = Required<Schemas['Comparison']>;
 export type Experiment = Required<Schemas['Experiment']>;
@@ -48,6 +54,9 @@ export type PipelineRun = Required<Schemas['PipelineRun']>;
 export type PipelineTemplate = Required<Schemas['PipelineTemplate']>;
 export type Deployment = Required<Schemas['Deployment']>;
 export type DeploymentLogs = Required<Schemas['DeploymentLogs']>;
+export type DeploymentMetricsHistory = Required<
+  Schemas['DeploymentMetricsHistory']
+>;
 
 /**
  * A gateway answer: the model's JSON and the NAME:VERSION that served it.
@@ -193,11 +202,53 @@ export class KPLClient {
   };
 
   /**
-   * Models: list.
+   * Models: list, show, structure, aliases, upload, download, delete.
    */
   readonly models = {
-    list: async (): Promise<Model[]> =>
-      (await this.request<{ models: Model[] }>('models')).models
+    list: async (q = ''): Promise<Model[]> =>
+      (await this.request<{ models: Model[] }>('models' + query({ q }))).models,
+    get: (name: string): Promise<Model> => this.request(path('models', name)),
+    version: (name: string, version: string): Promise<ModelVersion> =>
+      this.request(path('models', name, 'versions', version)),
+    structure: (name: string, version: string): Promise<ModelStructure> =>
+      this.request(path('models', name, 'versions', version, 'structure')),
+    setAlias: (name: string, alias: string, version: string): Promise<Model> =>
+      this.request(path('models', name, 'aliases', alias), {
+        method: 'PUT',
+        body: JSON.stringify({ version })
+      }),
+    removeAlias: (name: string, alias: string): Promise<Model> =>
+      this.request(path('models', name, 'aliases', alias), {
+        method: 'DELETE'
+      }),
+    delete: (name: string, version?: string): Promise<Deleted> =>
+      this.request(
+        version
+          ? path('models', name, 'versions', version)
+          : path('models', name),
+        { method: 'DELETE' }
+      ),
+    /**
+     * The URL of a version's zip: a plain link, the browser's cookie authenticates it.
+     */
+    downloadURL: (name: string, version: string): string =>
+      this.mediaURL(
+        URLExt.join(
+          this.serverSettings.baseUrl,
+          API_NAMESPACE,
+          path('models', name, 'versions', version, 'download')
+        )
+      ),
+    upload: (
+      file: Blob & { name?: string },
+      name: string,
+      onProgress: (fraction: number) => void
+    ): Promise<ModelVersion> =>
+      this.send(
+        'models' + query({ name, filename: storedFileName(file.name ?? '') }),
+        file,
+        onProgress
+      )
   };
 
   /**
@@ -295,16 +346,28 @@ export class KPLClient {
   };
 
   /**
-   * Deployments: list, show, logs, promote, delete, and predict through the gateway.
+   * Deployments: list, create, canary, show, logs, metrics history, promote, delete, and predict through the gateway.
    */
   readonly deployments = {
     list: async (): Promise<Deployment[]> =>
       (await this.request<{ deployments: Deployment[] }>('deployments'))
         .deployments,
+    create: (request: DeploymentRequest): Promise<Deployment> =>
+      this.request('deployments', {
+        method: 'POST',
+        body: JSON.stringify(request)
+      }),
+    canary: (name: string, request: CanaryRequest): Promise<Deployment> =>
+      this.request(path('deployments', name, 'canary'), {
+        method: 'POST',
+        body: JSON.stringify(request)
+      }),
     get: (name: string): Promise<Deployment> =>
       this.request(path('deployments', name)),
     logs: (name: string, lines: number): Promise<DeploymentLogs> =>
       this.request(path('deployments', name, 'logs') + query({ lines })),
+    metrics: (name: string, since: string): Promise<DeploymentMetricsHistory> =>
+      this.request(path('deployments', name, 'metrics') + query({ since })),
     promote: (name: string): Promise<Deployment> =>
       this.request(path('deployments', name, 'promote'), { method: 'POST' }),
     delete: (name: string): Promise<Deleted> =>
@@ -384,18 +447,31 @@ export class KPLClient {
 
   /**
    * Upload an archive as a new dataset version, reporting the fraction sent.
-   *
-   * XMLHttpRequest, because fetch() reports no upload progress.
    */
   private upload(
     file: Blob & { name?: string },
     options: IUploadOptions,
     onProgress: (fraction: number) => void
   ): Promise<DatasetVersion> {
+    return this.send(
+      'datasets' + query({ ...options, filename: file.name }),
+      file,
+      onProgress
+    );
+  }
+
+  /**
+   * POST a file as the raw body, reporting the fraction sent.
+   *
+   * XMLHttpRequest, because fetch() reports no upload progress.
+   */
+  private send<T>(
+    endPoint: string,
+    file: Blob,
+    onProgress: (fraction: number) => void
+  ): Promise<T> {
     const settings = this.serverSettings;
-    const url =
-      URLExt.join(settings.baseUrl, API_NAMESPACE, 'datasets') +
-      query({ ...options, filename: file.name });
+    const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
     return new Promise((resolve, reject) => {
       const xhr = new XMLHttpRequest();
       xhr.open('POST', url);
@@ -416,7 +492,7 @@ export class KPLClient {
         reject(new KPLApiError(`Cannot reach the KPL Lab server at ${url}`, 0));
       xhr.onload = () => {
         if (xhr.status >= 200 && xhr.status < 300) {
-          resolve(JSON.parse(xhr.responseText) as DatasetVersion);
+          resolve(JSON.parse(xhr.responseText) as T);
         } else {
           reject(
             KPLApiError.fromResponse(

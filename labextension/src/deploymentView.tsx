@@ -17,13 +17,17 @@ import { formatTime } from './format';
 import { StateBadge } from './jobs';
 import { PollingListModel } from './model';
 import { Drawable, drawable, IDrawableMask } from './prediction';
-import { RequestCurves } from './requestCurves';
+import { historyFigures } from './requestCurves';
 import { replicaSummary } from './services';
 
 /**
  * Log lines fetched per replica.
  */
 const LOG_LINES = 40;
+/**
+ * Minutes of request history the curves show.
+ */
+const CURVE_MINUTES = 30;
 
 /**
  * A deployment, its last log lines and its request curves, fetched while the view is shown.
@@ -45,8 +49,9 @@ class DeploymentViewModel {
 
   readonly changed = new Signal<this, void>(this);
   readonly poll: Poll;
-  readonly curves = new RequestCurves();
   deployment: Deployment | null = null;
+  /** figure -> version -> [[minutes before now, value], ...] of the last CURVE_MINUTES */
+  figures: ReturnType<typeof historyFigures> = {};
   logs = '';
   error = '';
 
@@ -57,12 +62,19 @@ class DeploymentViewModel {
 
   private async fetch(): Promise<void> {
     try {
-      const [deployment, logs] = await Promise.all([
+      const now = Date.now();
+      const since = new Date(now - CURVE_MINUTES * 60_000).toISOString();
+      const [deployment, logs, history] = await Promise.all([
         this.client.deployments.get(this.name),
-        this.client.deployments.logs(this.name, LOG_LINES)
+        this.client.deployments.logs(this.name, LOG_LINES),
+        this.client.deployments.metrics(this.name, since)
       ]);
       this.deployment = deployment;
-      this.curves.add(deployment.metrics, Date.now());
+      this.figures = historyFigures(
+        history.series,
+        history.interval_seconds,
+        now
+      );
       this.logs = logs.logs
         .map(
           log =>
@@ -481,14 +493,14 @@ export class DeploymentView extends ReactWidget {
     return (
       <>
         <div className="kpl-charts">
-          {Object.entries(this.model.curves.figures())
+          {Object.entries(this.model.figures)
             .filter(([, series]) => Object.values(series).some(p => p.length))
             .map(([title, series]) => (
               <MetricChart
                 key={title}
                 title={title}
                 series={series}
-                xName="seconds"
+                xName="minutes from now"
                 width={width}
               />
             ))}

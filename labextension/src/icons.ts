@@ -82,3 +82,14 @@ export const servicesIcon = new LabIcon({
   name: 'kpl-lab:services',
   svgstr: SERVICES_SVG
 });
+
+const MODELS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M12 2 21 7v10l-9 5-9-5V7zm0 2.3L5.1 8.1 12 12l6.9-3.9zM5 9.8v6l6 3.4v-6zm8 9.4 6-3.4v-6l-6 3.4z"/>
+  </g>
+</svg>`;
+
+export const modelsIcon = new LabIcon({
+  name: 'kpl-lab:models',
+  svgstr: MODELS_SVG
+});

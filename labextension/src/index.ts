@@ -22,6 +22,7 @@ import {
   experimentsIcon,
   jobsIcon,
   kplIcon,
+  modelsIcon,
   pipelinesIcon,
   servicesIcon
 } from './icons';
@@ -42,6 +43,8 @@ import {
 } from './experiments';
 import { DeploymentView, deploymentWidget } from './deploymentView';
 import { ServicesPanel } from './services';
+import { ModelsPanel } from './models';
+import { ModelView, modelWidget } from './modelView';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -66,6 +69,8 @@ export namespace CommandIDs {
   export const openExperiment = 'kpl-lab:open-experiment';
   export const openServices = 'kpl-lab:open-services';
   export const openDeployment = 'kpl-lab:open-deployment';
+  export const openModels = 'kpl-lab:open-models';
+  export const openModel = 'kpl-lab:open-model';
 }
 
 /**
@@ -112,6 +117,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const deployments = new WidgetTracker<MainAreaWidget<DeploymentView>>({
       namespace: 'kpl-lab-deployment'
     });
+    const models = new WidgetTracker<MainAreaWidget<ModelView>>({
+      namespace: 'kpl-lab-model'
+    });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
 
     const openDataset = (name: string, version: string) => {
@@ -143,6 +151,27 @@ const plugin: JupyterFrontEndPlugin<void> = {
         widget.disposed.connect(() => void servicesPanel.model.refresh());
         void deployments.add(widget);
         app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      return widget;
+    };
+    const openModel = (name: string, version: string) => {
+      let widget = models.find(w => w.content.name === name);
+      if (!widget) {
+        widget = modelWidget(client, name, version, {
+          openJob,
+          openDataset,
+          openModel,
+          openDeployment: name => {
+            void servicesPanel.model.refresh();
+            openDeployment(name);
+          },
+          changed: () => void modelsPanel.model.refresh()
+        });
+        void models.add(widget);
+        app.shell.add(widget, 'main');
+      } else if (version && widget.content.version !== version) {
+        void widget.content.select(version);
       }
       app.shell.activateById(widget.id);
       return widget;
@@ -253,12 +282,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
       settings.refreshInterval,
       openDeployment
     );
+    const modelsPanel = new ModelsPanel(
+      client,
+      settings.refreshInterval * 5,
+      openModel
+    );
     [
       datasetsPanel,
       algorithmsPanel,
       jobsPanel,
       pipelinesPanel,
       experimentsPanel,
+      modelsPanel,
       servicesPanel
     ].forEach((panel, index) => {
       app.shell.add(panel, 'left', { rank: 600 + index });
@@ -274,6 +309,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       jobsPanel.model.interval = settings.refreshInterval;
       pipelinesPanel.model.interval = settings.refreshInterval * 5;
       servicesPanel.model.interval = settings.refreshInterval;
+      modelsPanel.model.interval = settings.refreshInterval * 5;
       deployments.forEach(widget => {
         widget.content.interval = settings.refreshInterval;
       });
@@ -342,6 +378,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
         args.name ? `Open Deployment ${args.name}` : 'Open KPL Deployment',
       execute: args => openDeployment(String(args.name))
     });
+    commands.addCommand(CommandIDs.openModels, {
+      label: 'Open KPL Models',
+      caption: 'Show the Models panel (registry)',
+      icon: modelsIcon,
+      execute: () => app.shell.activateById(modelsPanel.id)
+    });
+    commands.addCommand(CommandIDs.openModel, {
+      label: args => (args.name ? `Open Model ${args.name}` : 'Open KPL Model'),
+      execute: args => openModel(String(args.name), String(args.version ?? ''))
+    });
     commands.addCommand(CommandIDs.uploadDataset, {
       label: 'Upload KPL Dataset…',
       caption: 'Upload a zip or tar archive as a new dataset version',
@@ -392,7 +438,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: args => openJob(String(args.id))
     });
 
-    // Job and dataset views come back after a reload.
+    // Job, dataset, experiment, model and deployment views come back after a reload.
     if (restorer) {
       void restorer.restore(jobs, {
         command: CommandIDs.openJob,
@@ -412,6 +458,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }),
         name: widget => `${widget.content.name}:${widget.content.version}`
       });
+      void restorer.restore(models, {
+        command: CommandIDs.openModel,
+        args: widget => ({
+          name: widget.content.name,
+          version: widget.content.version
+        }),
+        name: widget => widget.content.name
+      });
       void restorer.restore(deployments, {
         command: CommandIDs.openDeployment,
         args: widget => ({ name: widget.content.name }),
@@ -425,6 +479,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openJobs,
       CommandIDs.openPipelines,
       CommandIDs.openExperiments,
+      CommandIDs.openModels,
       CommandIDs.openServices,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,

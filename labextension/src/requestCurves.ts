@@ -1,7 +1,8 @@
 /**
- * Request metrics of one model version as the REST answers them (totals since its replicas started).
+ * One interval of one model version's requests as the REST metrics history answers it.
  */
-export interface IVersionTotals {
+export interface IMetricsPoint {
+  time: string;
   requests: number;
   errors: number;
   p50_ms: number | null;
@@ -11,7 +12,9 @@ export interface IVersionTotals {
 /**
  * The figures of the curves and the metric each one draws.
  */
-export const CURVE_FIGURES: ReadonlyArray<[string, keyof IVersionTotals]> = [
+export const CURVE_FIGURES: ReadonlyArray<
+  [string, 'requests' | 'errors' | 'p50_ms' | 'p99_ms']
+> = [
   ['requests', 'requests'],
   ['errors', 'errors'],
   ['latency p50 (ms)', 'p50_ms'],
@@ -19,51 +22,43 @@ export const CURVE_FIGURES: ReadonlyArray<[string, keyof IVersionTotals]> = [
 ];
 
 /**
- * Curves per version built from polled totals: the REST gives only the current values,
- * so each poll adds one point at its time (seconds since the first poll).
+ * Figure -> version -> [[minutes before now, value], ...] from the history's series, for MetricChart.
+ *
+ * Counts of intervals without requests are zeros between the first and the last interval a
+ * version had (the REST leaves them out); a latency there is a gap, not a zero.
  */
-export class RequestCurves {
-  constructor(readonly maxPoints = 600) {}
-
-  /**
-   * Add the totals of every version seen at `timeMs`; versions not answered get no point.
-   */
-  add(metrics: Record<string, IVersionTotals>, timeMs: number): void {
-    if (this.start === null) {
-      this.start = timeMs;
-    }
-    const x = (timeMs - this.start) / 1000;
-    for (const [version, totals] of Object.entries(metrics)) {
-      const points = this.points.get(version) ?? [];
-      const last = points[points.length - 1];
-      if (last && last[0] >= x) {
-        continue; // an answer older than one already drawn
-      }
-      points.push([x, totals]);
-      if (points.length > this.maxPoints) {
-        points.splice(0, points.length - this.maxPoints);
-      }
-      this.points.set(version, points);
-    }
+export function historyFigures(
+  series: Record<string, IMetricsPoint[]>,
+  intervalSeconds: number,
+  nowMs: number
+): Record<string, Record<string, [number, number][]>> {
+  const figures: Record<string, Record<string, [number, number][]>> = {};
+  for (const [title] of CURVE_FIGURES) {
+    figures[title] = {};
   }
-
-  /**
-   * Figure -> version -> [[seconds, value], ...], for MetricChart; null latencies are gaps left out.
-   */
-  figures(): Record<string, Record<string, [number, number][]>> {
-    const figures: Record<string, Record<string, [number, number][]>> = {};
+  const minutes = (ms: number) => Math.round((ms - nowMs) / 600) / 100;
+  for (const [version, points] of Object.entries(series)) {
+    const byTime = new Map(points.map(p => [Date.parse(p.time), p]));
+    const times = [...byTime.keys()].sort((a, b) => a - b);
+    if (times.length === 0) {
+      continue;
+    }
     for (const [title, key] of CURVE_FIGURES) {
-      const series: Record<string, [number, number][]> = {};
-      for (const [version, points] of this.points) {
-        series[version] = points
-          .filter(([, totals]) => typeof totals[key] === 'number')
-          .map(([x, totals]) => [x, totals[key] as number]);
+      const drawn: [number, number][] = [];
+      const latency = key === 'p50_ms' || key === 'p99_ms';
+      for (
+        let t = times[0];
+        t <= times[times.length - 1];
+        t += intervalSeconds * 1000
+      ) {
+        const point = byTime.get(t);
+        const value = point ? point[key] : latency ? null : 0;
+        if (typeof value === 'number') {
+          drawn.push([minutes(t), value]);
+        }
       }
-      figures[title] = series;
+      figures[title][version] = drawn;
     }
-    return figures;
   }
-
-  private start: number | null = null;
-  private readonly points = new Map<string, [number, IVersionTotals][]>();
+  return figures;
 }

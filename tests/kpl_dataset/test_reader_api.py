@@ -85,3 +85,19 @@ def test_records_are_fresh_objects_the_caller_may_change(tmp_path):
     assert reader[1] == {"s": "é1", "f": 0.5, "b": False, "box": {"tags": ["1"]}}
     reader.reset()
     assert [r["s"] for r in reader] == ["é0", "é1", "é2", "é3"]
+
+
+def test_iteration_copies_bytes_out_of_the_map_from_any_start(tmp_path):
+    blobs = [bytes([i]) * (i * 37 % 101) for i in range(25)]  # varied lengths, some empty
+    rt = {"b": BasicType.ByteArray, "i": BasicType.Int}
+    with WriteOnlyDataset(tmp_path, "p", rt, batch_rows=4, shard_rows=10) as w:
+        for i, b in enumerate(blobs):
+            w.write({"b": b, "i": i})
+    reader = ReadOnlyDataset(tmp_path, "p")
+    assert next(reader)["b"] == blobs[0]
+    got = list(reader)  # starts inside the first batch
+    assert [r["b"] for r in got] == blobs[1:]
+    assert all(type(r["b"]) is bytes for r in got)
+    view = ReadOnlyDataset(tmp_path, "p", zero_copy=True)[5]["b"]
+    reader.close()  # copies and views outlive the reader's maps
+    assert [r["b"] for r in got] == blobs[1:] and view == blobs[5]

@@ -107,6 +107,12 @@ def test_client_predict_bytes_and_files(deployed, tmp_path):
         assert json.loads(answer.read())["class_name"] == "steps"
     assert [d["name"] for d in client.deployments()] == ["pets"]
     assert client.deployment("pets")["metrics"][model]["requests"] == 4
+    # the gateway's history: written by the server's background round, the bad input an error
+    deadline = time.monotonic() + 60
+    while (totals := client.deployment_metrics("pets")["totals"]).get(model, {}).get("requests") != 4:
+        assert time.monotonic() < deadline, totals
+        time.sleep(0.2)
+    assert totals[model]["errors"] == 1
 
 
 def test_kpl_predict_magic(deployed, kpl_server, tmp_path, monkeypatch):

@@ -4,21 +4,11 @@ const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { api, auth, logIn } = require('./hub');
 
 // the archives the Lab tests upload (fixtures/make_archives.py)
 const ARCHIVES = fs.mkdtempSync(path.join(os.tmpdir(), 'kpl-hub-archives-'));
 execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
-
-const api = (path) => `/hub/api/${path}`;
-const auth = { Authorization: `token ${process.env.KPL_HUB_TOKEN}` };
-
-async function logIn(page, user, origin = '') {
-  await page.goto(`${origin}/hub/login`);
-  await page.fill('#username_input', user);
-  await page.fill('#password_input', 'any password');
-  await page.click('#login_submit');
-  await page.waitForURL((url) => !url.pathname.endsWith('/hub/login'));
-}
 
 test('the spawn form offers only the profiles of the user project and shows a refusal over quota', async ({
   page

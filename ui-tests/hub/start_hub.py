@@ -1,12 +1,14 @@
 """Run a real JupyterHub for the hub browser tests: the KPL spawner and service, a temp home, until SIGTERM.
 
 The port and the admin API token come from KPL_HUB_PORT and KPL_HUB_TOKEN (chosen by
-playwright.hub.config.js). Projects: `nlp` (alice; no notebook allowed) and `vision`
-(bob); the profile `gpu` is for `vision` only. The admin is `admin`.
+playwright.hub.config.js). Projects: `demo` (the admin, `admin`) with the sample data
+`kpl-lab up` adds (the digits dataset and the image-classification algorithm), `nlp`
+(alice; no notebook allowed) and `vision` (bob); the profile `gpu` is for `vision` only.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from kpl_lab.hub.up import load_secrets, parse, render_config
+from kpl_lab.hub.up import load_secrets, parse, render_config, set_up_demo
 
 PROFILES = [
     {"slug": "small", "display_name": "Small CPU notebook", "cpu": 1, "cpu_max": 2, "memory": 512,
@@ -41,10 +43,9 @@ SCOPES = [
 ]
 
 
-def config_text(home: Path, port: int, token: str) -> str:
+def config_text(home: Path, args: argparse.Namespace, token: str) -> str:
     """Return the hub configuration of `kpl-lab up` with the test profiles, projects and an API token."""
-    args = parse(["--authenticator", "dummy", "--port", str(port)])
-    creds, _ = load_secrets(home / "hub", "admin")
+    creds, _ = load_secrets(home / "hub", args.admin)
     extra = [
         f"c.KPLSpawner.profiles = {PROFILES!r}",
         f"c.JupyterHub.load_groups.update({GROUPS!r})",
@@ -61,11 +62,15 @@ def config_text(home: Path, port: int, token: str) -> str:
 def main() -> int:
     """Start the hub in a temp home, stop it and all it started on SIGTERM or SIGINT, remove the home."""
     port, token = int(os.environ["KPL_HUB_PORT"]), os.environ["KPL_HUB_TOKEN"]
+    args = parse(["--authenticator", "dummy", "--port", str(port)])
     home = Path(tempfile.mkdtemp(prefix="kpl-hub-ui-"))
     try:
         (home / "hub").mkdir()
         config = home / "hub" / "jupyterhub_config.py"
-        config.write_text(config_text(home, port, token))
+        config.write_text(config_text(home, args, token))
+        set_up_demo(
+            home, args, sys.executable
+        )  # jobs run this Python (no users' Python: not as their accounts)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
         hub = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=home / "hub", env=env

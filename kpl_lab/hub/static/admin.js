@@ -74,7 +74,8 @@ function historyChart(container, points) {
       x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 3600, u.data[0][0]] : [min, max]) },
       y: { range: [0, 100] },
     },
-    axes: [{ label: "time (local)" }, { label: "use (%)", values: (u, ticks) => ticks.map((t) => `${t} %`) }],
+    // labels like "12:25pm" need more room than uPlot's default spacing, or they overlap
+    axes: [{ label: "time (local)", space: 90 }, { label: "use (%)", values: (u, ticks) => ticks.map((t) => `${t} %`) }],
     series: [
       { label: "time" },
       ...names.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5, value: percent })),

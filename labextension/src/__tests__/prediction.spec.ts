@@ -1,6 +1,6 @@
 import { palette } from '../format';
 import { drawable, maskPixels } from '../prediction';
-import { RequestCurves } from '../requestCurves';
+import { historyFigures } from '../requestCurves';
 
 describe('drawable', () => {
   it('labels a classification with its class and score', () => {
@@ -108,62 +108,62 @@ describe('drawable', () => {
   });
 });
 
-describe('RequestCurves', () => {
-  const totals = (requests: number, p50: number | null) => ({
+describe('historyFigures', () => {
+  const point = (time: string, requests: number, p50: number | null) => ({
+    time,
     requests,
     errors: requests > 2 ? 1 : 0,
     p50_ms: p50,
     p99_ms: p50 === null ? null : p50 * 2
   });
+  const now = Date.parse('2026-11-26T12:10:00Z');
 
-  it('adds one point per poll and version, in seconds since the first poll', () => {
-    const curves = new RequestCurves();
-    curves.add({ 'm:1': totals(0, null) }, 10_000);
-    curves.add({ 'm:1': totals(2, 4), 'm:2': totals(1, 8) }, 12_000);
-    curves.add({ 'm:1': totals(5, 5), 'm:2': totals(3, 9) }, 13_500);
-    const figures = curves.figures();
+  it('draws each interval in minutes before now, one curve per version and figure', () => {
+    const figures = historyFigures(
+      {
+        'm:1': [
+          point('2026-11-26T12:00:00Z', 3, 4),
+          point('2026-11-26T12:00:30Z', 1, 6)
+        ],
+        'm:2': [point('2026-11-26T12:09:50Z', 2, 8)]
+      },
+      10,
+      now
+    );
     expect(Object.keys(figures)).toEqual([
       'requests',
       'errors',
       'latency p50 (ms)',
       'latency p99 (ms)'
     ]);
-    expect(figures.requests).toEqual({
-      'm:1': [
-        [0, 0],
-        [2, 2],
-        [3.5, 5]
-      ],
-      'm:2': [
-        [2, 1],
-        [3.5, 3]
-      ]
-    });
-    expect(figures.errors['m:2']).toEqual([
-      [2, 0],
-      [3.5, 1]
+    // intervals without requests count zero between the first and the last one
+    expect(figures.requests['m:1']).toEqual([
+      [-10, 3],
+      [-9.83, 0],
+      [-9.67, 0],
+      [-9.5, 1]
     ]);
-    // No latency before the first request: no point rather than a zero.
+    expect(figures.errors['m:1']).toEqual([
+      [-10, 1],
+      [-9.83, 0],
+      [-9.67, 0],
+      [-9.5, 0]
+    ]);
+    // but their latency is a gap, not a zero
     expect(figures['latency p50 (ms)']['m:1']).toEqual([
-      [2, 4],
-      [3.5, 5]
+      [-10, 4],
+      [-9.5, 6]
     ]);
-    expect(figures['latency p99 (ms)']['m:2']).toEqual([
-      [2, 16],
-      [3.5, 18]
-    ]);
+    expect(figures['latency p99 (ms)']['m:2']).toEqual([[-0.17, 16]]);
   });
 
-  it('keeps the newest points and ignores answers older than the last one', () => {
-    const curves = new RequestCurves(3);
-    for (let i = 0; i < 5; i++) {
-      curves.add({ v: totals(i, 1) }, 1000 * i);
-    }
-    curves.add({ v: totals(99, 1) }, 2500);
-    expect(curves.figures().requests.v).toEqual([
-      [2, 2],
-      [3, 3],
-      [4, 4]
-    ]);
+  it('leaves out latencies no replica answered and versions without points', () => {
+    const figures = historyFigures(
+      { 'm:1': [point('2026-11-26T12:09:00Z', 1, null)], 'm:2': [] },
+      10,
+      now
+    );
+    expect(figures.requests).toEqual({ 'm:1': [[-1, 1]] });
+    expect(figures['latency p50 (ms)']).toEqual({ 'm:1': [] });
   });
 });

@@ -621,6 +621,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deployments/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Request metrics per model version over time, in 10 s intervals
+         * @description What the gateway counted: requests, errors and latency p50/p99 of each interval with requests, and totals. Written every few seconds (the platform's background round) and kept 7 days.
+         */
+        get: operations["getDeploymentMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The deployment's API keys (never the keys themselves) */
+        get: operations["getDeploymentKeys"];
+        put?: never;
+        /**
+         * Make an API key for callers outside JupyterLab: it opens this deployment's predict only
+         * @description The answer holds the key this once; the platform keeps only its SHA-256 digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.
+         */
+        post: operations["postDeploymentKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/deployments/{name}/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key of the deployment
+         * @description Callers using it get 403 from now on (within 2 s on other servers of the same platform, which remember keys that long).
+         */
+        delete: operations["deleteDeploymentKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/deployments/{name}/predict": {
         parameters: {
             query?: never;
@@ -1243,10 +1304,47 @@ export interface components {
             sticky_header: string;
             created: string | null;
             replica_states: components["schemas"]["Replica"][];
-            /** @description NAME:VERSION -> request metrics */
+            /** @description NAME:VERSION -> request metrics as its live replicas counted them since they started */
             metrics: {
                 [key: string]: components["schemas"]["VersionMetrics"];
             };
+            /** @description NAME:VERSION -> request metrics as the gateway counted them over the kept history (7 days; written every few seconds); empty unless asked for one deployment */
+            totals: {
+                [key: string]: components["schemas"]["VersionMetrics"];
+            };
+        };
+        /**
+         * DeploymentKey
+         * @description An API key of a deployment, as listed: never the key itself.
+         */
+        DeploymentKey: {
+            /** @description what `key revoke` names */
+            id: string;
+            /** @description the key's first characters */
+            prefix: string;
+            user: string;
+            created: string | null;
+        };
+        /**
+         * DeploymentKeyCreated
+         * @description A new API key: `key` is shown this once (the platform keeps only its SHA-256 digest).
+         */
+        DeploymentKeyCreated: {
+            /** @description what `key revoke` names */
+            id: string;
+            /** @description the key's first characters */
+            prefix: string;
+            user: string;
+            created: string | null;
+            /** @description send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>` to this deployment's predict; it opens nothing else */
+            key: string;
+        };
+        /**
+         * DeploymentKeyList
+         * @description The API keys of a deployment.
+         */
+        DeploymentKeyList: {
+            keys: components["schemas"]["DeploymentKey"][];
         };
         /**
          * DeploymentList
@@ -1261,6 +1359,24 @@ export interface components {
          */
         DeploymentLogs: {
             logs: components["schemas"]["ReplicaLog"][];
+        };
+        /**
+         * DeploymentMetricsHistory
+         * @description Request metrics of a deployment over time, per model version.
+         */
+        DeploymentMetricsHistory: {
+            /** @description the length of each point's interval */
+            interval_seconds: number;
+            /** Format: date-time */
+            since: string;
+            /** @description NAME:VERSION -> points by time; intervals without requests have none */
+            series: {
+                [key: string]: components["schemas"]["MetricsPoint"][];
+            };
+            /** @description NAME:VERSION -> the sums of `series` */
+            totals: {
+                [key: string]: components["schemas"]["VersionMetrics"];
+            };
         };
         /**
          * DeploymentRequest
@@ -1388,6 +1504,8 @@ export interface components {
             best_model: string | null;
             created: string | null;
             finished: string | null;
+            /** @description time spent searching, the spells it was stopped left out */
+            searched_seconds: number;
         };
         /**
          * ExperimentList
@@ -1763,6 +1881,23 @@ export interface components {
             labels: {
                 [key: string]: components["schemas"]["FigureLabels"];
             };
+        };
+        /**
+         * MetricsPoint
+         * @description What one model version answered in one interval, as the gateway saw it.
+         */
+        MetricsPoint: {
+            /**
+             * Format: date-time
+             * @description the interval's start
+             */
+            time: string;
+            requests: number;
+            /** @description answers other than 2xx, and 503s while no replica was ready */
+            errors: number;
+            /** @description gateway latency (within 5 %); null: no replica answered */
+            p50_ms: number | null;
+            p99_ms: number | null;
         };
         /**
          * Model
@@ -2379,7 +2514,7 @@ export interface components {
         };
         /**
          * VersionMetrics
-         * @description Requests served by one model version since its replicas started.
+         * @description Requests served by one model version: their count, errors and latency percentiles.
          */
         VersionMetrics: {
             requests: number;
@@ -3961,6 +4096,130 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeploymentLogs"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeploymentMetrics: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                /** @description ISO 8601 time of the first interval (default: an hour ago) */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentMetricsHistory"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getDeploymentKeys: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentKeyList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postDeploymentKeys: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentKeyCreated"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteDeploymentKey: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a deployment key's id (`key list`) */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             400: components["responses"]["Error400"];

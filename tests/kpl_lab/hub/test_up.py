@@ -16,6 +16,7 @@ import time
 import psutil
 import pytest
 from sqlalchemy import create_engine
+from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets.config.loader import PyFileConfigLoader
 
@@ -27,12 +28,14 @@ from kpl_lab.hub.up import (
     free_port,
     load_secrets,
     parse,
+    port_free,
     render_config,
     run_hub,
 )
 from kpl_lab.platform import Platform
 
 DEADLINE = 120.0  # seconds: only so that a broken start fails instead of hanging
+SLOWER_THAN_TORNADO = 25.0  # seconds: tornado's HTTP client gives up after 20 by default
 
 
 def wait_for(check, what: str):
@@ -81,6 +84,42 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     }
     assert len(ports) == 3
     assert configured_url(path) == "http://0.0.0.0:8123/"
+
+
+@pytest.mark.slow
+async def test_the_proxy_waits_for_answers_slower_than_tornados_20_s(tmp_path):
+    # the spawn page's progress stream of a notebook that starts in more than 20 s, a long upload
+    args = parse(["--port", str(free_port())])
+    creds, _ = load_secrets(tmp_path, "admin")
+    (tmp_path / "jupyterhub_config.py").write_text(render_config(args, tmp_path, creds))
+    command = PyFileConfigLoader("jupyterhub_config.py", path=str(tmp_path)).load_config()
+    command = command.ConfigurableHTTPProxy.command
+
+    class Slow(web.RequestHandler):
+        async def get(self):
+            await asyncio.sleep(SLOWER_THAN_TORNADO)
+            self.write("done")
+
+    backend = web.Application([(r"/.*", Slow)]).listen(0, "127.0.0.1")
+    target = next(iter(backend._sockets.values())).getsockname()[1]
+    port, api_port = free_port(), free_port()
+    proxy = subprocess.Popen(
+        [*command, "--ip", "127.0.0.1", "--port", str(port), "--api-port", str(api_port)]
+        + ["--default-target", f"http://127.0.0.1:{target}"],
+        env={**os.environ, "CONFIGPROXY_AUTH_TOKEN": "a-token-for-the-test"},
+    )
+    try:
+        wait_for(lambda: not port_free("127.0.0.1", port), "the proxy listening")
+        response = await AsyncHTTPClient().fetch(
+            f"http://127.0.0.1:{port}/hub/api/users/admin/server/progress",
+            raise_error=False,
+            request_timeout=SLOWER_THAN_TORNADO + DEADLINE,
+        )
+        assert (response.code, response.body) == (200, b"done")
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=DEADLINE)
+        backend.stop()
 
 
 def test_a_config_without_bind_url_gives_jupyterhubs_default(tmp_path):

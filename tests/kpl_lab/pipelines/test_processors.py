@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 
 import numpy as np
@@ -190,6 +191,60 @@ def test_parse_coco_one_image_document_per_record(lab, fruit):
     failed = PipelineRunner(lab).run("p", text)
     boxes = next(n for n in failed.nodes if n.node == "boxes")
     assert failed.state == "failed" and "record 0: holds 2 images" in boxes.log
+
+
+def _fusion_files(seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    files = []
+    for i in range(40):
+        files.append({"path": f"A/img/{i}.jpg", "contentType": "image/jpeg", "content": rng.randbytes(5)})
+        for k in range(i % 3):  # none, one or two labels per image: a join row per match
+            files.append({"path": f"B/lab/{i}.txt", "contentType": f"c{(i + k) % 4}", "content": b"%d" % k})
+    files += [{"path": "README", "contentType": "text/plain", "content": b"no match"}]
+    rng.shuffle(files)
+    return files
+
+
+def test_fused_chains_match_record_by_record_computations(lab, fruit):
+    """The engine's regex (an unnamed group; one after a select), joins with many matches, ids."""
+    files = _fusion_files(3)
+    fruit.add("mixed", files)
+    text = r"""
+version: 1
+name: fused
+nodes:
+  raw:    {type: dataset, dataset: mixed}
+  ext:    {type: regex_extract, input: raw, field: path, pattern: '^(\w)/(?P<kind>[^/]+)/(?P<id>[^/.]+)\.(jpg|txt)$'}
+  imgs:   {type: select, input: ext, where: "kind = 'img'"}
+  labs:   {type: select, input: raw, where: "path LIKE 'B/%'"}
+  labx:   {type: regex_extract, input: labs, field: path, pattern: '/(?P<id>\d+)\.'}
+  named:  {type: rename, input: labx, fields: {contentType: label, content: note, path: lpath}}
+  joined: {type: left_join, left: imgs, right: named, on: id, fields: [label, note]}
+  ids:    {type: label_id, input: joined, field: label, output: label_id}
+"""
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
+    pattern = re.compile(r"^(\w)/(?P<kind>[^/]+)/(?P<id>[^/.]+)\.(jpg|txt)$")
+    images = []
+    for r in files:
+        m = pattern.search(r["path"])
+        if m and m["kind"] == "img":
+            images.append({**r, "kind": m["kind"], "id": m["id"]})
+    labels = [
+        (re.search(r"/(?P<id>\d+)\.", r["path"])["id"], r["contentType"], r["content"])
+        for r in files
+        if r["path"].startswith("B/")
+    ]
+    expected = []
+    for image in images:
+        matches = [(label, note) for id_, label, note in labels if id_ == image["id"]] or [(None, None)]
+        expected += [{**image, "label": label, "note": note} for label, note in matches]
+    names = sorted({r["label"] for r in expected if r["label"] is not None})
+    expected = [{**r, "label_id": None if r["label"] is None else names.index(r["label"])} for r in expected]
+    assert _output(lab, run, "ids") == expected
+    rows = {n.node: (n.rows_in, n.rows_out) for n in run.nodes}
+    assert rows["imgs"] == (len(files), len(images)) and rows["labs"][1] == len(labels)
+    assert rows["joined"] == (len(images) + len(labels), len(expected))
 
 
 @pytest.mark.parametrize("blob", [0, 1 << 20], ids=["small", "blobs"])

@@ -76,7 +76,9 @@ def test_detection_flow_gives_the_same_dataset_version_on_ray(lab, fruit, ray_se
 
     on_ray = PipelineRunner(lab, backend="ray").run("p", text, fresh=True)
     assert on_ray.state == "succeeded", [(n.node, n.state, n.log) for n in on_ray.nodes]
-    assert _outputs(lab, on_ray) == expected
+    got = _outputs(lab, on_ray)  # on Ray every node is written; locally fused ones are not
+    assert {"annotations.out", "boxes.out", "joined.out"} <= expected.keys() <= got.keys()
+    assert {port: got[port] for port in expected} == expected
     logs = _logs(on_ray)
     for node in ("extract", "images", "annotations", "boxes"):
         assert "runs as Ray Data operations" in logs[node], logs[node]
@@ -128,12 +130,14 @@ def test_every_processor_gives_the_same_batches_on_ray(lab, fruit, ray_session):
     local = PipelineRunner(lab).run("p", SCALE)
     assert local.state == "succeeded", [(n.node, n.state, n.log) for n in local.nodes]
     expected = _outputs(lab, local)
-    assert len(expected["images.out"][1]) == 9000 and len(expected["joined.out"][1]) == 9000 + 1000
+    assert len(expected["labels.out"][1]) == 9000 + 1000  # a row per note, one for an image without
 
     on_ray = PipelineRunner(lab, backend="ray").run("p", SCALE, fresh=True)
     assert on_ray.state == "succeeded", [(n.node, n.state, n.log) for n in on_ray.nodes]
     got = _outputs(lab, on_ray)
-    assert got.keys() == expected.keys()
+    assert (
+        {"labels.out", "parts.train", "parts.val", "some.out", "mixed.out"} <= expected.keys() <= got.keys()
+    )
     for port, (content, records) in expected.items():
         assert got[port][1] == records, port
         assert got[port][0] == content, port

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 
 import pytest
 
-from kpl_lab.pipelines import processors
+from kpl_lab.pipelines import fuse
 from kpl_lab.pipelines.runner import PipelineRunner
 from kpl_lab.pipelines.templates import template_text
 
@@ -20,6 +21,13 @@ def _states(run) -> dict[str, str]:
 def seg(fruit):
     fruit.add("fruit-segmentation", fruit.files("segmentation", 20))
     return template_text("segmentation")
+
+
+def _keep(text: str, *nodes: str) -> str:
+    """Return the file with `keep: true` on these nodes (their output written, not fused away)."""
+    for node in nodes:
+        text = re.sub(rf"^(\s+{node}:\s*){{", r"\1{keep: true, ", text, count=1, flags=re.M)
+    return text
 
 
 def test_unchanged_pipeline_is_cached_and_a_changed_parameter_recomputes_downstream(lab, fruit, seg):
@@ -42,17 +50,50 @@ def test_unchanged_pipeline_is_cached_and_a_changed_parameter_recomputes_downstr
     changed = seg.replace("fields: {content: mask}", "fields: {content: mask_png}").replace(
         "fields: [mask]", "fields: [mask_png]"
     )
-    third = runner.run("p", changed)
+    third = runner.run("p", changed)  # extract … joined are one query: a change in it runs all of it
     assert _states(third) == {
         "raw": "succeeded",
-        **dict.fromkeys(["extract", "images", "masks"], "cached"),
-        **dict.fromkeys(["renamed", "joined", "save"], "succeeded"),
+        **dict.fromkeys(["extract", "images", "masks", "renamed", "joined", "save"], "succeeded"),
     }
     assert [r["mask_png"] for r in fruit.saved("fruit-segmentation-train")] == [r["mask"] for r in expected]
+    assert {n.node: n.rows_out for n in third.nodes} == {n.node: n.rows_out for n in first.nodes}
+
+    kept = _keep(seg, "extract")  # written, so it is cached on its own
+    runner.run("p", kept)
+    fourth = runner.run("p", _keep(changed.replace("mask_png", "mask2"), "extract"))
+    assert _states(fourth) == {
+        "raw": "succeeded",
+        "extract": "cached",
+        **dict.fromkeys(["images", "masks", "renamed", "joined", "save"], "succeeded"),
+    }
+
+
+def test_only_outputs_someone_reads_are_written(lab, fruit, seg):
+    run = PipelineRunner(lab).run("p", seg)
+    nodes = {n.node: n for n in run.nodes}
+    assert [n for n in nodes if nodes[n].outputs] == ["raw", "joined", "save"]
+    assert all(
+        nodes[n].log == "fused into the query of joined (not written; `keep: true` writes it)"
+        for n in ("extract", "images", "masks", "renamed")
+    )
+    rows = {n: (nodes[n].rows_in, nodes[n].rows_out) for n in nodes}
+    # 20 images, 15 masks, one README
+    assert rows == {
+        "raw": (None, 36),
+        "extract": (36, 36),
+        "images": (36, 20),
+        "masks": (36, 15),
+        "renamed": (15, 15),
+        "joined": (35, 20),
+        "save": (20, 20),
+    }
+    with pytest.raises(Exception, match="fused into the query of joined"):
+        PipelineRunner(lab).records("p", run.id, "images")
 
 
 def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):
     runner = PipelineRunner(lab)
+    seg = _keep(seg, "extract")
     first = runner.run("p", seg)
     extract = next(n for n in first.nodes if n.node == "extract")
     folder = lab.storage.absolute(extract.outputs["out"]["path"])
@@ -68,6 +109,16 @@ def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):
     third = runner.run("p", seg)
     assert _states(third)["extract"] == "succeeded"
 
+    joined = next(n for n in third.nodes if n.node == "joined")  # a fused query's output
+    shutil.rmtree(lab.storage.absolute(joined.outputs["out"]["path"]).parent)
+    fourth = runner.run("p", seg)
+    assert {n: _states(fourth)[n] for n in ("extract", "images", "joined", "save")} == {
+        "extract": "cached",
+        "images": "succeeded",
+        "joined": "succeeded",
+        "save": "cached",  # the same content as before
+    }
+
 
 def test_a_deleted_saved_dataset_is_saved_again(lab, fruit, seg):
     runner = PipelineRunner(lab)
@@ -79,15 +130,16 @@ def test_a_deleted_saved_dataset_is_saved_again(lab, fruit, seg):
 
 
 def test_independent_branches_run_at_the_same_time(lab, fruit, seg, monkeypatch):
-    both = threading.Barrier(2, timeout=60)  # only passes when the two selects run together
-    select = processors.PROCESSORS["select"]
+    both = threading.Barrier(2, timeout=60)  # only passes when the two selects' queries run together
+    run_unit = fuse.run
 
-    def meet_then_select(*args):
-        both.wait()
-        select(*args)
+    def meet_then_run(checked, unit, *args):
+        if unit.final in ("images", "masks"):
+            both.wait()
+        return run_unit(checked, unit, *args)
 
-    monkeypatch.setitem(processors.PROCESSORS, "select", meet_then_select)
-    run = PipelineRunner(lab).run("p", seg)
+    monkeypatch.setattr(fuse, "run", meet_then_run)
+    run = PipelineRunner(lab).run("p", _keep(seg, "images", "masks"))
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
     nodes = {n.node: n for n in run.nodes}
     assert (
@@ -98,12 +150,13 @@ def test_independent_branches_run_at_the_same_time(lab, fruit, seg, monkeypatch)
 
 def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
     runner = PipelineRunner(lab)
-    first = runner.run("p", seg)
+    first = runner.run("p", _keep(seg, "extract"))
     from_masks = runner.execute("p", runner.rerun("p", first.id, from_node="masks"))
     assert _states(from_masks) == {
         "raw": "succeeded",
-        **dict.fromkeys(["extract", "images"], "cached"),
-        **dict.fromkeys(["masks", "renamed", "joined", "save"], "succeeded"),
+        "extract": "cached",
+        # images is fused into joined's query, which runs again
+        **dict.fromkeys(["images", "masks", "renamed", "joined", "save"], "succeeded"),
     }
     fresh = runner.execute("p", runner.rerun("p", first.id, fresh=True))
     assert set(_states(fresh).values()) == {"succeeded"}
@@ -112,15 +165,15 @@ def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
 def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit, seg, monkeypatch):
     runner = PipelineRunner(lab)
     started = threading.Event()
-    rename = processors.PROCESSORS["rename"]
+    run_unit = fuse.run
 
-    def slow_rename(p, inputs, sinks, settings, log):
+    def slow_run(checked, unit, out_dir, stop, *args):
         started.set()
-        while not sinks["out"].stop.wait(0.05):
+        while not stop.wait(0.05):
             pass
-        rename(p, inputs, sinks, settings, log)
+        return run_unit(checked, unit, out_dir, stop, *args)
 
-    monkeypatch.setitem(processors.PROCESSORS, "rename", slow_rename)
+    monkeypatch.setattr(fuse, "run", slow_run)
     run_id = runner.create("p", seg)
     stopper = threading.Thread(target=lambda: (started.wait(60), runner.stop("p", run_id)))
     stopper.start()

@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,23 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.get("deployments/api/logs", lines=5))[0] == 200
     code, shown = await api.get("deployments/api")
     assert code == 200 and shown["metrics"][f"trainer-model:{model_version}"]["requests"] == 3, shown
+    # the gateway's counts reach the metrics history with the next background round
+    version_ref = f"trainer-model:{model_version}"
+    deadline = time.monotonic() + 60
+    while True:
+        code, metrics = await api.get("deployments/api/metrics", since="2020-01-01T00:00:00Z")
+        assert code == 200, metrics
+        if metrics["totals"].get(version_ref, {}).get("requests") == 3 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert metrics["totals"][version_ref]["errors"] == 2 and metrics["interval_seconds"] == 10, metrics
+    assert sum(p["requests"] for p in metrics["series"][version_ref]) == 3
+    assert (await api.get("deployments/api/metrics", since="yesterday"))[1]["field"] == "since"
+    assert (await api.get("deployments/api"))[1]["totals"][version_ref]["requests"] == 3
+    code, key = await api.post("deployments/api/keys")
+    assert code == 201 and key["key"].startswith(key["prefix"]), key
+    assert (await api.get("deployments/api/keys"))[1]["keys"][0]["id"] == key["id"]
+    assert (await api.delete(f"deployments/api/keys/{key['id']}"))[0] == 200
     (tmp_path / "second").mkdir()
     (tmp_path / "second" / "weights.txt").write_text("another model")
     canary = app.platform.catalog.add_model("default", "trainer-model", tmp_path / "second").ref

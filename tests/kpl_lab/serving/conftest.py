@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 from traitlets.config import Config
@@ -24,9 +25,11 @@ deploy:
   cmd: python serve.py
 """
 
-# the model is a file `label.txt`; `crash` makes the server exit, anything not starting with `img` is bad input
+# the model is a file `label.txt` (and optionally `hold.txt`, the path of a file that keeps the replica from
+# serving while it exists); `crash` makes the server exit, anything not starting with `img` is bad input
 SERVE = """\
 import os
+import time
 import kpl_helper
 from kpl_helper import deploy
 
@@ -35,6 +38,10 @@ label = open(os.path.join(model, "label.txt")).read().strip()
 if label == "broken":
     raise SystemExit("cannot load model: broken")
 print("loaded", label, flush=True)
+if os.path.exists(os.path.join(model, "hold.txt")):
+    gate = open(os.path.join(model, "hold.txt")).read().strip()
+    while os.path.exists(gate):
+        time.sleep(0.05)
 
 
 def predict(data, content_type):
@@ -73,7 +80,7 @@ def serving_platform(tmp_path, monkeypatch):
 def toy(serving_platform, tmp_path):
     """Return a function adding the toy algorithm and a model labelled LABEL to a project; it returns the model ref."""
 
-    def add(label: str, project: str = "default", model: str = "toy-model") -> str:
+    def add(label: str, project: str = "default", model: str = "toy-model", hold: Path | None = None) -> str:
         algorithm = tmp_path / "toy-serve"
         if not algorithm.is_dir():
             algorithm.mkdir()
@@ -83,6 +90,9 @@ def toy(serving_platform, tmp_path):
         folder = tmp_path / "models" / label
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "label.txt").write_text(label)
+        if hold is not None:  # the replica starts but is not ready until the test deletes `hold`
+            hold.touch()
+            (folder / "hold.txt").write_text(str(hold))
         return serving_platform.catalog.add_model(project, model, folder).ref
 
     return add

@@ -40,6 +40,8 @@ def test_canary_and_promote_from_the_command_line(serving_platform, toy, tmp_pat
         assert (answer["class_name"], answer["model_version"]) == ("dog", canary)
         shown = json.loads(run("show", "pets", "--json")[1])
         assert shown["canary_model_version"] is None and shown["metrics"][canary]["requests"] == 1
+        assert shown["totals"][canary]["requests"] == 1  # the CLI's gateway wrote its count
+        assert shown["totals"][canary]["p50_ms"] > 0
         code, out, _ = run("show", "pets")
         assert code == 0 and "REPLICA" in out and "REQUESTS" in out
     finally:

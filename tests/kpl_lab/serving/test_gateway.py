@@ -10,6 +10,7 @@ import time
 import pytest
 
 from kpl_lab.errors import Unavailable
+from kpl_lab.platform import Platform
 from kpl_lab.serving.gateway import Gateway, pick_version
 from kpl_lab.serving.service import Routing
 
@@ -37,15 +38,17 @@ def test_pick_version_splits_by_weight_and_sticks_by_caller():
     )
 
 
-def test_predict_names_the_version_and_passes_bad_input_as_4xx(serving_platform, toy):
+def test_predict_names_the_version_and_passes_bad_input_as_4xx(serving_platform, toy, tmp_path):
     service = serving_platform.deployments
-    model = toy("cat")
+    hold = tmp_path / "hold"
+    model = toy("cat", hold=hold)
     service.create("default", "pets", model, algorithm="toy-serve")
     gateway = Gateway(service)
 
     async def scenario():
         with pytest.raises(Unavailable, match="no ready replica"):  # answered at once, never waits
             await gateway.predict("default", "pets", b"img")
+        hold.unlink()
         await asyncio.get_running_loop().run_in_executor(None, service.wait, "default", "pets", WAIT)
         good = await gateway.predict("default", "pets", b"img-1", "image/png")
         bad = await gateway.predict("default", "pets", b"text", "text/plain")
@@ -139,3 +142,34 @@ def test_promote_drops_no_request(serving_platform, toy):
     assert answers[-1].model_version == canary
     roles = [s["role"] for s in service.replica_states(service.get("default", "pets"))]
     assert roles == ["production", "production"]
+
+
+def test_routing_is_kept_until_changed_here_and_refreshed_in_the_background(serving_platform, toy):
+    service = serving_platform.deployments
+    production, canary = toy("cat"), toy("dog")
+    service.create("default", "pets", production, algorithm="toy-serve")
+    service.canary("default", "pets", canary, 0, algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    other = Platform(home=serving_platform.home, config=serving_platform.config)  # another process's view
+    gateway = Gateway(service)
+
+    async def scenario():
+        first = await gateway.routing("default", "pets")
+        assert await gateway.routing("default", "pets") is first  # from memory
+        loop = asyncio.get_running_loop()
+        # a change through this process's service is seen by the very next request
+        await loop.run_in_executor(None, lambda: service.canary("default", "pets", canary, 100, "toy-serve"))
+        assert (await gateway.predict("default", "pets", b"img")).model_version == canary
+        # a change by another process: seen once the table is refreshed in the background
+        await loop.run_in_executor(
+            None, lambda: other.deployments.canary("default", "pets", canary, 0, "toy-serve")
+        )
+        deadline = time.monotonic() + WAIT
+        while (await gateway.routing("default", "pets")).canary_weight != 0:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert (await gateway.predict("default", "pets", b"img")).model_version == production
+        gateway.close()
+
+    run(scenario())
+    other.close()

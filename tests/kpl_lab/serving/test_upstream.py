@@ -1,0 +1,140 @@
+"""The gateway's HTTP client against real sockets: kept-alive reuse, stale connections, answer framings."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from kpl_lab.serving.upstream import NoAnswer, Upstream
+
+Answer = bytes | None  # raw bytes written back; None: close without answering
+
+
+async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int]):
+    """Start a server answering each request with the next of `answers`; return it and its URL."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        try:
+            await answer_each(reader, writer)
+        finally:  # also when the test's loop ends first
+            writer.close()
+
+    async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+            seen.append(head + await reader.readexactly(length))
+            answer = answers.pop(0)
+            if answer is None:
+                return
+            writer.write(answer)
+            await writer.drain()
+            if b"close" in answer or b"Content-Length" not in answer and b"chunked" not in answer:
+                return
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def _ok(body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + extra
+        + (b"Content-Length: %d\r\n\r\n" % len(body))
+        + body
+    )
+
+
+def test_answers_in_every_framing_over_one_kept_alive_connection():
+    answers = [
+        _ok(b'{"a": 1}'),
+        b'HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"b"\r\n3;x=1\r\n: 2\r\n1\r\n}\r\n0\r\nT: 1\r\n\r\n',
+        _ok(b"{}"),
+        b'HTTP/1.0 200 OK\r\n\r\n{"till": "close"}',
+    ]
+    seen, connections = [], []
+
+    async def scenario():
+        server, url = await _serve(answers, seen, connections)
+        upstream = Upstream(5.0, 30.0)
+        found = [await upstream.post(url, "/predict", b"img-%d" % i, "image/png") for i in range(4)]
+        upstream.close()
+        server.close()
+        return found
+
+    found = asyncio.run(scenario())
+    assert [(a.status, a.body) for a in found] == [
+        (200, b'{"a": 1}'),
+        (400, b'{"b": 2}'),
+        (200, b"{}"),
+        (200, b'{"till": "close"}'),
+    ]
+    assert len(connections) == 1  # one connection carried all four
+    assert seen[0] == (
+        b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Type: image/png\r\nContent-Length: 5\r\n\r\nimg-0"
+        % seen[0].split(b"Host: 127.0.0.1:")[1].split(b"\r\n")[0]
+    )
+
+
+def test_a_connection_closed_while_idle_is_replaced_and_the_request_sent_again():
+    seen, connections = [], []
+    answers = [_ok(b"1", b"X-Then: close\r\n"), _ok(b"2")]  # closed after answering, unannounced
+
+    async def scenario():
+        server, url = await _serve(answers, seen, connections)
+        upstream = Upstream(5.0, 30.0)
+        first = await upstream.post(url, "/predict", b"a", "x")
+        await asyncio.sleep(0.1)  # the server closes its end meanwhile
+        second = await upstream.post(url, "/predict", b"b", "x")
+        upstream.close()
+        server.close()
+        return first, second
+
+    answers_seen = asyncio.run(scenario())
+    assert [a.body for a in answers_seen] == [b"1", b"2"]
+    assert len(connections) == 2
+
+
+def test_a_replica_dying_on_a_request_or_not_listening_gives_no_answer():
+    seen, connections = [], []
+
+    async def scenario():
+        server, url = await _serve([None], seen, connections)
+        upstream = Upstream(5.0, 30.0)
+        with pytest.raises(NoAnswer) as died:
+            await upstream.post(url, "/predict", b"crash", "x")
+        server.close()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free = probe.getsockname()[1]
+        with pytest.raises(NoAnswer) as refused:
+            await upstream.post(f"http://127.0.0.1:{free}", "/predict", b"a", "x")
+        return died.value, refused.value
+
+    died, refused = asyncio.run(scenario())
+    assert died.sent and "closed the connection" in str(died)
+    assert not refused.sent and "could not connect" in str(refused)
+
+
+def test_a_content_type_cannot_add_headers():
+    seen, connections = [], []
+
+    async def scenario():
+        server, url = await _serve([_ok(b"{}")], seen, connections)
+        upstream = Upstream(5.0, 30.0)
+        await upstream.post(url, "/predict", b"a", "text/plain\r\nX-Evil: 1")
+        upstream.close()
+        server.close()
+
+    asyncio.run(scenario())
+    assert b"\r\nX-Evil" not in seen[0] and b"Content-Type: text/plain  X-Evil: 1\r\n" in seen[0]

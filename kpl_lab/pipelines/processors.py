@@ -30,6 +30,7 @@ from .nodes import ANNOTATION_FIELDS, PORT
 from .schema import record_type
 
 BATCH_ROWS = 4096
+STORED_ROWS = BATCH_ROWS * 16  # a stored batch's rows at most (few, large batches write fastest)
 BATCH_BYTES = 16 << 20  # a stored batch's values at most (about): large blobs give batches of few rows
 Log = Callable[[str], None]
 
@@ -64,7 +65,7 @@ class Settings:
 class _Sink:
     """Write batches of one schema into the `root` part of a folder; count rows; honour stop.
 
-    A stored batch ends after BATCH_ROWS rows or once its values reach BATCH_BYTES (large blobs:
+    A stored batch ends after STORED_ROWS rows or once its values reach BATCH_BYTES (large blobs:
     few rows), and is copied into fresh buffers, whatever sizes and slices the engine hands
     over: a part's content hash depends on its records only, not on the engine, its thread
     count or the backend.
@@ -90,8 +91,8 @@ class _Sink:
             sizes = np.cumsum(_row_bytes(batch)) + self.pending_bytes
             start = 0
             while start < batch.num_rows:
-                # the row where the batch being filled reaches BATCH_ROWS rows or BATCH_BYTES
-                room = BATCH_ROWS - self.pending_rows
+                # the row where the batch being filled reaches STORED_ROWS rows or BATCH_BYTES
+                room = STORED_ROWS - self.pending_rows
                 full = int(np.searchsorted(sizes[start:], self.cut_bytes, side="left")) + 1
                 take = min(room, full, batch.num_rows - start)
                 self.pending.append(batch.slice(start, take))

@@ -45,21 +45,39 @@ def _progress(node: str, state: str, message: str) -> None:
     print(f"{node}: {state}{' - ' + message if message else ''}", flush=True)
 
 
+def _backend(args) -> str | None:
+    """Return the backend --backend names (None: the configured one); refuse an unknown name."""
+    from ..pipelines.runner import BACKENDS
+
+    if args.backend is not None and args.backend not in BACKENDS:
+        raise BadRequest(
+            f"--backend: {args.backend!r} is not a pipeline backend (one of {', '.join(BACKENDS)})",
+            field="backend",
+        )
+    return args.backend
+
+
 def cmd_run(args, platform) -> int:
+    backend = _backend(args)
     run = platform.start_pipeline(
-        _read(args.file), os.path.abspath(args.file), args.from_node, args.fresh, here=args.wait
+        _read(args.file),
+        os.path.abspath(args.file),
+        args.from_node,
+        args.fresh,
+        here=args.wait,
+        backend=backend,
     )
     print(f"pipeline run {run['id']}", flush=True)
     if not args.wait:
         print(f"running in the background: kpl-lab pipeline show {run['id']}")
         return 0
-    run = platform.follow_pipeline(run["id"], _progress)
+    run = platform.follow_pipeline(run["id"], _progress, backend=backend)
     print(f"pipeline run {run['id']} {run['state']}{': ' + run['reason'] if run['reason'] else ''}")
     return 0 if run["state"] == "succeeded" else 1
 
 
 def cmd_execute(args, platform) -> int:
-    run = platform.follow_pipeline(args.run_id, _progress)
+    run = platform.follow_pipeline(args.run_id, _progress, backend=_backend(args))
     return 0 if run["state"] == "succeeded" else 1
 
 
@@ -169,8 +187,15 @@ def register(groups) -> None:
     run.add_argument("--wait", action="store_true", help="print each node's progress and wait for the end")
     run.add_argument("--from", dest="from_node", metavar="NODE", help="run NODE and what follows it again")
     run.add_argument("--fresh", action="store_true", help="run every node again (no cache)")
+    run.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="where processors run: local or ray (Ray Data; RAY_ADDRESS names a cluster); "
+        "default: c.PipelineRunner.backend",
+    )
     run.set_defaults(func=cmd_run)
     execute = pipelines.add_parser("execute", help=argparse.SUPPRESS)
+    execute.add_argument("--backend", metavar="NAME")
     execute.add_argument("run_id")
     execute.set_defaults(func=cmd_execute)
     runs = pipelines.add_parser("runs", help="list pipeline runs, newest first")

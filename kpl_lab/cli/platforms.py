@@ -252,19 +252,21 @@ class LocalPlatform:
 
         return check(text, PlatformCatalog(self.platform, self.project))
 
-    def _runner(self):
+    def _runner(self, backend: str | None = None):
         from ..pipelines.runner import PipelineRunner
 
-        return PipelineRunner(self.platform)
+        return PipelineRunner(self.platform, **({"backend": backend} if backend else {}))
 
-    def start_pipeline(self, text: str, path: str, from_node: str | None, fresh: bool, here: bool) -> dict:
+    def start_pipeline(
+        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
+    ) -> dict:
         """Record a run; `here`: `follow_pipeline` runs it in this process, else a process of its own does."""
         run_id = self._runner().create(self.project, text, path, from_node=from_node, fresh=fresh)
         if not here:
-            self._detach(run_id)
+            self._detach(run_id, backend)
         return self.pipeline_run(run_id)
 
-    def _detach(self, run_id: str) -> None:
+    def _detach(self, run_id: str, backend: str | None = None) -> None:
         """Execute the recorded run in a process of its own that outlives this command."""
         import subprocess
         import sys
@@ -273,12 +275,13 @@ class LocalPlatform:
         command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", self.project]
         if self.database_url:
             command += ["--database-url", self.database_url]
+        on = ["--backend", backend] if backend else []
         log = platform.storage.root / "pipelines" / self.project / "runs" / f"{run_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             # a shell that starts the run in the background and ends at once: the run is nobody's child here
             subprocess.run(  # noqa: S603 - our own interpreter and module
-                ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", run_id],
+                ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *on, run_id],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -286,11 +289,12 @@ class LocalPlatform:
                 check=True,
             )
 
-    def follow_pipeline(self, run_id: str, progress) -> dict:
+    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
         """Execute a recorded run here, calling progress(node, state, message); return it finished."""
         from ..api.pipelines import run_body
 
-        return run_body(self._runner().execute(self.project, run_id, progress)).model_dump(mode="json")
+        run = self._runner(backend).execute(self.project, run_id, progress)
+        return run_body(run).model_dump(mode="json")
 
     def pipeline_runs(self, limit: int) -> list[dict]:
         """Return the project's pipeline runs, newest first."""
@@ -615,11 +619,18 @@ class ServicePlatform:
         """Return each node's schemas and every problem of a pipeline file's text."""
         return self.client.validate_pipeline(text)
 
-    def start_pipeline(self, text: str, path: str, from_node: str | None, fresh: bool, here: bool) -> dict:
+    def start_pipeline(
+        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
+    ) -> dict:
         """Start a run in the service (which executes it whether or not this command waits)."""
+        if backend:
+            raise BadRequest(
+                "--backend: the service runs pipelines on its own backend (c.PipelineRunner.backend)",
+                field="backend",
+            )
         return self.client.run_pipeline(text, path, from_node=from_node, fresh=fresh)
 
-    def follow_pipeline(self, run_id: str, progress) -> dict:
+    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
         """Call progress(node, state, message) as the service's run goes; return it finished."""
         seen: dict[str, str] = {}
         while True:

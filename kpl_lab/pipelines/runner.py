@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import traitlets
 from sqlalchemy import select
-from traitlets import Integer, Unicode
+from traitlets import Integer, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.models import utcnow
@@ -30,6 +31,7 @@ from .validate import PlatformCatalog, Validation, validate
 
 JOB_POLL_SECONDS = 0.2
 FINAL = ("succeeded", "failed", "stopped")
+BACKENDS = ("local", "ray")
 Progress = Callable[[str, str, str], None]  # (node, state, message)
 
 
@@ -62,6 +64,23 @@ class PipelineRunner(LoggingConfigurable):
     spill_directory = Unicode(
         "", help="Where the query engine spills (default: <storage>/pipelines/.spill)."
     ).tag(config=True)
+
+    backend = Unicode(
+        "local",
+        help="Where processors run: 'local' (DuckDB and pyarrow in this process) or 'ray' (Ray Data; "
+        "the cluster at ray_address, else RAY_ADDRESS, else a local Ray).",
+    ).tag(config=True)
+    ray_address = Unicode("", help="The Ray cluster of the ray backend, e.g. 'ray://head:10001'.").tag(
+        config=True
+    )
+
+    @traitlets.validate("backend")
+    def _check_backend(self, proposal: Any) -> str:
+        if proposal["value"] not in BACKENDS:
+            raise TraitError(
+                f"PipelineRunner.backend: {proposal['value']!r} is no pipeline backend (one of {', '.join(BACKENDS)})"
+            )
+        return proposal["value"]
 
     arrow_allocator = Unicode(
         "system",
@@ -223,6 +242,10 @@ class PipelineRunner(LoggingConfigurable):
             checked = self.validate(project, parse(run.file))
             if not checked.ok:  # the catalog changed since the run was recorded
                 return self._end(project, run_id, "failed", "; ".join(map(str, checked.problems)))
+            if self.backend == "ray":
+                from . import ray_backend
+
+                ray_backend.connect(self.ray_address)  # here, not in a node's thread: Ray starts once
             return self._execute(project, run_id, run, checked, progress)
         except Exception as err:
             self._end(project, run_id, "failed", f"{type(err).__name__}: {err}")
@@ -241,7 +264,8 @@ class PipelineRunner(LoggingConfigurable):
         self, project: str, run_id: str, run: PipelineRun, checked: Validation, progress
     ) -> PipelineRun:
         forced = self._forced(checked, run.from_node, run.fresh)
-        unwritten = fuse.unwritten(checked)
+        # on Ray every node is written: its per-batch work runs there, not in one query on the driver
+        unwritten = set() if self.backend == "ray" else fuse.unwritten(checked)
         stop = threading.Event()
         watcher = threading.Thread(target=self._watch, args=(run_id, stop), daemon=True)
         watcher.start()
@@ -366,13 +390,15 @@ class PipelineRunner(LoggingConfigurable):
             )
             if node_id in unwritten:  # its work happens in the query of each written node reading it
                 return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
-            unit = fuse.unit(checked, node_id, unwritten) if node.type in fuse.FUSED else None
+            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.type) else None
             members = unit.members[:-1] if unit else []
             started = utcnow()
             self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
             for member in [*members, node_id]:
                 note(member, "running", "")
             if unit is not None:
+                if self.backend == "ray":
+                    log(f"ray: {node.type} runs in DuckDB on the driver (it has no Ray Data form)")
                 result, cached, counts = self._fused(
                     project, checked, unit, node_key, results, node_id in forced, stop, log
                 )
@@ -546,7 +572,9 @@ class PipelineRunner(LoggingConfigurable):
                 for param, v in inputs.items()
             }
             outputs = {port: out.schema for port, out in node.outputs.items()}
-            rows = processors.run(node.type, node.params, sources, outputs, staged, stop, log, self.settings)
+            rows = self._processors().run(
+                node.type, node.params, sources, outputs, staged, stop, log, self.settings
+            )
             result = {
                 "outputs": {
                     port: {"rows": n, "content": cache.content(staged / port)} for port, n in rows.items()
@@ -557,6 +585,23 @@ class PipelineRunner(LoggingConfigurable):
             shutil.rmtree(staged, ignore_errors=True)
             raise
         return self._cached(store, node_key, result, final), False, None
+
+    def _fused_here(self, type_name: str) -> bool:
+        """Return whether a node runs as a DuckDB query in this process (a relational one without a Ray form)."""
+        if type_name not in fuse.FUSED:
+            return False
+        if self.backend != "ray":
+            return True
+        from . import ray_backend
+
+        return type_name not in ray_backend.ON_RAY
+
+    def _processors(self) -> Any:
+        if self.backend == "ray":
+            from . import ray_backend
+
+            return ray_backend
+        return processors
 
     def _cached(self, store: cache.Cache, node_key: str, hit: dict, final: Path | None = None) -> Result:
         final = final or store.folder(node_key)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
 
 import numpy as np
+import pyarrow as pa
+import pytest
 
 from kpl_dataset import ReadOnlyDataset
+from kpl_lab.pipelines import cache, processors
 from kpl_lab.pipelines.processors import uniform
 from kpl_lab.pipelines.runner import PipelineRunner
 
@@ -241,3 +245,39 @@ nodes:
     rows = {n.node: (n.rows_in, n.rows_out) for n in run.nodes}
     assert rows["imgs"] == (len(files), len(images)) and rows["labs"][1] == len(labels)
     assert rows["joined"] == (len(images) + len(labels), len(expected))
+
+
+@pytest.mark.parametrize("blob", [0, 1 << 20], ids=["small", "blobs"])
+def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path, blob):
+    rows = 10_000 if not blob else 60  # blobs: 60 MiB, cut by BATCH_BYTES rather than BATCH_ROWS
+    table = pa.table(
+        {
+            "path": [f"d/{i}.jpg" for i in range(rows)],
+            "note": [None if i % 3 else str(i).encode() * (1 + blob // 8) for i in range(rows)],
+            "object": [None if i % 4 == 0 else [{"name": "kiwi", "xmin": i}] * (i % 3) for i in range(rows)],
+        }
+    )
+    cuts = {
+        "stored": table.to_batches(max_chunksize=processors.BATCH_ROWS),
+        "small": table.to_batches(max_chunksize=7),
+        "slices": [
+            table.slice(0, rows // 2).to_batches()[0],
+            *table.slice(rows // 2).to_batches(max_chunksize=3)[:1],
+            *table.slice(rows // 2 + 3).to_batches(),
+        ],
+    }
+    contents = set()
+    for name, batches in cuts.items():
+        folder = tmp_path / name
+        written = processors.write(
+            {"out": table.schema},
+            folder,
+            threading.Event(),
+            lambda sinks, b=batches: [sinks["out"].write(x) for x in b],
+        )
+        assert written == {"out": rows}
+        stored = list(ReadOnlyDataset(folder / "out").iter_batches())
+        assert pa.Table.from_batches(stored).column("path").to_pylist() == table.column("path").to_pylist()
+        assert max(b.nbytes for b in stored) < processors.BATCH_BYTES + 2 * max(blob, 1 << 16)
+        contents.add(cache.content(folder / "out"))
+    assert len(contents) == 1

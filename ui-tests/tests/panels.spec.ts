@@ -346,10 +346,18 @@ test('an ended job opens with no Stop and its log on the last line', async ({ pa
   // After a reload the job view comes back behind a dataset view, and its log arrives while
   // it is hidden: shown again, it is on its last line.
   const version = (await (await page.request.get(`/kpl/api/datasets/${dataset}`)).json()).versions[0].version;
+  // Reload only once the layout with the dataset view in front is saved (the save is asynchronous).
+  const saved = page.waitForRequest(
+    request =>
+      request.method() === 'PUT' &&
+      request.url().includes('/api/workspaces') &&
+      (request.postData() ?? '').includes(`"current":"kpl-lab-dataset:${dataset}:`)
+  );
   await page.evaluate(
     ([name, version]) => window.jupyterapp.commands.execute('kpl-lab:open-dataset', { name, version }),
     [dataset, version]
   );
+  await saved;
   await page.page.reload();
   await expect(view.locator('.kpl-log')).toContainText('step 79: loss', { timeout: 30_000 });
   await expect(view).toBeHidden();

@@ -1,4 +1,4 @@
-import { Button, InputGroup, UseSignal } from '@jupyterlab/ui-components';
+import { Button, UseSignal } from '@jupyterlab/ui-components';
 import React, { useEffect, useState } from 'react';
 
 import { Algorithm, AlgorithmVersionDetail, KPLClient } from './api';
@@ -6,7 +6,7 @@ import { formatBytes } from './format';
 import { algorithmsIcon } from './icons';
 import { resourceSummary } from './jobForm';
 import { PollingListModel } from './model';
-import { KPLSidePanel } from './sidePanel';
+import { KPLSidePanel, SearchBox } from './sidePanel';
 
 /**
  * What the empty Algorithms panel says: the command that adds one.
@@ -158,16 +158,7 @@ export class AlgorithmsPanel extends KPLSidePanel<Algorithm> {
     const model: PollingListModel<Algorithm> = this.model;
     this.addContent(
       <>
-        <InputGroup
-          className="kpl-search"
-          type="search"
-          placeholder="Search algorithms"
-          aria-label="Search algorithms"
-          rightIcon="ui-components:search"
-          onChange={event => {
-            model.filter = event.target.value.trim();
-          }}
-        />
+        <SearchBox what="algorithms" model={model} />
         <UseSignal signal={model.changed}>
           {() => (
             <>

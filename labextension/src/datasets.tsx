@@ -1,10 +1,5 @@
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
-import {
-  Button,
-  HTMLSelect,
-  InputGroup,
-  UseSignal
-} from '@jupyterlab/ui-components';
+import { Button, HTMLSelect, UseSignal } from '@jupyterlab/ui-components';
 import React from 'react';
 
 import {
@@ -17,7 +12,7 @@ import {
 import { formatBytes, nameFromFile } from './format';
 import { datasetsIcon } from './icons';
 import { PollingListModel } from './model';
-import { KPLSidePanel } from './sidePanel';
+import { KPLSidePanel, SearchBox } from './sidePanel';
 import { UploadProgress, UploadStatus } from './uploadStatus';
 
 /**
@@ -111,16 +106,7 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
     const model = this.model;
     this.addContent(
       <>
-        <InputGroup
-          className="kpl-search"
-          type="search"
-          placeholder="Search datasets"
-          aria-label="Search datasets"
-          rightIcon="ui-components:search"
-          onChange={event => {
-            model.filter = event.target.value.trim();
-          }}
-        />
+        <SearchBox what="datasets" model={model} />
         <div className="kpl-upload">
           <div className="kpl-upload-row">
             <input

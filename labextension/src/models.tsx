@@ -1,4 +1,4 @@
-import { Button, InputGroup, UseSignal } from '@jupyterlab/ui-components';
+import { Button, UseSignal } from '@jupyterlab/ui-components';
 import React from 'react';
 
 import { KPLClient, Model, ModelVersion } from './api';
@@ -6,7 +6,7 @@ import { formatBytes } from './format';
 import { modelsIcon } from './icons';
 import { aliasList, modelNameFromFile } from './modelInfo';
 import { PollingListModel } from './model';
-import { KPLSidePanel } from './sidePanel';
+import { KPLSidePanel, SearchBox } from './sidePanel';
 import { UploadProgress, UploadStatus } from './uploadStatus';
 
 /**
@@ -106,16 +106,7 @@ export class ModelsPanel extends KPLSidePanel<Model> {
     const model = this.model;
     this.addContent(
       <>
-        <InputGroup
-          className="kpl-search"
-          type="search"
-          placeholder="Search models"
-          aria-label="Search models"
-          rightIcon="ui-components:search"
-          onChange={event => {
-            model.filter = event.target.value.trim();
-          }}
-        />
+        <SearchBox what="models" model={model} />
         <div className="kpl-upload">
           <div className="kpl-upload-row">
             <input

@@ -1,4 +1,5 @@
 import {
+  InputGroup,
   LabIcon,
   refreshIcon,
   ReactWidget,
@@ -75,6 +76,27 @@ export class KPLSidePanel<T> extends SidePanel {
     super.onAfterShow(msg);
     void this.model.refresh();
   }
+}
+
+/**
+ * The search box of a KPL sidebar: it filters the panel's list as the user types.
+ */
+export function SearchBox<T>(props: {
+  what: string;
+  model: PollingListModel<T>;
+}): JSX.Element {
+  return (
+    <InputGroup
+      className="kpl-search"
+      type="search"
+      placeholder={`Search ${props.what}`}
+      aria-label={`Search ${props.what}`}
+      rightIcon="ui-components:search"
+      onChange={event => {
+        props.model.filter = event.target.value.trim();
+      }}
+    />
+  );
 }
 
 export namespace KPLSidePanel {

@@ -322,6 +322,19 @@ test('a running job stops from its view and the Jobs panel shows it', async ({ p
   await expect(rerun.locator('.kpl-job-header .kpl-badge')).toHaveText('stopped');
 });
 
+/**
+ * Resolve when JupyterLab has saved a layout holding every piece of text (the save is asynchronous:
+ * a reload before it restores the layout before).
+ */
+function layoutSaved(page: IJupyterLabPageFixture, ...pieces: string[]): Promise<unknown> {
+  return page.waitForRequest(
+    request =>
+      request.method() === 'PUT' &&
+      request.url().includes('/api/workspaces') &&
+      pieces.every(piece => (request.postData() ?? '').includes(piece))
+  );
+}
+
 test('an ended job opens with no Stop and its log on the last line', async ({ page }) => {
   const { dataset, algorithm } = await registerFixtures(page);
   const response = await page.request.post('/kpl/api/jobs', {
@@ -346,13 +359,7 @@ test('an ended job opens with no Stop and its log on the last line', async ({ pa
   // After a reload the job view comes back behind a dataset view, and its log arrives while
   // it is hidden: shown again, it is on its last line.
   const version = (await (await page.request.get(`/kpl/api/datasets/${dataset}`)).json()).versions[0].version;
-  // Reload only once the layout with the dataset view in front is saved (the save is asynchronous).
-  const saved = page.waitForRequest(
-    request =>
-      request.method() === 'PUT' &&
-      request.url().includes('/api/workspaces') &&
-      (request.postData() ?? '').includes(`"current":"kpl-lab-dataset:${dataset}:`)
-  );
+  const saved = layoutSaved(page, `"current":"kpl-lab-dataset:${dataset}:`);
   await page.evaluate(
     ([name, version]) => window.jupyterapp.commands.execute('kpl-lab:open-dataset', { name, version }),
     [dataset, version]
@@ -374,6 +381,7 @@ test('open job and dataset views come back after a reload', async ({ page }) => 
   });
   expect(response.status(), await response.text()).toBe(201);
   const job = await response.json();
+  const saved = layoutSaved(page, `"kpl-lab-dataset:${dataset}:`, `"current":"kpl-lab-job:${job.id}"`);
   await page.evaluate(
     ([name, version, id]) =>
       window.jupyterapp.commands
@@ -385,6 +393,7 @@ test('open job and dataset views come back after a reload', async ({ page }) => 
   const jobView = page.locator(`#kpl-job-${job.id}`);
   await expect(jobView.locator('.kpl-log')).toContainText('step 0: loss');
 
+  await saved;
   // Playwright's own reload: Galata's waits for a launcher, and the restored layout has none.
   await page.page.reload();
   await expect(jobView.locator('.kpl-log')).toContainText('step 0: loss', { timeout: 30_000 });

@@ -138,7 +138,8 @@ async def test_two_workers_reach_the_accuracy_of_one(digits, tmp_path):
         handle = await executor.execute(launch)
         while (state := await executor.poll(launch, handle)).running:
             await asyncio.sleep(0.2)
-        assert state.exit_code == 0, (launch.run_dir / "output.log").read_text()
+        logs = [launch.run_dir / "output.log", *sorted((launch.run_dir / "logs").glob("*.log"))]
+        assert state.exit_code == 0, "\n".join(f"== {log.name}\n{log.read_text()}" for log in logs)
         events = [json.loads(line) for line in (launch.run_dir / "events.jsonl").read_text().splitlines()]
         accuracy = [
             e["values"]["eval_accuracy"] for e in events if e["type"] == "metric" and e["title"] == "accuracy"

@@ -6,6 +6,7 @@ of every batch, so a step sees the same images as one worker's step; rank 0 eval
 saves the checkpoint and sends the metrics.
 """
 
+import gc
 import math
 import os
 import sys
@@ -136,6 +137,11 @@ def main():
                 f"train accuracy {train_accuracy:.4f} eval accuracy {eval_accuracy:.4f}"
             )
     if world > 1:
+        # leave together, with DDP's reducer (and the gloo work it holds) freed first: a process
+        # group torn down at interpreter exit, or while a peer still runs, can abort the worker
+        dist.barrier()
+        del trained
+        gc.collect()
         dist.destroy_process_group()
     if rank:
         return

@@ -313,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
         sys.stdout.flush()
 
-    return run_hub(command, hub_dir, ready=(url, announce))
+    # the hub's own server first: until the hub has added its route, every probe through the proxy
+    # is a 404 line in the proxy's log
+    return run_hub(command, hub_dir, ready=((hub_own_url(config), url), announce))
 
 
 def set_up_demo(home: Path, args: argparse.Namespace, python: str) -> None:
@@ -349,13 +351,25 @@ def answers(url: str) -> bool:
 
 def configured_url(config: Path) -> str:
     """Return the URL a jupyterhub_config.py binds the hub to (JupyterHub's default if it names none)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    loaded = PyFileConfigLoader(config.name, path=str(config.parent)).load_config()
-    hub = loaded.get("JupyterHub", {})
+    hub = _hub_config(config)
     if "bind_url" in hub:
         return hub["bind_url"]
     return f"http://{hub.get('ip', '') or '127.0.0.1'}:{hub.get('port', 8000)}/"
+
+
+def hub_own_url(config: Path) -> str:
+    """Return the URL of the hub's own server behind the proxy, as a jupyterhub_config.py sets it."""
+    hub = _hub_config(config)
+    if "hub_bind_url" in hub:  # its path is the hub's base URL, which `answers` adds itself
+        parts = urllib.parse.urlsplit(hub["hub_bind_url"])
+        return f"{parts.scheme}://{parts.netloc}/"
+    return f"http://{hub.get('hub_ip', '') or '127.0.0.1'}:{hub.get('hub_port', 8081)}/"
+
+
+def _hub_config(config: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader(config.name, path=str(config.parent)).load_config().get("JupyterHub", {})
 
 
 def _say(line: str) -> None:
@@ -374,11 +388,12 @@ def run_hub(
     command: list[str],
     cwd: Path,
     stop_seconds: float = STOP_SECONDS,
-    ready: tuple[str, Callable[[], None]] | None = None,
+    ready: tuple[tuple[str, ...], Callable[[], None]] | None = None,
 ) -> int:
     """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind.
 
-    `ready`: the hub's URL and what to call once it answers there (print the URL to open).
+    `ready`: the URLs to probe, in order, and what to call once the hub answers at all of them
+    (print the URL to open).
     """
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in signals}
@@ -392,7 +407,7 @@ def run_hub(
                 return hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
             except subprocess.TimeoutExpired:
                 _remember_children(hub.pid, started)
-            if ready and answers(ready[0]):
+            if ready and all(answers(url) for url in ready[0]):
                 ready[1]()
                 ready = None
     except _Stop:

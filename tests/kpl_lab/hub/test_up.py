@@ -26,6 +26,7 @@ from kpl_lab.hub.up import (
     add_sample_data,
     configured_url,
     free_port,
+    hub_own_url,
     load_secrets,
     parse,
     port_free,
@@ -245,8 +246,61 @@ def test_the_url_is_printed_once_the_hub_answers(tmp_path):
         announced.append(served.read_text())  # no such file before the hub answered
 
     command = [sys.executable, str(tmp_path / "hub.py"), str(port), str(served)]
-    assert run_hub(command, tmp_path, ready=(f"http://0.0.0.0:{port}/", announce)) == 0
+    assert run_hub(command, tmp_path, ready=((f"http://0.0.0.0:{port}/",), announce)) == 0
     assert announced == ["/hub/health"]
+
+
+HUB_BEHIND_PROXY = """\
+import http.server, pathlib, sys, threading, time
+own, proxy, log = int(sys.argv[1]), int(sys.argv[2]), pathlib.Path(sys.argv[3])
+
+
+def handler(name):
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            with log.open("a") as out:
+                out.write(f"{name} {self.path}\\n")
+            self.send_response(200 if self.path == "/hub/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    return Health
+
+
+# the proxy listens first (every probe of it before the hub's route exists is a 404 in its log)
+threading.Thread(target=http.server.HTTPServer(("127.0.0.1", proxy), handler("proxy")).serve_forever, daemon=True).start()
+time.sleep(1.0)
+with http.server.HTTPServer(("127.0.0.1", own), handler("hub")) as server:
+    server.handle_request()
+while "proxy" not in log.read_text():
+    time.sleep(0.05)
+"""
+
+
+def test_the_proxy_is_probed_only_after_the_hubs_own_server_answers(tmp_path):
+    (tmp_path / "hub.py").write_text(HUB_BEHIND_PROXY)
+    own, proxy, log = free_port(), free_port(), tmp_path / "requests"
+    log.touch()
+    announced = []
+    command = [sys.executable, str(tmp_path / "hub.py"), str(own), str(proxy), str(log)]
+    urls = (f"http://127.0.0.1:{own}/", f"http://127.0.0.1:{proxy}/")
+    assert run_hub(command, tmp_path, ready=(urls, lambda: announced.append(log.read_text()))) == 0
+    assert announced == ["hub /hub/health\nproxy /hub/health\n"]
+
+
+def test_the_hubs_own_url_comes_from_the_config(tmp_path):
+    args = parse(["--port", str(free_port())])
+    creds, _ = load_secrets(tmp_path, "admin")
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text(render_config(args, tmp_path, creds))
+    hub_port = PyFileConfigLoader(path.name, path=str(tmp_path)).load_config().JupyterHub.hub_port
+    assert hub_own_url(path) == f"http://127.0.0.1:{hub_port}/"
+    path.write_text("c = get_config()  # noqa\nc.JupyterHub.hub_bind_url = 'http://10.0.0.5:9081/hub/'\n")
+    assert hub_own_url(path) == "http://10.0.0.5:9081/"
+    path.write_text("c = get_config()  # noqa\n")
+    assert hub_own_url(path) == "http://127.0.0.1:8081/"
 
 
 def test_the_services_polling_is_logged_at_debug_level_only():

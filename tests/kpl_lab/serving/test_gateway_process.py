@@ -11,6 +11,7 @@ import time
 import pytest
 from traitlets.config import Config
 
+from kpl_lab.cli import main
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.platform import Platform
 from kpl_lab.serving import gateway_process
@@ -66,13 +67,17 @@ def _call(
     return answer.status, answer, json.loads(answer.read() or b"null")
 
 
-def test_the_gateway_process_predicts_with_a_key_and_refuses_the_rest(kpl_server, deployed):
+def test_the_gateway_process_predicts_with_a_key_and_refuses_the_rest(kpl_server, deployed, capsys):
     platform, refs = deployed
     client = kpl_server.client()
     key = client.create_deployment_key("alpha")["key"]
     gateway = _gateway(kpl_server.home)
     assert client.deployment("alpha")["gateway_url"] == (
         f"http://127.0.0.1:{gateway['port']}/kpl/api/deployments/alpha/predict"
+    )
+    assert main(["--home", str(kpl_server.home), "deployment", "show", "alpha"]) == 0
+    assert f"gateway URL:   http://127.0.0.1:{gateway['port']}/kpl/api/deployments/alpha/predict" in (
+        capsys.readouterr().out
     )
     connection = http.client.HTTPConnection("127.0.0.1", gateway["port"], timeout=60)
     path = "/kpl/api/deployments/alpha/predict"

@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ HOST = "127.0.0.1"
 FOLDER = "gateway"
 ROUTE_PREFIX = "/kpl/api/deployments/"
 ROUTE_SUFFIX = "/predict"
+# under JupyterHub the proxy passes the service's prefix on: /services/kpl-gateway/kpl/api/...
+ROUTE = re.compile(r"(?:/services/[^/]+)?/kpl/api/deployments/([^/]+)/predict")
 FLUSH_SECONDS = 2.0
 WORKER_THREADS = 4
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -155,7 +158,7 @@ class GatewayApp:
 
     async def _handle(self, request: http_server.Request) -> http_server.Response:
         path, _, query = request.target.partition("?")
-        if path == "/health":
+        if path.endswith("/health"):
             return http_server.json_response(200, {"state": "ready"})
         if not (path.startswith(ROUTE_PREFIX) and path.endswith(ROUTE_SUFFIX)):
             raise NotFound(

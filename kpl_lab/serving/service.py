@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
-from traitlets import Bool, Enum, Float, Integer
+from traitlets import Bool, Enum, Float, Integer, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
@@ -89,6 +89,11 @@ class DeploymentService(LoggingConfigurable):
     ).tag(config=True)
     gateway_port = Integer(
         0, help="Port of the gateway process on 127.0.0.1; 0: a free one, kept across its restarts."
+    ).tag(config=True)
+    gateway_public_url = Unicode(
+        "",
+        help="Base URL callers reach the gateway process at (under JupyterHub: the hub's URL and "
+        "/services/kpl-gateway, the service `kpl-lab up` registers); empty: http://127.0.0.1:PORT.",
     ).tag(config=True)
 
     def __init__(self, platform: Platform, **kwargs) -> None:
@@ -422,6 +427,8 @@ class DeploymentService(LoggingConfigurable):
         from . import gateway_process
 
         base = gateway_process.url(self.platform.home) if self.gateway_process else None
+        if base and self.gateway_public_url:
+            base = self.gateway_public_url.rstrip("/")
         return f"{base}{gateway_process.ROUTE_PREFIX}{name}{gateway_process.ROUTE_SUFFIX}" if base else None
 
     def _should_run(self, row: Replica) -> bool:

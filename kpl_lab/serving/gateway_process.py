@@ -160,11 +160,12 @@ class GatewayApp:
         path, _, query = request.target.partition("?")
         if path.endswith("/health"):
             return http_server.json_response(200, {"state": "ready"})
-        if not (path.startswith(ROUTE_PREFIX) and path.endswith(ROUTE_SUFFIX)):
+        route = ROUTE.fullmatch(path)
+        if route is None:
             raise NotFound(
                 f"no such route: {path} (the gateway answers POST {ROUTE_PREFIX}NAME{ROUTE_SUFFIX})"
             )
-        name = unquote(path[len(ROUTE_PREFIX) : -len(ROUTE_SUFFIX)])
+        name = unquote(route[1])
         if request.method != "POST":
             return http_server.json_response(
                 405,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -420,7 +421,13 @@ class DeploymentService(LoggingConfigurable):
         """Start the gateway process unless it runs (or is turned off); return whether it was started."""
         from . import gateway_process  # it imports the gateway, which imports this module
 
-        return self.gateway_process and gateway_process.ensure(self.platform, self.gateway_port)
+        if not self.gateway_process:
+            return False
+        try:
+            return gateway_process.ensure(self.platform, self.gateway_port)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as error:  # the REST route still serves
+            self.log.warning("kpl_lab: the gateway process did not start: %s", error)
+            return False
 
     def gateway_url(self, name: str) -> str | None:
         """Return the URL callers with an API key predict with through the gateway process (None: not running)."""

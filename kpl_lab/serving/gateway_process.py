@@ -6,7 +6,10 @@ own handler work as the replica spends answering it; this process answers the sa
 (`kpl_lab.serving.http_server`) in front of the same `Gateway` (routing table, canary split,
 `X-KPL-Model-Version`, request metrics written to the catalog every `FLUSH_SECONDS`). A
 caller authenticates with a deployment API key (`Authorization: Bearer kpldk_…` or
-`X-KPL-API-Key`), which opens that one deployment only.
+`X-KPL-API-Key`), which opens that one deployment only, or with the token of a running
+single-user Jupyter server on this platform (`Authorization: token …`), which opens the
+projects that server opens: each server registers the SHA-256 digest of its token in
+`tokens/` (`register_server`), and a digest counts only while that server's process lives.
 
 One per platform (home folder), started by the platform when a deployment is made or found
 (`ensure`, called by `DeploymentService.create` and every `reconcile`: a server's background
@@ -32,13 +35,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+from ..catalog.storage import check_name
 from ..engine.forkserver import PACKAGE_PARENT
 from ..engine.local import SPAWN
 from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
 from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Unauthorized
 from . import http_server
 from .gateway import VERSION_HEADER, Gateway
-from .keys import key_of
+from .keys import digest, key_of
 
 HOST = "127.0.0.1"
 FOLDER = "gateway"
@@ -49,6 +53,7 @@ ROUTE = re.compile(r"(?:/services/[^/]+)?/kpl/api/deployments/([^/]+)/predict")
 FLUSH_SECONDS = 2.0
 WORKER_THREADS = 4
 MAX_BODY_BYTES = 256 * 1024 * 1024
+TOKENS_SECONDS = 2.0  # a server that starts or stops is seen within this
 
 
 # the platform's side
@@ -119,6 +124,18 @@ def ensure(platform, port: int = 0) -> bool:
         return True
 
 
+def register_server(home: str | Path, token: str, projects: list[str]) -> Path:
+    """Let the gateway process take this server's token (its digest only); return the file to remove at exit."""
+    where = folder(home) / "tokens"
+    where.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pid, start = os.getpid(), process_start_time(os.getpid())
+    entry = {"pid": pid, "pid_start": start, "digest": digest(token), "projects": projects}
+    path = where / f"{pid}.json"
+    write_atomic(path, json.dumps(entry), durable=False)
+    path.chmod(0o600)
+    return path
+
+
 def stop(home: str | Path, timeout: float = 10.0) -> None:
     """Stop the gateway process (SIGTERM: it writes its metrics and exits)."""
     found = read_json(folder(home) / "gateway.json") or {}
@@ -147,6 +164,8 @@ class GatewayApp:
         self.pool = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="kpl-gateway")
         self.gateway = Gateway(self.service, self.pool)
         self.keys = self.service.keys
+        self._servers: dict[str, list[str]] = {}  # token digest -> projects, of live servers
+        self._servers_read = 0.0
 
     async def handle(self, request: http_server.Request) -> http_server.Response:
         """Answer one request: a prediction, GET /health, or the error in the REST API's `Error` shape."""
@@ -172,21 +191,19 @@ class GatewayApp:
                 {"error": "HTTPError", "message": f"{request.method} is not allowed: POST a body to predict"},
                 [("Allow", "POST")],
             )
-        key = key_of(request.header)
-        if key is None:
-            raise Unauthorized(
-                "send a deployment API key: Authorization: Bearer kpldk_… or X-KPL-API-Key "
-                "(`kpl-lab deployment key create NAME`)"
-            )
-        owner = self.keys.cached(key)
-        if owner is None:
-            owner = await asyncio.get_running_loop().run_in_executor(self.pool, self.keys.find, key)
-        if owner is None:
-            raise Forbidden("this deployment key is unknown or revoked")
-        project, deployment = owner
         asked = parse_qs(query).get("project", [None])[0]
-        if deployment != name or (asked is not None and asked != project):
-            raise Forbidden(f"this key is for deployment {deployment!r} only")
+        key = key_of(request.header)
+        if key is not None:
+            owner = self.keys.cached(key)
+            if owner is None:
+                owner = await asyncio.get_running_loop().run_in_executor(self.pool, self.keys.find, key)
+            if owner is None:
+                raise Forbidden("this deployment key is unknown or revoked")
+            project, deployment = owner
+            if deployment != name or (asked is not None and asked != project):
+                raise Forbidden(f"this key is for deployment {deployment!r} only")
+        else:
+            project = self._project_of_token(request.header("Authorization"), asked)
         body, content_type = _payload(request)
         prediction = await self.gateway.predict(project, name, body, content_type, request.header)
         version = [(VERSION_HEADER, prediction.model_version)]
@@ -196,6 +213,26 @@ class GatewayApp:
         return http_server.Response(
             prediction.status, prediction.body, [("Content-Type", "application/json"), *version]
         )
+
+    def _project_of_token(self, authorization: str | None, asked: str | None) -> str:
+        """Return the project a Jupyter server's token opens for this request; refuse anything else."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not token.strip():
+            raise Unauthorized(
+                "send a deployment API key (Authorization: Bearer kpldk_… or X-KPL-API-Key; "
+                "`kpl-lab deployment key create NAME`) or your Jupyter server's token (Authorization: token …)"
+            )
+        if time.monotonic() > self._servers_read:
+            self._servers = _live_servers(folder(self.platform.home) / "tokens")
+            self._servers_read = time.monotonic() + TOKENS_SECONDS
+        projects = self._servers.get(digest(token.strip()))
+        if projects is None:
+            raise Forbidden("this token is not the token of a running Jupyter server of this platform")
+        project = asked or self.platform.default_project
+        check_name(project, "project")
+        if projects and project not in projects:
+            raise Forbidden(f"project {project!r}: you may not use this project", field="project")
+        return project
 
     def any_deployment(self) -> bool:
         """Say whether the platform has a deployment left (none: this process is not needed)."""
@@ -211,6 +248,17 @@ class GatewayApp:
         self.gateway.close()
         self.pool.shutdown(wait=True)
         self.platform.close()
+
+
+def _live_servers(where: Path) -> dict[str, list[str]]:
+    """Return token digest -> projects of the registered Jupyter servers that still run."""
+    found = {}
+    for path in where.glob("*.json") if where.is_dir() else ():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            entry = json.loads(path.read_text())
+            if is_alive(entry["pid"], entry["pid_start"]):
+                found[entry["digest"]] = list(entry["projects"])
+    return found
 
 
 def _payload(request: http_server.Request) -> tuple[bytes, str]:

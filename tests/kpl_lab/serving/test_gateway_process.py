@@ -125,16 +125,29 @@ def test_the_gateway_process_predicts_with_a_key_and_refuses_the_rest(kpl_server
         connection, "/kpl/api/deployments/gamma/predict", b"img", {"X-KPL-API-Key": other}
     )
     assert (status, body["class_name"]) == (200, "owl")
+    # the token of the running Jupyter server opens the projects it opens (every one here)
+    token = {"Authorization": f"token {kpl_server.token}"}
+    status, answer, body = _call(connection, path, b"img", token)
+    assert (status, body["class_name"], answer.headers["X-KPL-Model-Version"]) == (200, "cat", refs["cat"])
+    status, _, body = _call(connection, "/kpl/api/deployments/gamma/predict?project=other", b"img", token)
+    assert (status, body["class_name"]) == (200, "owl")
+    status, _, body = _call(connection, path, b"img", {"Authorization": f"token {kpl_server.token}x"})
+    assert (status, body["message"]) == (
+        403,
+        "this token is not the token of a running Jupyter server of this platform",
+    )
+    status, _, body = _call(connection, "/kpl/api/deployments/gamma/predict", b"img", token)
+    assert (status, body["error"]) == (404, "NotFound")  # project default has no gamma
     connection.request("GET", path, headers=bearer)
     answer = connection.getresponse()
     assert (answer.status, answer.headers["Allow"]) == (405, "POST")
     answer.read()
-    # its requests reach the deployment's request history: 4 answered, 1 bad input
+    # its requests reach the deployment's request history: 5 answered, 1 bad input
     deadline = time.monotonic() + WAIT
-    while (totals := client.deployment("alpha")["totals"].get(refs["cat"])) is None or totals["requests"] < 5:
+    while (totals := client.deployment("alpha")["totals"].get(refs["cat"])) is None or totals["requests"] < 6:
         assert time.monotonic() < deadline, client.deployment("alpha")["totals"]
         time.sleep(0.2)
-    assert (totals["requests"], totals["errors"]) == (5, 1)
+    assert (totals["requests"], totals["errors"]) == (6, 1)
     # a canary: the gateway process splits as the server does and names the version
     platform.deployments.canary("default", "alpha", refs["dog"], 100, algorithm="toy-serve")
     platform.deployments.wait("default", "alpha", WAIT)

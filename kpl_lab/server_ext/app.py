@@ -104,7 +104,10 @@ class KPLLab(ExtensionApp):
         if token and self.platform.deployments.gateway_process:  # the gateway process takes it too
             from ..serving.gateway_process import register_server
 
-            self._registered = register_server(self.platform.home, token, list(self.projects))
+            try:
+                self._registered = register_server(self.platform.home, token, list(self.projects))
+            except OSError as error:  # a home this account may not write: keys still work there
+                self.log.warning("kpl_lab: the gateway process will not take this server's token: %s", error)
 
     async def _tick(self) -> None:
         """Ingest running jobs' events and start queued jobs that fit."""

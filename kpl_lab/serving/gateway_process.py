@@ -95,7 +95,7 @@ def ensure(platform, port: int = 0) -> bool:
             "storage_url": platform.storage_url,
             "database_url": platform.database_url,
             "replica_backend": platform.deployments.replica_backend,
-            "port": port or before.get("port") or 0,
+            "port": port or before.get("port") or before.get("wanted_port") or 0,
         }
         write_atomic(where / "spec.json", json.dumps(spec), durable=False)
         env = dict(os.environ)
@@ -309,13 +309,8 @@ async def run(where: Path) -> None:
         server = await http_server.serve(app.handle, HOST, 0, MAX_BODY_BYTES)
     port = server.sockets[0].getsockname()[1]
     pid = os.getpid()
-    write_atomic(
-        where / "gateway.json",
-        json.dumps(
-            {"pid": pid, "pid_start": process_start_time(pid), "port": port, "url": f"http://{HOST}:{port}"}
-        ),
-        durable=False,
-    )
+    record = {"pid": pid, "pid_start": process_start_time(pid), "port": port, "url": f"http://{HOST}:{port}"}
+    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
@@ -326,6 +321,8 @@ async def run(where: Path) -> None:
                 await asyncio.wait_for(stopping.wait(), FLUSH_SECONDS)
             try:
                 await loop.run_in_executor(app.pool, app.gateway.flush_metrics)
+                if read_json(where / "gateway.json") != record:  # the starter's note came after ours
+                    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
                 if not await loop.run_in_executor(app.pool, app.any_deployment):
                     break
             except Exception as error:  # the platform's folder or database is gone: nothing to serve

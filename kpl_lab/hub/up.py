@@ -129,7 +129,7 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
     # the same catalog and storage for the service as for the spawner
     service_args = [f"--Platform.{key}={value}" for key, value in platform.items() if key != "home"]
     # the gateway process of deployments, on a port the proxy routes /services/kpl-gateway/ to
-    host = "127.0.0.1" if args.ip in ("", "0.0.0.0", "::") else args.ip
+    host = socket.gethostname() if args.ip in ("", "0.0.0.0", "::") else args.ip  # what callers elsewhere use
     service_args += [
         f"--DeploymentService.gateway_port={gateway_port}",
         f"--DeploymentService.gateway_public_url=http://{host}:{args.port}/services/kpl-gateway",

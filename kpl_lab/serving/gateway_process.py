@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
@@ -174,6 +175,10 @@ class GatewayApp:
         except KPLError as error:
             headers = [("WWW-Authenticate", "Bearer")] if error.status == 401 else []
             return http_server.json_response(error.status, error.to_json(), headers)
+        except Exception:  # a bug or a broken catalog: the caller gets an answer, gateway.log the trace
+            traceback.print_exc()
+            message = "internal error of the gateway process (see <home>/gateway/gateway.log)"
+            return http_server.json_response(500, _error("InternalError", message))
 
     async def _handle(self, request: http_server.Request) -> http_server.Response:
         path, _, query = request.target.partition("?")
@@ -186,11 +191,8 @@ class GatewayApp:
             )
         name = unquote(route[1])
         if request.method != "POST":
-            return http_server.json_response(
-                405,
-                {"error": "HTTPError", "message": f"{request.method} is not allowed: POST a body to predict"},
-                [("Allow", "POST")],
-            )
+            message = f"{request.method} is not allowed: POST a body to predict"
+            return http_server.json_response(405, _error("HTTPError", message), [("Allow", "POST")])
         asked = parse_qs(query).get("project", [None])[0]
         key = key_of(request.header)
         if key is not None:
@@ -274,6 +276,11 @@ def _payload(request: http_server.Request) -> tuple[bytes, str]:
     if not found:
         raise BadRequest("the multipart body holds no file", field="file")
     return found[0].body, found[0].content_type or "application/octet-stream"
+
+
+def _error(kind: str, message: str) -> dict:
+    """Return the REST API's `Error` body for a failure that is no KPLError."""
+    return {"error": kind, "message": message, "field": None, "errors": []}
 
 
 def _model_error(body: bytes) -> str:

@@ -77,7 +77,12 @@ async def _connection(
                 request, keep = await _read_request(reader, writer, max_body_bytes)
             except BadMessage as error:
                 _write(
-                    writer, json_response(error.status, {"error": "BadRequest", "message": str(error)}), False
+                    writer,
+                    json_response(
+                        error.status,
+                        {"error": "BadRequest", "message": str(error), "field": None, "errors": []},
+                    ),
+                    False,
                 )
                 await writer.drain()
                 return

@@ -95,7 +95,6 @@ def ensure(platform, port: int = 0) -> bool:
             "home": platform.home,
             "storage_url": platform.storage_url,
             "database_url": platform.database_url,
-            "replica_backend": platform.deployments.replica_backend,
             "port": port or before.get("port") or before.get("wanted_port") or 0,
         }
         write_atomic(where / "spec.json", json.dumps(spec), durable=False)
@@ -292,8 +291,6 @@ def _model_error(body: bytes) -> str:
 
 async def run(where: Path) -> None:
     """Serve until SIGTERM, or until no deployment is left; write metrics every FLUSH_SECONDS."""
-    from traitlets.config import Config
-
     from ..platform import Platform
 
     lock = open(where / "running.lock", "w")  # noqa: SIM115 - held for the process's life
@@ -307,7 +304,6 @@ async def run(where: Path) -> None:
         home=spec["home"],
         storage_url=spec["storage_url"],
         database_url=spec["database_url"],
-        config=Config({"DeploymentService": {"replica_backend": spec["replica_backend"]}}),
     )
     app = GatewayApp(platform)
     try:

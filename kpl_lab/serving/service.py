@@ -421,7 +421,7 @@ class DeploymentService(LoggingConfigurable):
         """Start the gateway process unless it runs (or is turned off); return whether it was started."""
         from . import gateway_process  # it imports the gateway, which imports this module
 
-        if not self.gateway_process:
+        if not self.gateway_process or self.replica_backend != "local":  # Kubernetes: the REST route
             return False
         try:
             return gateway_process.ensure(self.platform, self.gateway_port)
@@ -433,7 +433,8 @@ class DeploymentService(LoggingConfigurable):
         """Return the URL callers with an API key predict with through the gateway process (None: not running)."""
         from . import gateway_process
 
-        base = gateway_process.url(self.platform.home) if self.gateway_process else None
+        running = self.gateway_process and self.replica_backend == "local"
+        base = gateway_process.url(self.platform.home) if running else None
         if base and self.gateway_public_url:
             base = self.gateway_public_url.rstrip("/")
         return f"{base}{gateway_process.ROUTE_PREFIX}{name}{gateway_process.ROUTE_SUFFIX}" if base else None

@@ -176,3 +176,21 @@ def test_a_killed_gateway_process_is_restarted_by_the_running_server(kpl_server,
     )
     assert (status, body["class_name"], answer.headers["X-KPL-Model-Version"]) == (200, "cat", refs["cat"])
     connection.close()
+
+
+def test_the_gateway_process_starts_with_the_first_deployment_and_ends_with_the_last(serving_platform, toy):
+    home = serving_platform.home
+    service = serving_platform.deployments
+    assert gateway_process.state(home) is None  # no deployment, no process
+    service.create(
+        "default", "solo", toy("cat"), algorithm="toy-serve"
+    )  # no server runs: the platform starts it
+    running = _gateway(home)
+    assert service.gateway_url("solo") == f"{running['url']}/kpl/api/deployments/solo/predict"
+    assert service.ensure_gateway() is False  # one per platform
+    service.delete("default", "solo")
+    deadline = time.monotonic() + WAIT
+    while is_alive(running["pid"], running["pid_start"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert gateway_process.state(home) is None and service.gateway_url("solo") is None

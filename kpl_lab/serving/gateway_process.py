@@ -136,22 +136,6 @@ def register_server(home: str | Path, token: str, projects: list[str]) -> Path:
     return path
 
 
-def stop(home: str | Path, timeout: float = 10.0) -> None:
-    """Stop the gateway process (SIGTERM: it writes its metrics and exits)."""
-    found = read_json(folder(home) / "gateway.json") or {}
-    pid, start = found.get("pid"), found.get("pid_start")
-    if is_alive(pid, start):
-        os.kill(pid, signal.SIGTERM)
-        with contextlib.suppress(Exception):
-            _wait_gone(pid, start, timeout)
-
-
-def _wait_gone(pid: int, start: int | None, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while is_alive(pid, start) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 # the process
 
 

@@ -45,37 +45,6 @@ from kpl_helper import deploy, io
 label = open(os.path.join(io.get_input_path(key="model"), "label.txt")).read()
 deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, len(data), 1, 0, label))
 """
-# the gateway behind a bare tornado server in a process of its own: what a standalone gateway
-# front would cost at best (no authentication, no Jupyter handler machinery)
-FRONT = """\
-import asyncio, sys
-from tornado import web
-from traitlets.config import Config
-from kpl_lab.platform import Platform
-from kpl_lab.serving.gateway import VERSION_HEADER, Gateway
-
-
-class Predict(web.RequestHandler):
-    async def post(self, name):
-        answer = await GATEWAY.predict(
-            "default", name, self.request.body, self.request.headers.get("Content-Type", "")
-        )
-        self.set_status(answer.status)
-        self.set_header("Content-Type", "application/json")
-        self.set_header(VERSION_HEADER, answer.model_version)
-        self.finish(answer.body)
-
-
-async def main():
-    global GATEWAY
-    GATEWAY = Gateway(Platform(home=sys.argv[1], config=Config({"Ledger": {"cpu": 16.0}})).deployments)
-    web.Application([(r"/predict/([^/]+)", Predict)]).listen(int(sys.argv[2]), "127.0.0.1")
-    print("listening", flush=True)
-    await asyncio.Event().wait()
-
-
-asyncio.run(main())
-"""
 BODY = os.urandom(1024)
 START_TIMEOUT = 120.0
 
@@ -256,15 +225,16 @@ def start_server(home: Path, base: Path) -> tuple[subprocess.Popen, str, str]:
             time.sleep(0.2)
 
 
-def start_front(home: Path) -> tuple[subprocess.Popen, str]:
-    """Start the bare gateway front on the platform home; return it and its predict URL prefix."""
-    port = free_port()
-    front = subprocess.Popen(
-        [sys.executable, "-c", FRONT, str(home), str(port)], stdout=subprocess.PIPE, text=True
-    )
-    if front.stdout.readline().strip() != "listening":
-        raise RuntimeError("the gateway front did not start")
-    return front, f"http://127.0.0.1:{port}/predict/"
+def gateway_process_url(home: Path) -> tuple[int, str]:
+    """Wait for the platform's gateway process; return its pid and its predict URL prefix."""
+    from kpl_lab.serving import gateway_process
+
+    deadline = time.monotonic() + START_TIMEOUT
+    while (found := gateway_process.state(home)) is None or not found.get("port"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the gateway process did not start: see <home>/gateway/gateway.log")
+        time.sleep(0.1)
+    return found["pid"], found["url"] + "/kpl/api/deployments/"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,12 +265,12 @@ def main(argv: list[str] | None = None) -> int:
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
         service.create("default", "bench", refs[0], algorithm="echo")
-        server = front = None
+        server = None
         try:
             service.wait("default", "bench", START_TIMEOUT)
             (replica,) = service.routing("default", "bench").ready[refs[0]]
             server, url, token = start_server(home, base)
-            front, front_url = start_front(home)
+            process_pid, process_url = gateway_process_url(home)
             direct = f"{replica}/predict"
             gateway = url + "deployments/bench/predict"
             headers = {"Content-Type": "application/octet-stream"}
@@ -311,15 +281,15 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server with its token; "
                 "key: the same with a deployment API key; in-process: the Gateway object called "
-                "directly (no HTTP server in front); front: the Gateway behind a bare tornado server "
-                "in its own process; CPU: milliseconds of CPU the Jupyter server (front) process "
-                "spent per request"
+                "directly (no HTTP server in front); process: the platform's gateway process "
+                "(kpl_lab.serving.gateway_process) with the API key; CPU: milliseconds of CPU the "
+                "Jupyter server (gateway process) spent per request"
             )
             print(
                 f"{'clients':>7} {'direct p50':>10} {'p99':>7} {'gateway p50':>11} {'p99':>7} "
                 f"{'added p50':>9} {'p99':>7} {'key p50':>7} {'direct/s':>8} {'gateway/s':>9} {'ratio':>5} "
                 f"{'key/s':>6} {'CPU':>5} {'in-process p50':>14} {'/s':>6} "
-                f"{'front p50':>9} {'added':>6} {'/s':>6} {'ratio':>5} {'CPU':>5}"
+                f"{'process p50':>11} {'p99':>7} {'added p50':>9} {'p99':>7} {'/s':>6} {'ratio':>5} {'CPU':>5}"
             )
             for clients in (int(c) for c in args.clients.split(",")):
                 d_lat, d_sec, _ = asyncio.run(load(direct, headers, args.requests, clients))
@@ -328,24 +298,27 @@ def main(argv: list[str] | None = None) -> int:
                 g_cpu = (cpu_seconds(server.pid) - cpu) / args.requests * 1000
                 k_lat, k_sec, _ = asyncio.run(load(gateway, with_key, args.requests, clients))
                 i_lat, i_sec = asyncio.run(load_in_process(Gateway(service), args.requests, clients))
-                cpu = cpu_seconds(front.pid)
-                f_lat, f_sec, _ = asyncio.run(load(front_url + "bench", headers, args.requests, clients))
-                f_cpu = (cpu_seconds(front.pid) - cpu) / args.requests * 1000
-                d50, d99, g50, g99, f50 = (
+                cpu = cpu_seconds(process_pid)
+                p_lat, p_sec, _ = asyncio.run(
+                    load(process_url + "bench/predict", with_key, args.requests, clients)
+                )
+                p_cpu = (cpu_seconds(process_pid) - cpu) / args.requests * 1000
+                d50, d99, g50, g99, p50, p99 = (
                     percentile(d_lat, 0.5),
                     percentile(d_lat, 0.99),
                     percentile(g_lat, 0.5),
                     percentile(g_lat, 0.99),
-                    percentile(f_lat, 0.5),
+                    percentile(p_lat, 0.5),
+                    percentile(p_lat, 0.99),
                 )
                 d_rate, g_rate, k_rate = args.requests / d_sec, args.requests / g_sec, args.requests / k_sec
-                i_rate, f_rate = args.requests / i_sec, args.requests / f_sec
+                i_rate, p_rate = args.requests / i_sec, args.requests / p_sec
                 print(
                     f"{clients:>7} {d50:>10.2f} {d99:>7.2f} {g50:>11.2f} {g99:>7.2f} {g50 - d50:>9.2f} "
                     f"{g99 - d99:>7.2f} {percentile(k_lat, 0.5):>7.2f} {d_rate:>8.0f} {g_rate:>9.0f} "
                     f"{g_rate / d_rate:>5.2f} {k_rate:>6.0f} {g_cpu:>5.2f} {percentile(i_lat, 0.5):>14.2f} "
-                    f"{i_rate:>6.0f} {f50:>9.2f} {f50 - d50:>6.2f} {f_rate:>6.0f} {f_rate / d_rate:>5.2f} "
-                    f"{f_cpu:>5.2f}"
+                    f"{i_rate:>6.0f} {p50:>11.2f} {p99:>7.2f} {p50 - d50:>9.2f} {p99 - d99:>7.2f} "
+                    f"{p_rate:>6.0f} {p_rate / d_rate:>5.2f} {p_cpu:>5.2f}"
                 )
             for name, p50, cpu in asyncio.run(compare_clients(replica, min(args.requests, 1000))):
                 print(f"forwarding client {name}: p50 {p50:.2f} ms, {cpu:.0f} µs CPU per request")
@@ -368,9 +341,6 @@ def main(argv: list[str] | None = None) -> int:
             summary = service.metrics(service.get("default", "bench"))
             print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
         finally:
-            if front is not None:
-                front.terminate()
-                front.wait(timeout=30)
             if server is not None:
                 server.terminate()
                 server.wait(timeout=30)

@@ -43,6 +43,12 @@ class BadRequest(KPLError):
     status = 400
 
 
+class Unauthorized(KPLError):
+    """The caller did not say who it is (no credentials)."""
+
+    status = 401
+
+
 class Forbidden(KPLError):
     """The caller may not do this."""
 

@@ -112,6 +112,10 @@ class Deployment(Body):
         description="NAME:VERSION -> request metrics as the gateway counted them over the kept history "
         "(7 days; written every few seconds); empty unless asked for one deployment"
     )
+    gateway_url: str | None = Field(
+        description="URL of this deployment's predict on the gateway process (127.0.0.1, its own port), "
+        "for callers with an API key outside JupyterLab; null while it does not run"
+    )
 
 
 class DeploymentList(Body):

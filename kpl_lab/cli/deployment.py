@@ -26,6 +26,7 @@ def _print_deployment(shown: dict) -> None:
                 ("replicas", shown["replicas"]),
                 ("canary", f"{canary} ({shown['canary_weight']} %)" if canary else None),
                 ("sticky header", shown["sticky_header"]),
+                ("gateway URL", shown.get("gateway_url")),  # for callers with an API key
             ]
         )
     )
@@ -153,7 +154,7 @@ def cmd_key_create(args: argparse.Namespace, platform) -> int:
         print(created["key"])
         print(
             f"key {created['id']} of deployment {args.name}: shown this once; send it as "
-            "`Authorization: Bearer <key>` to its predict",
+            "`Authorization: Bearer <key>` to its predict (the gateway URL of `deployment show`)",
             file=sys.stderr,
         )
     return 0

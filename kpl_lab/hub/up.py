@@ -118,7 +118,7 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
     (empty: everything runs as this process's account, as when it is not root).
     """
     authenticator = AUTHENTICATORS.get(args.authenticator, args.authenticator)
-    service_port, hub_port, proxy_api_port = free_ports(3)
+    service_port, hub_port, proxy_api_port, gateway_port = free_ports(4)
     hub_dir = home / "hub"
     service_url = f"http://127.0.0.1:{service_port}"
     platform = {"home": str(home)}
@@ -128,6 +128,12 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         platform["storage_url"] = args.storage_url
     # the same catalog and storage for the service as for the spawner
     service_args = [f"--Platform.{key}={value}" for key, value in platform.items() if key != "home"]
+    # the gateway process of deployments, on a port the proxy routes /services/kpl-gateway/ to
+    host = socket.gethostname() if args.ip in ("", "0.0.0.0", "::") else args.ip  # what callers elsewhere use
+    service_args += [
+        f"--DeploymentService.gateway_port={gateway_port}",
+        f"--DeploymentService.gateway_public_url=http://{host}:{args.port}/services/kpl-gateway",
+    ]
     if user_python:  # jobs as their submitters, supervised by the users' Python (what the jobs run)
         service_args += [
             "--LocalExecutor.run_as_users=True",
@@ -205,6 +211,8 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "        'display': True,",
         "        'oauth_no_confirm': True,",
         "    },",
+        "    # predictions with deployment API keys: the gateway process the service starts (no hub login)",
+        f"    {{'name': 'kpl-gateway', 'url': 'http://127.0.0.1:{gateway_port}'}},",
         "]",
         "c.JupyterHub.load_roles = [",
         "    {'name': 'user', 'scopes': ['self', 'access:services!service=kpl']},",

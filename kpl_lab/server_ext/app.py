@@ -97,8 +97,17 @@ class KPLLab(ExtensionApp):
         self.handlers.extend(handlers())
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
-        """Publish the URL again once the server listens (its port may have moved)."""
+        """Publish the URL again once the server listens (its port may have moved); register the token."""
         self.publish_api_url()
+        self._registered = None
+        token = self.serverapp.identity_provider.token
+        if token and self.platform.deployments.gateway_process:  # the gateway process takes it too
+            from ..serving.gateway_process import register_server
+
+            try:
+                self._registered = register_server(self.platform.home, token, list(self.projects))
+            except OSError as error:  # a home this account may not write: keys still work there
+                self.log.warning("kpl_lab: the gateway process will not take this server's token: %s", error)
 
     async def _tick(self) -> None:
         """Ingest running jobs' events and start queued jobs that fit."""
@@ -127,6 +136,8 @@ class KPLLab(ExtensionApp):
         """Stop background work and release the database; running jobs keep running."""
         self._ticker.stop()
         self.imports.shutdown()
+        if getattr(self, "_registered", None) is not None:
+            self._registered.unlink(missing_ok=True)
         if "gateway" in self.__dict__:
             self.gateway.close()
         self.pool.shutdown(wait=True, cancel_futures=True)

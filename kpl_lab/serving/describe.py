@@ -40,4 +40,5 @@ def deployment_model(service: DeploymentService, row, with_metrics: bool = True)
         ],
         metrics={version: VersionMetrics(**values) for version, values in found.items()},
         totals={version: VersionMetrics(**values) for version, values in kept.items()},
+        gateway_url=service.gateway_url(row.name),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
-from traitlets import Enum, Float, Integer
+from traitlets import Bool, Enum, Float, Integer, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
@@ -80,6 +81,20 @@ class DeploymentService(LoggingConfigurable):
         "local",
         help="Where replicas run: local supervised processes, or a Kubernetes Deployment and Service "
         "per served version, with the KubernetesExecutor's settings (docs/kubernetes.md).",
+    ).tag(config=True)
+
+    gateway_process = Bool(
+        True,
+        help="Run the gateway process (one per platform, on a loopback port of its own) while a deployment "
+        "exists: callers with an API key predict there without the Jupyter server's per-request work.",
+    ).tag(config=True)
+    gateway_port = Integer(
+        0, help="Port of the gateway process on 127.0.0.1; 0: a free one, kept across its restarts."
+    ).tag(config=True)
+    gateway_public_url = Unicode(
+        "",
+        help="Base URL callers reach the gateway process at (under JupyterHub: the hub's URL and "
+        "/services/kpl-gateway, the service `kpl-lab up` registers); empty: http://127.0.0.1:PORT.",
     ).tag(config=True)
 
     def __init__(self, platform: Platform, **kwargs) -> None:
@@ -284,6 +299,7 @@ class DeploymentService(LoggingConfigurable):
             self.delete(project, name)
             raise
         self.generation += 1
+        self.ensure_gateway()
         return self.get(project, name)
 
     def canary(
@@ -382,10 +398,13 @@ class DeploymentService(LoggingConfigurable):
         """Restart the supervisors of replicas that should run but lost theirs (a reboot); return their ids.
 
         Checked again under the write lock, so a server and a CLI reconciling at once start one each.
-        Kubernetes restarts its own pods: its replicas are left to it.
+        Kubernetes restarts its own pods: its replicas are left to it. The gateway process is
+        started again too while a deployment exists.
         """
         with self.platform.session() as session:
             rows = list(session.scalars(select(Replica)))
+            if session.scalar(select(Deployment.id).limit(1)) is not None:
+                self.ensure_gateway()
         restarted = []
         for row in rows:
             if "kubernetes" in row.handle or replicas.supervised(row.handle) or not self._should_run(row):
@@ -397,6 +416,28 @@ class DeploymentService(LoggingConfigurable):
                 found.handle = replicas.spawn(self.run_dir(found))
             restarted.append(row.id)
         return restarted
+
+    def ensure_gateway(self) -> bool:
+        """Start the gateway process unless it runs (or is turned off); return whether it was started."""
+        from . import gateway_process  # it imports the gateway, which imports this module
+
+        if not self.gateway_process or self.replica_backend != "local":  # Kubernetes: the REST route
+            return False
+        try:
+            return gateway_process.ensure(self.platform, self.gateway_port)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as error:  # the REST route still serves
+            self.log.warning("kpl_lab: the gateway process did not start: %s", error)
+            return False
+
+    def gateway_url(self, name: str) -> str | None:
+        """Return the URL callers with an API key predict with through the gateway process (None: not running)."""
+        from . import gateway_process
+
+        running = self.gateway_process and self.replica_backend == "local"
+        base = gateway_process.url(self.platform.home) if running else None
+        if base and self.gateway_public_url:
+            base = self.gateway_public_url.rstrip("/")
+        return f"{base}{gateway_process.ROUTE_PREFIX}{name}{gateway_process.ROUTE_SUFFIX}" if base else None
 
     def _should_run(self, row: Replica) -> bool:
         """Say whether a replica ended on its own terms (failed, stopped) or was cut off."""

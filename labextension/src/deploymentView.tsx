@@ -420,6 +420,12 @@ export class DeploymentView extends ReactWidget {
             {deployment.reason && (
               <div className="kpl-error kpl-reason">{deployment.reason}</div>
             )}
+            {deployment.gateway_url && (
+              <div className="kpl-meta kpl-gateway-url">
+                {'with an API key: POST '}
+                <code>{deployment.gateway_url}</code>
+              </div>
+            )}
             <table className="kpl-table kpl-versions">
               <thead>
                 <tr>

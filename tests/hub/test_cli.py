@@ -17,7 +17,7 @@ import requests
 
 from kpl_lab.client import Client
 
-from .conftest import Hub
+from .conftest import Hub, wait_for
 
 REPOSITORY = str(Path(__file__).resolve().parents[2])
 
@@ -291,6 +291,16 @@ def test_a_deployment_in_a_notebook(notebook: Notebook, tmp_path: Path):
         for method, path in (("GET", "deployments"), ("DELETE", "deployments/toys")):
             refused = requests.request(method, api + path, headers=bearer, allow_redirects=False)
             assert refused.status_code in (302, 403), (method, path, refused.status_code)
+        # the same key on the gateway process, which the hub's proxy routes /services/kpl-gateway/ to
+        gateway = f"{notebook.hub_url}/services/kpl-gateway/kpl/api/deployments/toys/predict"
+        wait_for(
+            lambda: json.loads(cli("deployment", "show", "toys", "--json")[1])["gateway_url"] == gateway,
+            "the gateway URL in deployment show",
+        )
+        answer = requests.post(gateway, data=b"img", headers={**bearer, "Content-Type": "image/png"})
+        assert answer.status_code == 200 and answer.json()["class_name"] == "steps-4", answer.text
+        assert answer.headers["X-KPL-Model-Version"] == model
+        assert requests.post(gateway, data=b"img").status_code == 401
     finally:
         status, out, err = cli("deployment", "delete", "toys")
     assert status == 0 and out == "deployment toys deleted\n", err

@@ -1312,6 +1312,8 @@ export interface components {
             totals: {
                 [key: string]: components["schemas"]["VersionMetrics"];
             };
+            /** @description URL of this deployment's predict on the gateway process (127.0.0.1, its own port), for callers with an API key outside JupyterLab; null while it does not run */
+            gateway_url: string | null;
         };
         /**
          * DeploymentKey

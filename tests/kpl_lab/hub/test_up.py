@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -74,16 +75,23 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     assert config.Authenticator.admin_users == {"admin"}
     assert config.Platform.database_url == "sqlite:////data/kpl.sqlite"
     assert config.JupyterHub.load_groups["demo"]["properties"]["kpl_quota"]["cpu"] == 4
-    [service] = config.JupyterHub.services
+    [service, gateway] = config.JupyterHub.services
     assert service["name"] == "kpl"
-    assert service["command"][-1] == "--Platform.database_url=sqlite:////data/kpl.sqlite"
+    assert "--Platform.database_url=sqlite:////data/kpl.sqlite" in service["command"]
     assert "access:services!service=kpl" in config.Spawner.server_token_scopes
+    # the gateway process the service starts, on the port the proxy routes /services/kpl-gateway/ to
+    gateway_port = int(gateway["url"].rsplit(":", 1)[1])
+    assert gateway["name"] == "kpl-gateway" and "command" not in gateway
+    assert f"--DeploymentService.gateway_port={gateway_port}" in service["command"]
+    public = f"--DeploymentService.gateway_public_url=http://{socket.gethostname()}:8123/services/kpl-gateway"
+    assert public in service["command"]
     ports = {
         int(service["url"].rsplit(":", 1)[1]),
         config.JupyterHub.hub_port,
         int(config.ConfigurableHTTPProxy.api_url.rsplit(":", 1)[1]),
+        gateway_port,
     }
-    assert len(ports) == 3
+    assert len(ports) == 4
     assert configured_url(path) == "http://0.0.0.0:8123/"
 
 

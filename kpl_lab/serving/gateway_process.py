@@ -1,0 +1,330 @@
+"""The gateway process: predictions of every deployment on a loopback port of its own, for callers with API keys.
+
+The Jupyter server's predict route spends as much CPU per request on tornado and Jupyter's
+own handler work as the replica spends answering it; this process answers the same route,
+`POST /kpl/api/deployments/NAME/predict`, with a small asyncio server
+(`kpl_lab.serving.http_server`) in front of the same `Gateway` (routing table, canary split,
+`X-KPL-Model-Version`, request metrics written to the catalog every `FLUSH_SECONDS`). A
+caller authenticates with a deployment API key (`Authorization: Bearer kpldk_…` or
+`X-KPL-API-Key`), which opens that one deployment only, or with the token of a running
+single-user Jupyter server on this platform (`Authorization: token …`), which opens the
+projects that server opens: each server registers the SHA-256 digest of its token in
+`tokens/` (`register_server`), and a digest counts only while that server's process lives.
+
+One per platform (home folder), started by the platform when a deployment is made or found
+(`ensure`, called by `DeploymentService.create` and every `reconcile`: a server's background
+round restarts a killed one within a round), detached like replicas' supervisors, with its
+state in `<home>/gateway/`: `spec.json` (what to open), `gateway.json` (pid, start time,
+port, URL) and `gateway.log`. It keeps its port across restarts, holds `running.lock` while
+it runs (a second one exits at once) and exits on its own once no deployment is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import parse_qs, unquote
+
+from ..catalog.storage import check_name
+from ..engine.forkserver import PACKAGE_PARENT
+from ..engine.local import SPAWN
+from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
+from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Unauthorized
+from . import http_server
+from .gateway import VERSION_HEADER, Gateway
+from .keys import digest, key_of
+
+HOST = "127.0.0.1"
+FOLDER = "gateway"
+ROUTE_PREFIX = "/kpl/api/deployments/"
+ROUTE_SUFFIX = "/predict"
+# under JupyterHub the proxy passes the service's prefix on: /services/kpl-gateway/kpl/api/...
+ROUTE = re.compile(r"(?:/services/[^/]+)?/kpl/api/deployments/([^/]+)/predict")
+FLUSH_SECONDS = 2.0
+WORKER_THREADS = 4
+MAX_BODY_BYTES = 256 * 1024 * 1024
+TOKENS_SECONDS = 2.0  # a server that starts or stops is seen within this
+
+
+# the platform's side
+
+
+def folder(home: str | Path) -> Path:
+    """Return the folder holding the gateway process's state."""
+    return Path(home) / FOLDER
+
+
+def state(home: str | Path) -> dict | None:
+    """Return the running gateway's gateway.json (pid, port, url), or None when none runs."""
+    found = read_json(folder(home) / "gateway.json")
+    if not found or not is_alive(found.get("pid"), found.get("pid_start")):
+        return None
+    return found
+
+
+def url(home: str | Path) -> str | None:
+    """Return the base URL of the running gateway (`http://127.0.0.1:PORT`), or None."""
+    found = state(home)
+    return found.get("url") if found and found.get("port") else None
+
+
+def ensure(platform, port: int = 0) -> bool:
+    """Start the gateway process unless it runs; return whether it was started.
+
+    `port`: the port to listen on (0: the one it had before, else a free one).
+    """
+    where = folder(platform.home)
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a server and a CLI ensuring at once start one
+        before = read_json(where / "gateway.json") or {}
+        if is_alive(before.get("pid"), before.get("pid_start")):
+            return False
+        spec = {
+            "home": platform.home,
+            "storage_url": platform.storage_url,
+            "database_url": platform.database_url,
+            "port": port or before.get("port") or before.get("wanted_port") or 0,
+        }
+        write_atomic(where / "spec.json", json.dumps(spec), durable=False)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        argv = [sys.executable, "-m", "kpl_lab.serving.gateway_process", str(where)]
+        done = subprocess.run(
+            ["/bin/sh", "-c", SPAWN, "sh", str(where / "gateway.log"), *argv],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            start_new_session=True,
+            check=False,
+            env=env,
+            timeout=60,
+        )
+        if done.returncode != 0 or not done.stdout.strip().isdigit():
+            raise RuntimeError(f"the gateway process did not start: {done.stderr.decode(errors='replace')}")
+        pid = int(done.stdout)
+        # its pid at once (so the next round does not start another); port and URL once it listens
+        started = {
+            "pid": pid,
+            "pid_start": process_start_time(pid),
+            "port": None,
+            "wanted_port": spec["port"],
+        }
+        write_atomic(where / "gateway.json", json.dumps(started), durable=False)
+        return True
+
+
+def register_server(home: str | Path, token: str, projects: list[str]) -> Path:
+    """Let the gateway process take this server's token (its digest only); return the file to remove at exit."""
+    where = folder(home) / "tokens"
+    where.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pid, start = os.getpid(), process_start_time(os.getpid())
+    entry = {"pid": pid, "pid_start": start, "digest": digest(token), "projects": projects}
+    path = where / f"{pid}.json"
+    write_atomic(path, json.dumps(entry), durable=False)
+    path.chmod(0o600)
+    return path
+
+
+# the process
+
+
+class GatewayApp:
+    """Answer predict requests with deployment API keys over a `Gateway` of the platform."""
+
+    def __init__(self, platform) -> None:
+        self.platform = platform
+        self.service = platform.deployments
+        self.pool = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="kpl-gateway")
+        self.gateway = Gateway(self.service, self.pool)
+        self.keys = self.service.keys
+        self._servers: dict[str, list[str]] = {}  # token digest -> projects, of live servers
+        self._servers_read = 0.0
+
+    async def handle(self, request: http_server.Request) -> http_server.Response:
+        """Answer one request: a prediction, GET /health, or the error in the REST API's `Error` shape."""
+        try:
+            return await self._handle(request)
+        except KPLError as error:
+            headers = [("WWW-Authenticate", "Bearer")] if error.status == 401 else []
+            return http_server.json_response(error.status, error.to_json(), headers)
+        except Exception:  # a bug or a broken catalog: the caller gets an answer, gateway.log the trace
+            traceback.print_exc()
+            message = "internal error of the gateway process (see <home>/gateway/gateway.log)"
+            return http_server.json_response(500, _error("InternalError", message))
+
+    async def _handle(self, request: http_server.Request) -> http_server.Response:
+        path, _, query = request.target.partition("?")
+        if path.endswith("/health"):
+            return http_server.json_response(200, {"state": "ready"})
+        route = ROUTE.fullmatch(path)
+        if route is None:
+            raise NotFound(
+                f"no such route: {path} (the gateway answers POST {ROUTE_PREFIX}NAME{ROUTE_SUFFIX})"
+            )
+        name = unquote(route[1])
+        if request.method != "POST":
+            message = f"{request.method} is not allowed: POST a body to predict"
+            return http_server.json_response(405, _error("HTTPError", message), [("Allow", "POST")])
+        asked = parse_qs(query).get("project", [None])[0]
+        key = key_of(request.header)
+        if key is not None:
+            owner = self.keys.cached(key)
+            if owner is None:
+                owner = await asyncio.get_running_loop().run_in_executor(self.pool, self.keys.find, key)
+            if owner is None:
+                raise Forbidden("this deployment key is unknown or revoked")
+            project, deployment = owner
+            if deployment != name or (asked is not None and asked != project):
+                raise Forbidden(f"this key is for deployment {deployment!r} only")
+        else:
+            project = self._project_of_token(request.header("Authorization"), asked)
+        body, content_type = _payload(request)
+        prediction = await self.gateway.predict(project, name, body, content_type, request.header)
+        version = [(VERSION_HEADER, prediction.model_version)]
+        if prediction.status >= 400:  # the model's error, in the Error body every failure has
+            error = (ModelFailed if prediction.status >= 500 else BadRequest)(_model_error(prediction.body))
+            return http_server.json_response(min(prediction.status, 502), error.to_json(), version)
+        return http_server.Response(
+            prediction.status, prediction.body, [("Content-Type", "application/json"), *version]
+        )
+
+    def _project_of_token(self, authorization: str | None, asked: str | None) -> str:
+        """Return the project a Jupyter server's token opens for this request; refuse anything else."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not token.strip():
+            raise Unauthorized(
+                "send a deployment API key (Authorization: Bearer kpldk_… or X-KPL-API-Key; "
+                "`kpl-lab deployment key create NAME`) or your Jupyter server's token (Authorization: token …)"
+            )
+        if time.monotonic() > self._servers_read:
+            self._servers = _live_servers(folder(self.platform.home) / "tokens")
+            self._servers_read = time.monotonic() + TOKENS_SECONDS
+        projects = self._servers.get(digest(token.strip()))
+        if projects is None:
+            raise Forbidden("this token is not the token of a running Jupyter server of this platform")
+        project = asked or self.platform.default_project
+        check_name(project, "project")
+        if projects and project not in projects:
+            raise Forbidden(f"project {project!r}: you may not use this project", field="project")
+        return project
+
+    def any_deployment(self) -> bool:
+        """Say whether the platform has a deployment left (none: this process is not needed)."""
+        from sqlalchemy import select
+
+        from ..catalog.deployments import Deployment
+
+        with self.platform.session() as session:
+            return session.scalar(select(Deployment.id).limit(1)) is not None
+
+    def close(self) -> None:
+        """Write the metrics counted so far; close connections and the database."""
+        self.gateway.close()
+        self.pool.shutdown(wait=True)
+        self.platform.close()
+
+
+def _live_servers(where: Path) -> dict[str, list[str]]:
+    """Return token digest -> projects of the registered Jupyter servers that still run."""
+    found = {}
+    for path in where.glob("*.json") if where.is_dir() else ():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            entry = json.loads(path.read_text())
+            if is_alive(entry["pid"], entry["pid_start"]):
+                found[entry["digest"]] = list(entry["projects"])
+    return found
+
+
+def _payload(request: http_server.Request) -> tuple[bytes, str]:
+    """Return the body and content type a replica gets: a multipart form's first file, else the body."""
+    content_type = request.header("Content-Type") or "application/octet-stream"
+    if not content_type.startswith("multipart/form-data"):
+        return request.body, content_type
+    from tornado.httputil import parse_body_arguments
+
+    files: dict = {}
+    parse_body_arguments(content_type, request.body, {}, files)
+    found = [f for parts in files.values() for f in parts]
+    if not found:
+        raise BadRequest("the multipart body holds no file", field="file")
+    return found[0].body, found[0].content_type or "application/octet-stream"
+
+
+def _error(kind: str, message: str) -> dict:
+    """Return the REST API's `Error` body for a failure that is no KPLError."""
+    return {"error": kind, "message": message, "field": None, "errors": []}
+
+
+def _model_error(body: bytes) -> str:
+    try:
+        return str(json.loads(body).get("error") or "the model failed")
+    except (ValueError, AttributeError):
+        return "the model failed"
+
+
+async def run(where: Path) -> None:
+    """Serve until SIGTERM, or until no deployment is left; write metrics every FLUSH_SECONDS."""
+    from ..platform import Platform
+
+    lock = open(where / "running.lock", "w")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("kpl_lab: another gateway process runs for this platform; this one exits", file=sys.stderr)
+        return
+    spec = json.loads((where / "spec.json").read_text())
+    platform = Platform(
+        home=spec["home"],
+        storage_url=spec["storage_url"],
+        database_url=spec["database_url"],
+    )
+    app = GatewayApp(platform)
+    try:
+        server = await http_server.serve(app.handle, HOST, spec["port"], MAX_BODY_BYTES)
+    except OSError:  # the port it had is taken now: another one
+        server = await http_server.serve(app.handle, HOST, 0, MAX_BODY_BYTES)
+    port = server.sockets[0].getsockname()[1]
+    pid = os.getpid()
+    record = {"pid": pid, "pid_start": process_start_time(pid), "port": port, "url": f"http://{HOST}:{port}"}
+    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    try:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), FLUSH_SECONDS)
+            try:
+                await loop.run_in_executor(app.pool, app.gateway.flush_metrics)
+                if read_json(where / "gateway.json") != record:  # the starter's note came after ours
+                    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
+                if not await loop.run_in_executor(app.pool, app.any_deployment):
+                    break
+            except Exception as error:  # the platform's folder or database is gone: nothing to serve
+                print(f"kpl_lab: the gateway stops: {error!r}", file=sys.stderr)
+                break
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            app.close()
+
+
+def main() -> None:
+    """Run the gateway process of the platform whose gateway folder is argv[1]."""
+    asyncio.run(run(Path(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The gateway process's HTTP/1.1 server over real sockets: bodies, kept-alive connections, bad requests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from kpl_lab.serving import http_server
+
+
+async def _echo(request: http_server.Request) -> http_server.Response:
+    return http_server.json_response(
+        200,
+        {
+            "method": request.method,
+            "target": request.target,
+            "body": request.body.decode(),
+            "x": request.header("X-A"),
+        },
+    )
+
+
+async def _exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes on one connection; return everything the server sent until it closed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    return answer
+
+
+def _answers(raw: bytes) -> list[tuple[str, dict, dict]]:
+    """Split a stream of Content-Length answers into (status line, headers, JSON body)."""
+    found = []
+    while raw:
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers["content-length"])
+        found.append((lines[0], headers, json.loads(raw[:length])))
+        raw = raw[length:]
+    return found
+
+
+def test_requests_on_one_kept_alive_connection_with_length_chunked_and_continue():
+    async def run():
+        server = await http_server.serve(_echo, "127.0.0.1", 0, 1024)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            return await _exchange(
+                port,
+                b"POST /a?x=1 HTTP/1.1\r\nHost: h\r\nX-A: one\r\nContent-Length: 5\r\n\r\nhello"
+                b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3;ext=1\r\ncde\r\n0\r\nT: 1\r\n\r\n"
+                b"POST /c HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+            )
+        finally:
+            server.close()
+
+    raw = asyncio.run(run())
+    assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
+    continued = raw.index(b"HTTP/1.1 100 Continue\r\n\r\n")
+    raw = raw[:continued] + raw[continued + len(b"HTTP/1.1 100 Continue\r\n\r\n") :]
+    answers = _answers(raw)
+    assert [(a[2]["target"], a[2]["body"], a[2]["x"]) for a in answers] == [
+        ("/a?x=1", "hello", "one"),
+        ("/b", "abcde", None),
+        ("/c", "ok", None),
+    ]
+    assert answers[2][1]["connection"] == "close" and "connection" not in answers[0][1]
+
+
+def test_bad_requests_get_a_clear_error_and_the_connection_closes():
+    async def run(data: bytes) -> list:
+        server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
+        try:
+            return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
+        finally:
+            server.close()
+
+    cases = [
+        (b"NONSENSE\r\n\r\n", "400", "not an HTTP/1.x request line: 'NONSENSE'"),
+        (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", "400", "Content-Length is not a number: 'x'"),
+        (b"POST / HTTP/1.1\r\nbroken\r\n\r\n", "400", "malformed header line: 'broken'"),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 17\r\n\r\n",
+            "413",
+            "the body (17 bytes) is over the gateway's 16 bytes",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "400",
+            "malformed chunk size: b'zz\\r\\n'",
+        ),
+    ]
+    for data, status, message in cases:
+        ((line, headers, body),) = asyncio.run(run(data))
+        assert (line.split(" ")[1], body["message"], headers["connection"]) == (status, message, "close")
+
+
+def test_http_1_0_closes_unless_kept_alive():
+    async def run(data: bytes) -> list:
+        server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
+        try:
+            return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
+        finally:
+            server.close()
+
+    ((_, headers, _),) = asyncio.run(run(b"GET /x HTTP/1.0\r\n\r\nGET /y HTTP/1.0\r\n\r\n"))
+    assert headers["connection"] == "close"  # the second request was never read
+    answers = asyncio.run(run(b"GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /y HTTP/1.0\r\n\r\n"))
+    assert [a[2]["target"] for a in answers] == ["/x", "/y"]

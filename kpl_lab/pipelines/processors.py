@@ -136,7 +136,13 @@ def _row_bytes(batch: pa.RecordBatch) -> np.ndarray:
     sizes = np.full(batch.num_rows, 8 * batch.num_columns, dtype=np.int64)
     for column in batch.columns:
         if pa.types.is_binary(column.type) or pa.types.is_string(column.type):
-            sizes += pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
+            lengths = pc.binary_length(column)  # int32 or int64; pc.fill_null(…, 0) would import pandas
+            values = np.frombuffer(lengths.buffers()[1], lengths.type.to_pandas_dtype(), len(lengths))
+            if lengths.null_count:
+                bits = np.frombuffer(lengths.buffers()[0], np.uint8)  # to_numpy() of booleans imports pandas
+                valid = np.unpackbits(bits, bitorder="little")[: len(lengths)].astype(bool)
+                values = np.where(valid, values, 0)
+            sizes += values
     return sizes
 
 

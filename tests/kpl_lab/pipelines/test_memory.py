@@ -116,3 +116,42 @@ def test_a_flow_over_four_times_its_memory_limit_completes(tmp_path):
         assert record["label"] == (f"c{i % 3}" if i % 5 else None)
         assert record["label_id"] == (i % 3 if i % 5 else None)
     platform.close()
+
+
+LEAN_CHILD = """
+import json, sys
+from kpl_lab.pipelines.runner import PipelineRunner
+from kpl_lab.platform import Platform
+platform = Platform(home=sys.argv[1])
+run = PipelineRunner(platform).run("p", sys.argv[2])
+print(json.dumps({"states": sorted({n.state for n in run.nodes}), "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_a_run_leaves_pandas_unimported(tmp_path):
+    # pandas costs a process ~30 MB of resident memory; pyarrow loads it for pa.scalar(), pa.array()
+    # and Boolean to_numpy(), which the sink's batch cutting used
+    folder = tmp_path / "upload"
+    with WriteOnlyDataset(folder, "root", {"path": "String", "contentType": "String"}) as w:
+        w.write_batch(
+            pa.record_batch(
+                {
+                    "path": [f"F/JPEGImages/{i:06d}.jpg" for i in range(50)]
+                    + [f"F/Labels/{i:06d}.txt" for i in range(0, 50, 2)],
+                    "contentType": ["image/jpeg"] * 50 + [f"c{i % 3}" for i in range(0, 50, 2)],
+                }
+            )
+        )
+    platform = Platform(home=str(tmp_path / "home"))
+    platform.catalog.add_dataset("p", "big", folder)
+    platform.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    flow = FLOW.replace(" AND id LIKE '%3'", "")
+    out = subprocess.run(
+        [sys.executable, "-c", LEAN_CHILD, str(tmp_path / "home"), flow],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == {"states": ["succeeded"], "pandas": False}

@@ -87,11 +87,12 @@ def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table(source: Any, key: str) -> pa.Table:
-    """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers."""
+def _table(source: Any, key: str) -> tuple[pa.Table, ReadOnlyDataset]:
+    """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers; its reader."""
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
-    return table.append_column(key, _int64(np.arange(table.num_rows)))
+    reader.drop_pages()  # the checksums touched every page: each step touches again what it reads
+    return table.append_column(key, _int64(np.arange(table.num_rows))), reader
 
 
 def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
@@ -160,6 +161,7 @@ class _Query:
         self.unit = unit
         self.ordered = any(checked.nodes[n].type == "left_join" for n in unit.members)
         self.tables: dict[str, pa.Table] = {}
+        self.readers: list[ReadOnlyDataset] = []  # the inputs' mapped shards
         self.ctes: list[str] = []
         self.relations: dict[str, _Relation] = {}
         self._inputs: dict[tuple[str, str | None], _Relation] = {}
@@ -176,7 +178,8 @@ class _Query:
         if (src, port) not in self._inputs:
             source = self.unit.inputs[(src, port)]
             name, key = f"t{len(self.tables)}", self.fresh()
-            self.tables[name] = _table(source, key)
+            self.tables[name], reader = _table(source, key)
+            self.readers.append(reader)
             names = list(source.schema.names)
             self._inputs[(src, port)] = _Relation(name, names, [key], {n: (key, name, n) for n in names})
         return self._inputs[(src, port)]
@@ -196,6 +199,7 @@ class _Query:
         ]
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
             parts = list(pool.map(extract, pieces))
+        self.drop_pages()
         groups = list(re.compile(pattern).groupindex)
         for i, group in enumerate(groups):
             column = pa.chunked_array([part[i] for part in parts], pa.string())
@@ -266,6 +270,11 @@ class _Query:
         self.ctes.append(f"{q(out.name)} AS NOT MATERIALIZED ({body})")
         self.relations[node_id] = out
         return out
+
+    def drop_pages(self) -> None:
+        """Drop the inputs' mapped pages this process has touched (streamed past, not held)."""
+        for reader in self.readers:
+            reader.drop_pages()
 
     def head(self) -> str:
         return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
@@ -355,12 +364,15 @@ def run(
                 batches = narrow.to_batches(BATCH_ROWS * 16)
             else:
                 batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)
+            query.drop_pages()
             for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
                 columns = assemble.batch(batch)
                 if labelled:
                     ids = pc.index_in(batch.column(labelled), value_set=value_set)
                     columns.append(pc.cast(ids, pa.int64()))
                 sink.write(pa.RecordBatch.from_arrays(columns, names=names))
+                query.drop_pages()  # written: the output follows input order, so few pages are read again
+            narrow = batch = columns = batches = None  # the result goes before the counts' queries run
             counts = _counts(checked, unit, query, con, sink.rows)
         sink.close()
     except BaseException:
@@ -392,7 +404,6 @@ def _counts(checked: Any, unit: Unit, query: _Query, con: Any, written: int) -> 
     if wanted:
         q = sql.quote
         head = query.head()
-        parts = ", ".join(f"(SELECT count(*) FROM {q(query.relations[m].name)})" for m in wanted)
-        counted = con.sql(head + "SELECT " + parts).fetchall()[0]
-        counts.update(zip(wanted, counted, strict=True))
+        for m in wanted:  # one query each: scalar subqueries would read every column of the inputs
+            counts[m] = con.sql(f"{head}SELECT count(*) FROM {q(query.relations[m].name)}").fetchall()[0][0]
     return counts

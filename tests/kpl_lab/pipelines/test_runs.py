@@ -87,8 +87,23 @@ def test_only_outputs_someone_reads_are_written(lab, fruit, seg):
         "joined": (35, 20),
         "save": (20, 20),
     }
-    with pytest.raises(Exception, match="fused into the query of joined"):
-        PipelineRunner(lab).records("p", run.id, "images")
+
+
+def test_a_fused_nodes_records_are_written_when_asked_for_once(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run = runner.run("p", seg)
+    shown = runner.records("p", run.id, "images", limit=100)  # its query runs now, into the cache
+    assert shown["total"] == 20
+    assert [f["name"] for f in shown["fields"]][-2:] == ["type", "id"]
+    images = [r["path"] for r in fruit.files("segmentation", 20) if "/JPEGImages/" in r["path"]]
+    assert [r["path"] for r in shown["records"]] == images
+    assert {r["type"] for r in shown["records"]} == {"JPEGImages"}
+    renamed = runner.records("p", run.id, "renamed", limit=3)  # through masks, an unwritten input
+    assert renamed["total"] == 15 and len(renamed["records"]) == 3
+    assert all(r["type"] == "SegmentationClass" for r in renamed["records"])
+
+    kept = runner.run("p", _keep(seg, "images"))  # written now: the output made on request is reused
+    assert _states(kept)["images"] == "cached"
 
 
 def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):

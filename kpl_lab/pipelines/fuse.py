@@ -29,6 +29,7 @@ from .nodes import PORT
 from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks
 
 FUSED = ("regex_extract", "select", "rename", "left_join", "label_id")
+KEEPABLE = ("regex_extract", "select", "rename", "left_join")  # label_id ends its unit: always written
 ROW_PRESERVING = ("regex_extract", "rename", "label_id")
 EXTRACT_ROWS = 32768
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
@@ -44,8 +45,7 @@ def unwritten(checked: Any) -> set[str]:
     return {
         node_id
         for node_id in checked.order
-        if checked.nodes[node_id].type in FUSED
-        and checked.nodes[node_id].type != "label_id"  # its ids come from a first pass: it ends a unit
+        if checked.nodes[node_id].type in KEEPABLE
         and not checked.nodes[node_id].keep
         and readers[node_id]
         and all(checked.nodes[r].type in FUSED for r in readers[node_id])

@@ -6,7 +6,6 @@ import {
 import { Button, FormComponent, ReactWidget } from '@jupyterlab/ui-components';
 import type { ReadonlyJSONObject } from '@lumino/coreutils';
 import { Poll } from '@lumino/polling';
-import type { RJSFSchema } from '@rjsf/utils';
 import { customizeValidator } from '@rjsf/validator-ajv8';
 import {
   addEdge,
@@ -48,9 +47,11 @@ import {
   IGraphNode,
   INodeSettings,
   IPipelineDoc,
+  paramSchema,
   parsePipeline,
   PORT,
-  toGraph
+  toGraph,
+  withoutDefaults
 } from './pipelineGraph';
 
 /**
@@ -161,53 +162,6 @@ function newInputKey(settings: INodeSettings): string {
     n += 1;
   }
   return `input${n}`;
-}
-
-/**
- * The parameters a form edits: the node type's schema less the inputs (edges set those).
- */
-function paramSchema(type: PipelineNodeType): RJSFSchema {
-  const schema = JSON.parse(JSON.stringify(type.parameters)) as RJSFSchema;
-  const properties = { ...(schema.properties ?? {}) };
-  for (const key of [
-    ...type.inputs,
-    ...(type.named_inputs ? ['inputs'] : [])
-  ]) {
-    delete properties[key];
-  }
-  return {
-    ...schema,
-    properties,
-    required: (schema.required ?? []).filter(k => k in properties)
-  };
-}
-
-/**
- * A node's settings after a form edit, leaving out defaults the form filled in
- * that the file did not have (so the file holds what the user set).
- */
-function withoutDefaults(
-  settings: INodeSettings,
-  edited: { [key: string]: unknown },
-  schema: RJSFSchema
-): INodeSettings {
-  const out: INodeSettings = { ...settings };
-  for (const [key, value] of Object.entries(edited)) {
-    const spec = schema.properties?.[key];
-    const fallback =
-      spec && typeof spec === 'object' ? (spec.default ?? null) : undefined;
-    const unset =
-      value === undefined || JSON.stringify(value) === JSON.stringify(fallback);
-    if (unset && !(key in settings)) {
-      continue;
-    }
-    if (value === undefined) {
-      delete out[key];
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
 }
 
 interface IEditorProps {

@@ -1,6 +1,6 @@
 """Fusion: chains of relational nodes run as one engine query; only outputs someone reads are written.
 
-A relational node (regex_extract, select, rename, left_join, label_id) whose output only other
+A relational node (regex_extract, select, rename, left_join, shuffle, label_id) whose output only other
 relational nodes read, and that the file does not mark `keep: true`, is not written: it becomes
 a common table expression in the query of each written node that reads it (its "unit"). The
 inputs of a unit are written datasets, read as Arrow tables over the memory-mapped shards (no
@@ -26,11 +26,11 @@ from kpl_dataset import ReadOnlyDataset
 
 from . import sql
 from .nodes import PORT
-from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks
+from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks, uniform_at
 
-FUSED = ("regex_extract", "select", "rename", "left_join", "label_id")
-KEEPABLE = ("regex_extract", "select", "rename", "left_join")  # label_id ends its unit: always written
-ROW_PRESERVING = ("regex_extract", "rename", "label_id")
+FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id")
+KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id ends its unit
+ROW_PRESERVING = ("regex_extract", "rename", "shuffle", "label_id")
 EXTRACT_ROWS = 32768
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
 ORDER = "__kpl_o"  # hidden columns: a record's position in each input, so joins keep input order
@@ -79,8 +79,12 @@ class _Relation:
 
     name: str
     names: list[str]  # visible fields
-    keys: list[str]  # hidden columns: a record's row in an input table (order and where to gather from)
+    keys: list[str]  # hidden columns: a record's row in an input table (where to gather from), shuffle draws
     origins: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # field -> (key, table, column)
+    order: list[str] = field(default_factory=list)  # hidden columns giving its records' order (default: keys)
+
+    def __post_init__(self) -> None:
+        self.order = self.order or list(self.keys)
 
 
 def _string(text: str) -> str:
@@ -148,6 +152,18 @@ class _Gather:
         return columns
 
 
+def _draws(seed: int) -> Any:
+    """Return the engine function giving each row number its shuffle draw (as the shuffle processor's)."""
+
+    def draw(rows: pa.ChunkedArray) -> pa.Array:
+        rows = rows.combine_chunks()
+        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
+        values = uniform_at(seed, index)
+        return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
+
+    return draw
+
+
 class _Query:
     """The common table expressions of one unit, built node by node.
 
@@ -159,7 +175,8 @@ class _Query:
     def __init__(self, checked: Any, unit: Unit):
         self.checked = checked
         self.unit = unit
-        self.ordered = any(checked.nodes[n].type == "left_join" for n in unit.members)
+        self.ordered = any(checked.nodes[n].type in ("left_join", "shuffle") for n in unit.members)
+        self.draws: dict[str, int] = {}  # engine function name -> a shuffle's seed
         self.tables: dict[str, pa.Table] = {}
         self.readers: list[ReadOnlyDataset] = []  # the inputs' mapped shards
         self.ctes: list[str] = []
@@ -233,19 +250,31 @@ class _Query:
                 if n in right.origins:
                     key, table, column = right.origins[n]
                     origins[n] = (fresh[key], table, column)
-            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins)
+            order = [*left.order, *(fresh[k] for k in right.order)]
+            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins, order)
         else:
             source = self.input(node, "input")
             keys = ", ".join(q(k) for k in source.keys)
             if node.type == "select":
                 body = f"SELECT * FROM {q(source.name)} WHERE ({p.where})"
-                out = _Relation("", source.names, source.keys, source.origins)
+                out = _Relation("", source.names, source.keys, source.origins, source.order)
+            elif node.type == "shuffle":
+                # a record's draw: SplitMix64 of the seed and its row in the input as it would be written
+                if source.name in self.tables and len(source.keys) == 1:
+                    row = q(source.keys[0])  # an input table's row numbers: 0.. in order
+                else:
+                    ranks = ", ".join(f"{q(k)} NULLS FIRST" for k in source.order)
+                    row = f"row_number() OVER (ORDER BY {ranks}) - 1"
+                draw, function = self.fresh(), f"__kpl_uniform{len(self.draws)}"
+                self.draws[function] = p.seed
+                body = f"SELECT *, {function}({row}) AS {q(draw)} FROM {q(source.name)}"
+                out = _Relation("", source.names, [*source.keys, draw], source.origins, [draw, *source.order])
             elif node.type == "rename":
                 renamed = [p.fields.get(n, n) for n in source.names]
                 columns = [f"{q(o)} AS {q(n)}" for o, n in zip(source.names, renamed, strict=True)]
                 body = f"SELECT {', '.join([*columns, keys])} FROM {q(source.name)}"
                 origins = {p.fields.get(n, n): o for n, o in source.origins.items()}
-                out = _Relation("", renamed, source.keys, origins)
+                out = _Relation("", renamed, source.keys, origins, source.order)
             elif node.type == "regex_extract" and source.name in self.tables and _all_named(p.pattern):
                 out = self._extract(node, source)  # straight off an input: pyarrow, once, on all cores
                 self.relations[node_id] = out
@@ -263,7 +292,9 @@ class _Query:
                 )
                 picked = ", ".join(f"__kpl_m.{q(n)} AS {q(n)}" for n in compiled.groupindex)
                 body = f"SELECT * EXCLUDE (__kpl_m), {picked} FROM (SELECT *, {match} FROM {q(source.name)})"
-                out = _Relation("", [*source.names, *compiled.groupindex], source.keys, source.origins)
+                out = _Relation(
+                    "", [*source.names, *compiled.groupindex], source.keys, source.origins, source.order
+                )
             else:  # label_id ends its unit: the final query gives its input, the ids are added after
                 return source
         out.name = f"n:{node_id}"
@@ -285,7 +316,7 @@ class _Query:
         own = [n for n in relation.names if n not in relation.origins or n in computed]
         order = ""
         if self.ordered:
-            order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.keys)
+            order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
         columns = ", ".join(q(c) for c in [*own, *relation.keys])
         return f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
 
@@ -349,6 +380,10 @@ def run(
         with _engine(settings) as con:
             for name, table in query.tables.items():
                 con.register(name, table)
+            for function, seed in query.draws.items():
+                con.create_function(
+                    function, _draws(seed), ["BIGINT"], "DOUBLE", type="arrow", side_effects=False
+                )
             text = query.narrow(last, computed)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()

@@ -1,8 +1,8 @@
 """Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
 
-Per-record parsing and seeded splits go batch by batch in pyarrow; `shuffle` and `sql` go to
-DuckDB (expressions parsed by the engine, sorts that spill to disk). The relational chains
-(regex_extract, select, rename, left_join, label_id) run as one query each: see fuse.py.
+Per-record parsing and seeded splits go batch by batch in pyarrow; `sql` goes to DuckDB
+(expressions parsed by the engine, sorts that spill to disk). The relational chains
+(regex_extract, select, rename, left_join, shuffle, label_id) run as one query each: see fuse.py.
 """
 
 from __future__ import annotations
@@ -405,23 +405,6 @@ def sample(p, inputs, sinks, settings, log) -> None:
         sinks[PORT].write(batch.filter(pa.array(keep)))
 
 
-def shuffle(p, inputs, sinks, settings, log) -> None:
-    source = inputs["input"]
-    out = source.schema.append(pa.field("__kpl_key", pa.float64()))
-
-    def keyed() -> Iterator[pa.RecordBatch]:
-        start = 0
-        for batch in source.batches():
-            key = pa.array(uniform(p.seed, start, batch.num_rows))
-            start += batch.num_rows
-            yield pa.RecordBatch.from_arrays([*batch.columns, key], schema=out)
-
-    reader = pa.RecordBatchReader.from_batches(out, keyed())
-    _query(
-        settings, {"input": reader}, "SELECT * EXCLUDE (__kpl_key) FROM input ORDER BY __kpl_key", sinks[PORT]
-    )
-
-
 def sql_query(p, inputs, sinks, settings, log) -> None:
     tables = {name: _stream(inputs[f"inputs.{name}"]) for name in p.inputs}
     _query(settings, tables, p.query, sinks[PORT])
@@ -433,6 +416,5 @@ PROCESSORS: dict[str, Callable] = {
     "parse_coco": parse_annotations("parse_coco"),
     "split": split,
     "sample": sample,
-    "shuffle": shuffle,
     "sql": sql_query,
 }

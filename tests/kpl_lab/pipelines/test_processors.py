@@ -281,3 +281,38 @@ def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path,
         assert max(b.nbytes for b in stored) < processors.BATCH_BYTES + 2 * max(blob, 1 << 16)
         contents.add(cache.content(folder / "out"))
     assert len(contents) == 1
+
+
+def test_a_fused_shuffle_keeps_its_seeded_order(lab, fruit):
+    # shuffle runs in the query of the node reading it: a record's draw is SplitMix64 of the seed
+    # and its row in the shuffle's input as it would have been written, whichever way it is fused
+    records = _records(200)
+    fruit.add("plain", records)
+    text = """\
+version: 1
+name: mix
+nodes:
+  raw:   {type: dataset, dataset: plain}
+  some:  {type: select, input: raw, where: "CAST(substr(path, 3, 4) AS INTEGER) % 3 <> 0"}
+  mixed: {type: shuffle, input: some, seed: 11}
+  late:  {type: select, input: mixed, where: "CAST(substr(path, 3, 4) AS INTEGER) % 2 = 0"}
+  first: {type: shuffle, input: raw, seed: 4}
+  named: {type: rename, input: first, fields: {contentType: kind}}
+"""
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    states = {n.node: n.log for n in run.nodes}
+    assert states["mixed"].startswith("fused into") and states["first"].startswith("fused into")
+    some = [r for r in records if int(r["path"][2:6]) % 3]
+    mixed = [some[i] for i in sorted(range(len(some)), key=lambda i: _splitmix(11, i))]
+    assert _output(lab, run, "late") == [r for r in mixed if int(r["path"][2:6]) % 2 == 0]
+    first = [records[i] for i in sorted(range(200), key=lambda i: _splitmix(4, i))]
+    assert _output(lab, run, "named") == [
+        {"path": r["path"], "kind": r["contentType"], "content": r["content"]} for r in first
+    ]
+    rows = {n.node: n.rows_out for n in run.nodes}
+    assert rows["mixed"] == len(some) and rows["first"] == 200
+
+    kept = PipelineRunner(lab).run("p", text.replace("seed: 11}", "seed: 11, keep: true}"))  # written
+    assert _output(lab, kept, "mixed") == mixed
+    assert _output(lab, kept, "late") == _output(lab, run, "late")

@@ -225,7 +225,13 @@ def test_keep_is_offered_to_the_editors_on_fusable_nodes_and_validated(check):
     from kpl_lab.pipelines.nodes import NODE_TYPES
 
     offered = {name for name, t in NODE_TYPES.items() if "keep" in node_type_body(t).parameters["properties"]}
-    assert offered == {"regex_extract", "select", "rename", "left_join"}  # label_id is always written
+    assert offered == {
+        "regex_extract",
+        "select",
+        "rename",
+        "left_join",
+        "shuffle",
+    }  # label_id: always written
     keep = node_type_body(NODE_TYPES["select"]).parameters["properties"]["keep"]
     assert keep["type"] == "boolean" and keep["default"] is False
     kept = check(

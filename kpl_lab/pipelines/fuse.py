@@ -28,12 +28,13 @@ from . import sql
 from .nodes import PORT
 from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks, uniform_at
 
-FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id")
-KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id ends its unit
+FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id", "sql")
+KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id and sql end units
 ROW_PRESERVING = ("regex_extract", "rename", "shuffle", "label_id")
 EXTRACT_ROWS = 32768
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
-ORDER = "__kpl_o"  # hidden columns: a record's position in each input, so joins keep input order
+ORDER = "__kpl_o"
+TABLE = "__kpl_t"  # the inputs' tables: no name an sql node's query gives its inputs  # hidden columns: a record's position in each input, so joins keep input order
 
 
 def unwritten(checked: Any) -> set[str]:
@@ -177,6 +178,7 @@ class _Query:
         self.unit = unit
         self.ordered = any(checked.nodes[n].type in ("left_join", "shuffle") for n in unit.members)
         self.draws: dict[str, int] = {}  # engine function name -> a shuffle's seed
+        self.views: dict[str, str] = {}  # an sql node's input name -> its query
         self.tables: dict[str, pa.Table] = {}
         self.readers: list[ReadOnlyDataset] = []  # the inputs' mapped shards
         self.ctes: list[str] = []
@@ -194,7 +196,7 @@ class _Query:
             return self.relations[src]
         if (src, port) not in self._inputs:
             source = self.unit.inputs[(src, port)]
-            name, key = f"t{len(self.tables)}", self.fresh()
+            name, key = f"{TABLE}{len(self.tables)}", self.fresh()
             self.tables[name], reader = _table(source, key)
             self.readers.append(reader)
             names = list(source.schema.names)
@@ -221,7 +223,7 @@ class _Query:
         for i, group in enumerate(groups):
             column = pa.chunked_array([part[i] for part in parts], pa.string())
             table = table.append_column(pa.field(group, pa.string()), column)
-        name = f"t{len(self.tables)}"
+        name = f"{TABLE}{len(self.tables)}"
         self.tables[name] = table
         names = [*source.names, *groups]
         (key,) = source.keys
@@ -231,6 +233,17 @@ class _Query:
         node = self.checked.nodes[node_id]
         p = node.params
         q = sql.quote
+        if node.type == "sql":  # ends its unit: its query runs as written over views named as its inputs
+            for name in p.inputs:
+                relation = self.input(node, f"inputs.{name}")
+                columns = ", ".join(q(n) for n in relation.names)
+                order = ""
+                if self.ordered and relation.name not in self.tables:
+                    order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
+                self.views[name] = f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
+            out = _Relation("", list(node.outputs[PORT].schema.names), [])
+            self.relations[node_id] = out
+            return out
         if node.type == "left_join":
             left, right = self.input(node, "left"), self.input(node, "right")
             wanted = p.fields if p.fields is not None else [n for n in right.names if n != p.on]
@@ -384,7 +397,9 @@ def run(
                 con.create_function(
                     function, _draws(seed), ["BIGINT"], "DOUBLE", type="arrow", side_effects=False
                 )
-            text = query.narrow(last, computed)
+            for name, view in query.views.items():
+                con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
+            text = final.params.query if final.type == "sql" else query.narrow(last, computed)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 values = pc.unique(narrow.column(labelled)).drop_null()

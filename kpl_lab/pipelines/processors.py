@@ -1,8 +1,8 @@
 """Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
 
-Per-record parsing and seeded splits go batch by batch in pyarrow; `sql` goes to DuckDB
-(expressions parsed by the engine, sorts that spill to disk). The relational chains
-(regex_extract, select, rename, left_join, shuffle, label_id) run as one query each: see fuse.py.
+Per-record parsing and seeded splits go batch by batch in pyarrow. The relational chains
+(regex_extract, select, rename, left_join, shuffle, label_id, sql) run as one DuckDB query
+each (expressions parsed by the engine, sorts that spill to disk): see fuse.py.
 """
 
 from __future__ import annotations
@@ -118,10 +118,6 @@ class _Sink:
         columns = [pa.concat_arrays([piece.column(i) for piece in pieces]) for i in range(len(self.schema))]
         self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
-    def drain(self, reader: pa.RecordBatchReader) -> None:
-        for batch in reader:
-            self.write(batch)
-
     def close(self) -> None:
         if self.pending_rows:
             self._flush(self.pending_rows)
@@ -208,17 +204,6 @@ def _engine(settings: Settings) -> Iterator[Any]:
         con.close()
         if spill:
             shutil.rmtree(spill, ignore_errors=True)
-
-
-def _query(settings: Settings, tables: dict[str, pa.RecordBatchReader], query: str, sink: _Sink) -> None:
-    with _engine(settings) as con:
-        for name, reader in tables.items():
-            con.register(name, reader)
-        sink.drain(con.sql(query).to_arrow_reader(BATCH_ROWS))
-
-
-def _stream(source: Source, numbered: bool = False) -> pa.RecordBatchReader:
-    return sql.stream(source.schema, source.batches(), numbered)
 
 
 def _string(text: str) -> str:
@@ -405,16 +390,10 @@ def sample(p, inputs, sinks, settings, log) -> None:
         sinks[PORT].write(batch.filter(pa.array(keep)))
 
 
-def sql_query(p, inputs, sinks, settings, log) -> None:
-    tables = {name: _stream(inputs[f"inputs.{name}"]) for name in p.inputs}
-    _query(settings, tables, p.query, sinks[PORT])
-
-
 PROCESSORS: dict[str, Callable] = {
     "parse_voc": parse_annotations("parse_voc"),
     "parse_labelme": parse_annotations("parse_labelme"),
     "parse_coco": parse_annotations("parse_coco"),
     "split": split,
     "sample": sample,
-    "sql": sql_query,
 }

@@ -90,6 +90,40 @@ nodes:
     assert _output(lab, run, "counted") == [
         {"path": r["path"], "matches": int(i % 2 == 0), "size": 3} for i, r in enumerate(records)
     ]
+    even = next(n for n in run.nodes if n.node == "even")
+    assert even.log.startswith("fused into the query of counted") and even.rows_out == 20
+
+
+def test_a_fused_sql_reads_its_inputs_in_their_order(lab, fruit):
+    records = _records(120)
+    fruit.add("plain", records)
+    text = """\
+version: 1
+name: sqlmix
+nodes:
+  raw:   {type: dataset, dataset: plain}
+  mixed: {type: shuffle, input: raw, seed: 8}
+  some:  {type: select, input: mixed, where: "CAST(substr(path, 3, 4) AS INTEGER) % 4 <> 0"}
+  picked:
+    type: sql
+    inputs: {s: some}
+    query: "SELECT path, upper(contentType) AS kind FROM s WHERE path LIKE '%1%' OR path LIKE '%7%'"
+"""
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    assert {n.node: n.log.split(" (")[0] for n in run.nodes if n.node in ("mixed", "some")} == {
+        "mixed": "fused into the query of picked",
+        "some": "fused into the query of picked",
+    }
+    mixed = [records[i] for i in sorted(range(120), key=lambda i: _splitmix(8, i))]
+    expected = [
+        {"path": r["path"], "kind": "IMAGE/JPEG"}
+        for r in mixed
+        if int(r["path"][2:6]) % 4 and ("1" in r["path"] or "7" in r["path"])
+    ]
+    assert _output(lab, run, "picked") == expected
+    kept = PipelineRunner(lab).run("p", text.replace("seed: 8}", "seed: 8, keep: true}"))  # written first
+    assert _output(lab, kept, "picked") == expected
 
 
 def test_parse_labelme_boxes_from_polygons(lab, fruit):

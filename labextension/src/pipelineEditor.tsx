@@ -36,9 +36,11 @@ import React, {
 import {
   KPLClient,
   PipelineNodeType,
+  PipelineRecords,
   PipelineRun,
   PipelineValidation
 } from './api';
+import { formatCell } from './format';
 import {
   dumpPipeline,
   freeId,
@@ -178,6 +180,11 @@ function Editor(props: IEditorProps): JSX.Element {
   const [selected, setSelected] = useState<string | null>(null);
   const [validation, setValidation] = useState<PipelineValidation | null>(null);
   const [run, setRun] = useState<PipelineRun | null>(null);
+  const [preview, setPreview] = useState<{
+    node: string;
+    records?: PipelineRecords;
+    error?: string;
+  } | null>(null);
   const [error, setError] = useState('');
   const moved = useRef(new Set<string>());
   const [sizes, setSizes] = useState(
@@ -389,6 +396,26 @@ function Editor(props: IEditorProps): JSX.Element {
 
   const settings = selected ? parsed.doc?.nodes[selected] : undefined;
   const selectedType = settings ? byType[settings.type] : undefined;
+  const selectedRun = run?.nodes.find(n => n.node === selected);
+  const previewable =
+    run &&
+    selectedRun &&
+    ['succeeded', 'cached'].includes(selectedRun.state) &&
+    selectedType?.category !== 'sink';
+  const showRecords = async (node: string) => {
+    if (!run) {
+      return;
+    }
+    setPreview({ node });
+    try {
+      setPreview({
+        node,
+        records: await client.pipelines.records(run.id, node)
+      });
+    } catch (reason) {
+      setPreview({ node, error: String((reason as Error).message ?? reason) });
+    }
+  };
   const problems = validation?.problems ?? [];
 
   return (
@@ -529,6 +556,50 @@ function Editor(props: IEditorProps): JSX.Element {
                 });
               }}
             />
+            {previewable ? (
+              <Button
+                className="jp-mod-styled kpl-PipelineEditor-preview"
+                onClick={() => void showRecords(selected)}
+              >
+                Show records
+              </Button>
+            ) : null}
+            {preview?.node === selected ? (
+              <div className="kpl-PipelineEditor-records">
+                {preview.error ? (
+                  <div className="kpl-error">{preview.error}</div>
+                ) : preview.records ? (
+                  <>
+                    <div className="kpl-meta">
+                      {preview.records.records.length} of{' '}
+                      {preview.records.total} records
+                    </div>
+                    <table>
+                      <thead>
+                        <tr>
+                          {preview.records.fields.map(f => (
+                            <th key={f.name} title={f.type}>
+                              {f.name}
+                            </th>
+                          ))}
+                        </tr>
+                      </thead>
+                      <tbody>
+                        {preview.records.records.map((r, i) => (
+                          <tr key={i}>
+                            {preview.records!.fields.map(f => (
+                              <td key={f.name}>{formatCell(r[f.name])}</td>
+                            ))}
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  </>
+                ) : (
+                  <div className="kpl-meta">Reading records…</div>
+                )}
+              </div>
+            ) : null}
           </>
         ) : (
           <div className="kpl-meta">

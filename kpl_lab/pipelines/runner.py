@@ -35,6 +35,9 @@ BACKENDS = ("local", "ray")
 Progress = Callable[[str, str, str], None]  # (node, state, message)
 
 
+_MATERIALISING = threading.Lock()  # fused nodes' outputs written on request (see records)
+
+
 @dataclass
 class Result:
     """What a finished node hands its consumers, per port."""
@@ -216,9 +219,10 @@ class PipelineRunner(LoggingConfigurable):
                     raise NotFound(f"output of node {node_id} cannot be made: its input {src} has no output")
         key = next(r.cache_key for r in run.nodes if r.node == node_id)
         try:
-            result, _, _ = self._fused(
-                project, checked, unit, key, results, False, threading.Event(), lambda _: None
-            )
+            with _MATERIALISING:  # one at a time: a second request for the same node finds it cached
+                result, _, _ = self._fused(
+                    project, checked, unit, key, results, False, threading.Event(), lambda _: None
+                )
         except KPLDatasetError as err:
             raise NotFound(f"output of node {node_id} cannot be made: an input is gone ({err})") from None
         return self._port(result, PORT)

@@ -251,3 +251,24 @@ def test_a_run_whose_dataset_went_away_before_it_started_fails_with_the_problem(
     lab.catalog.delete_dataset("p", "fruit-segmentation")
     run = runner.execute("p", run_id)
     assert run.state == "failed" and "raw.dataset: dataset 'fruit-segmentation' not found" in run.reason
+
+
+def test_two_requests_for_a_fused_nodes_records_at_once_agree(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run = runner.run("p", seg)
+    answers, errors = [], []
+
+    def ask():
+        try:
+            answers.append(runner.records("p", run.id, "masks", limit=20))
+        except Exception as err:  # noqa: BLE001 - the test reports whatever a thread raised
+            errors.append(err)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(answers) == 3 and answers[0]["total"] == 15
+    assert answers[1] == answers[0] and answers[2] == answers[0]

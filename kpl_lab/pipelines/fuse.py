@@ -389,6 +389,16 @@ def run(
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
     names = [*last.names, final.params.output] if labelled else last.names
+
+    def write(batches: Any) -> None:
+        for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
+            columns = assemble.batch(batch)
+            if labelled:
+                ids = pc.index_in(batch.column(labelled), value_set=value_set)
+                columns.append(pc.cast(ids, pa.int64()))
+            sink.write(pa.RecordBatch.from_arrays(columns, names=names))
+            query.drop_pages()  # written: the output follows input order, so few pages are read again
+
     try:
         with _engine(settings) as con:
             for name, table in query.tables.items():
@@ -402,28 +412,23 @@ def run(
             text = final.params.query if final.type == "sql" else query.narrow(last, computed)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
-                values = pc.unique(narrow.column(labelled)).drop_null()
-                value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
-                labels = value_set.to_pylist()
-                shown = ", ".join(map(str, labels[:20]))
-                log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
-                # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-                sink.writer.get_meta_db().put(
-                    f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
-                )
-                batches = narrow.to_batches(BATCH_ROWS * 16)
+                counts = _counts(checked, unit, query, con, narrow.num_rows)
             else:
-                batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)
+                query.drop_pages()
+                write(con.sql(text).to_arrow_reader(BATCH_ROWS * 16))
+                counts = _counts(checked, unit, query, con, sink.rows)
+        if labelled:  # the engine is gone (its memory with it) before the output is written
+            values = pc.unique(narrow.column(labelled)).drop_null()
+            value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
+            labels = value_set.to_pylist()
+            shown = ", ".join(map(str, labels[:20]))
+            log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
+            # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
+            sink.writer.get_meta_db().put(
+                f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
+            )
             query.drop_pages()
-            for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
-                columns = assemble.batch(batch)
-                if labelled:
-                    ids = pc.index_in(batch.column(labelled), value_set=value_set)
-                    columns.append(pc.cast(ids, pa.int64()))
-                sink.write(pa.RecordBatch.from_arrays(columns, names=names))
-                query.drop_pages()  # written: the output follows input order, so few pages are read again
-            narrow = batch = columns = batches = None  # the result goes before the counts' queries run
-            counts = _counts(checked, unit, query, con, sink.rows)
+            write(narrow.to_batches(BATCH_ROWS * 16))
         sink.close()
     except BaseException:
         sink.abort()

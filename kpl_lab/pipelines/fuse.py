@@ -221,8 +221,13 @@ class _Query:
         self.drop_pages()
         groups = list(re.compile(pattern).groupindex)
         for i, group in enumerate(groups):
-            column = pa.chunked_array([part[i] for part in parts], pa.string())
-            table = table.append_column(pa.field(group, pa.string()), column)
+            pieces = [part[i] for part in parts]
+            if pieces and pc.count_distinct(pieces[0]).as_py() * 16 <= len(pieces[0]):
+                pieces = [pc.dictionary_encode(p) for p in pieces]  # few values: a number each
+                column = pa.chunked_array(pieces, pa.dictionary(pa.int32(), pa.string()))
+            else:
+                column = pa.chunked_array(pieces, pa.string())
+            table = table.append_column(pa.field(group, column.type), column)
         name = f"{TABLE}{len(self.tables)}"
         self.tables[name] = table
         names = [*source.names, *groups]

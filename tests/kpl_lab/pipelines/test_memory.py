@@ -113,6 +113,7 @@ def test_a_flow_over_four_times_its_memory_limit_completes(tmp_path):
     for row, i in enumerate(kept):
         record = result[row]
         assert record["path"] == f"F/JPEGImages/{i:06d}.jpg" and record["content"] == _blob(i)
+        assert record["type"] == "JPEGImages" and record["id"] == f"{i:06d}"  # type: a dictionary column
         assert record["label"] == (f"c{i % 3}" if i % 5 else None)
         assert record["label_id"] == (i % 3 if i % 5 else None)
     platform.close()

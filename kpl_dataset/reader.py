@@ -325,6 +325,12 @@ class ReadOnlyDataset:
         """Move the cursor back to the first record."""
         self._cursor = 0
 
+    def drop_pages(self) -> None:
+        """Drop the mapped shards' pages from this process; touched again, they come back from the page cache."""
+        for f in self._files.values():
+            if f.map is not None and hasattr(mmap, "MADV_DONTNEED"):
+                f.map.madvise(mmap.MADV_DONTNEED)  # clean, read-only file pages: nothing is lost
+
     def close(self) -> None:
         """Release memory maps and open files; the reader reopens them if used again."""
         for f in self._files.values():

@@ -161,8 +161,18 @@ class PipelineNodeTypeList(Body):
 
 def node_type_body(node_type) -> PipelineNodeType:
     """Return the API form of a pipelines.nodes.NodeType."""
+    from ..pipelines.fuse import KEEPABLE
+
     schema = node_type.params.model_json_schema()
     properties = schema.get("properties", {})
+    if node_type.name in KEEPABLE:  # not a parameter (no part of the cache key), shown as one
+        properties["keep"] = {
+            "type": "boolean",
+            "default": False,
+            "title": "Keep",
+            "description": "write this node's output even where it could be fused into the query of "
+            "the node reading it (so it can be opened and is cached on its own)",
+        }
     return PipelineNodeType(
         name=node_type.name,
         category=node_type.category,

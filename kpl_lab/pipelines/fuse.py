@@ -1,6 +1,6 @@
 """Fusion: chains of relational nodes run as one engine query; only outputs someone reads are written.
 
-A relational node (regex_extract, select, rename, left_join, label_id) whose output only other
+A relational node (regex_extract, select, rename, left_join, shuffle, label_id) whose output only other
 relational nodes read, and that the file does not mark `keep: true`, is not written: it becomes
 a common table expression in the query of each written node that reads it (its "unit"). The
 inputs of a unit are written datasets, read as Arrow tables over the memory-mapped shards (no
@@ -26,13 +26,15 @@ from kpl_dataset import ReadOnlyDataset
 
 from . import sql
 from .nodes import PORT
-from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks
+from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks, uniform_at
 
-FUSED = ("regex_extract", "select", "rename", "left_join", "label_id")
-ROW_PRESERVING = ("regex_extract", "rename", "label_id")
+FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id", "sql")
+KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id and sql end units
+ROW_PRESERVING = ("regex_extract", "rename", "shuffle", "label_id")
 EXTRACT_ROWS = 32768
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
-ORDER = "__kpl_o"  # hidden columns: a record's position in each input, so joins keep input order
+ORDER = "__kpl_o"
+TABLE = "__kpl_t"  # the inputs' tables: no name an sql node's query gives its inputs  # hidden columns: a record's position in each input, so joins keep input order
 
 
 def unwritten(checked: Any) -> set[str]:
@@ -44,8 +46,7 @@ def unwritten(checked: Any) -> set[str]:
     return {
         node_id
         for node_id in checked.order
-        if checked.nodes[node_id].type in FUSED
-        and checked.nodes[node_id].type != "label_id"  # its ids come from a first pass: it ends a unit
+        if checked.nodes[node_id].type in KEEPABLE
         and not checked.nodes[node_id].keep
         and readers[node_id]
         and all(checked.nodes[r].type in FUSED for r in readers[node_id])
@@ -79,19 +80,24 @@ class _Relation:
 
     name: str
     names: list[str]  # visible fields
-    keys: list[str]  # hidden columns: a record's row in an input table (order and where to gather from)
+    keys: list[str]  # hidden columns: a record's row in an input table (where to gather from), shuffle draws
     origins: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # field -> (key, table, column)
+    order: list[str] = field(default_factory=list)  # hidden columns giving its records' order (default: keys)
+
+    def __post_init__(self) -> None:
+        self.order = self.order or list(self.keys)
 
 
 def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table(source: Any, key: str) -> pa.Table:
-    """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers."""
+def _table(source: Any, key: str) -> tuple[pa.Table, ReadOnlyDataset]:
+    """Return a dataset part as an Arrow table over its mapped shards, plus its row numbers; its reader."""
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
-    return table.append_column(key, _int64(np.arange(table.num_rows)))
+    reader.drop_pages()  # the checksums touched every page: each step touches again what it reads
+    return table.append_column(key, _int64(np.arange(table.num_rows))), reader
 
 
 def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
@@ -147,6 +153,18 @@ class _Gather:
         return columns
 
 
+def _draws(seed: int) -> Any:
+    """Return the engine function giving each row number its shuffle draw (as the shuffle processor's)."""
+
+    def draw(rows: pa.ChunkedArray) -> pa.Array:
+        rows = rows.combine_chunks()
+        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
+        values = uniform_at(seed, index)
+        return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
+
+    return draw
+
+
 class _Query:
     """The common table expressions of one unit, built node by node.
 
@@ -158,8 +176,11 @@ class _Query:
     def __init__(self, checked: Any, unit: Unit):
         self.checked = checked
         self.unit = unit
-        self.ordered = any(checked.nodes[n].type == "left_join" for n in unit.members)
+        self.ordered = any(checked.nodes[n].type in ("left_join", "shuffle") for n in unit.members)
+        self.draws: dict[str, int] = {}  # engine function name -> a shuffle's seed
+        self.views: dict[str, str] = {}  # an sql node's input name -> its query
         self.tables: dict[str, pa.Table] = {}
+        self.readers: list[ReadOnlyDataset] = []  # the inputs' mapped shards
         self.ctes: list[str] = []
         self.relations: dict[str, _Relation] = {}
         self._inputs: dict[tuple[str, str | None], _Relation] = {}
@@ -175,8 +196,9 @@ class _Query:
             return self.relations[src]
         if (src, port) not in self._inputs:
             source = self.unit.inputs[(src, port)]
-            name, key = f"t{len(self.tables)}", self.fresh()
-            self.tables[name] = _table(source, key)
+            name, key = f"{TABLE}{len(self.tables)}", self.fresh()
+            self.tables[name], reader = _table(source, key)
+            self.readers.append(reader)
             names = list(source.schema.names)
             self._inputs[(src, port)] = _Relation(name, names, [key], {n: (key, name, n) for n in names})
         return self._inputs[(src, port)]
@@ -196,11 +218,17 @@ class _Query:
         ]
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
             parts = list(pool.map(extract, pieces))
+        self.drop_pages()
         groups = list(re.compile(pattern).groupindex)
         for i, group in enumerate(groups):
-            column = pa.chunked_array([part[i] for part in parts], pa.string())
-            table = table.append_column(pa.field(group, pa.string()), column)
-        name = f"t{len(self.tables)}"
+            pieces = [part[i] for part in parts]
+            if pieces and pc.count_distinct(pieces[0]).as_py() * 16 <= len(pieces[0]):
+                pieces = [pc.dictionary_encode(p) for p in pieces]  # few values: a number each
+                column = pa.chunked_array(pieces, pa.dictionary(pa.int32(), pa.string()))
+            else:
+                column = pa.chunked_array(pieces, pa.string())
+            table = table.append_column(pa.field(group, column.type), column)
+        name = f"{TABLE}{len(self.tables)}"
         self.tables[name] = table
         names = [*source.names, *groups]
         (key,) = source.keys
@@ -210,6 +238,17 @@ class _Query:
         node = self.checked.nodes[node_id]
         p = node.params
         q = sql.quote
+        if node.type == "sql":  # ends its unit: its query runs as written over views named as its inputs
+            for name in p.inputs:
+                relation = self.input(node, f"inputs.{name}")
+                columns = ", ".join(q(n) for n in relation.names)
+                order = ""
+                if self.ordered and relation.name not in self.tables:
+                    order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
+                self.views[name] = f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
+            out = _Relation("", list(node.outputs[PORT].schema.names), [])
+            self.relations[node_id] = out
+            return out
         if node.type == "left_join":
             left, right = self.input(node, "left"), self.input(node, "right")
             wanted = p.fields if p.fields is not None else [n for n in right.names if n != p.on]
@@ -229,19 +268,31 @@ class _Query:
                 if n in right.origins:
                     key, table, column = right.origins[n]
                     origins[n] = (fresh[key], table, column)
-            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins)
+            order = [*left.order, *(fresh[k] for k in right.order)]
+            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins, order)
         else:
             source = self.input(node, "input")
             keys = ", ".join(q(k) for k in source.keys)
             if node.type == "select":
                 body = f"SELECT * FROM {q(source.name)} WHERE ({p.where})"
-                out = _Relation("", source.names, source.keys, source.origins)
+                out = _Relation("", source.names, source.keys, source.origins, source.order)
+            elif node.type == "shuffle":
+                # a record's draw: SplitMix64 of the seed and its row in the input as it would be written
+                if source.name in self.tables and len(source.keys) == 1:
+                    row = q(source.keys[0])  # an input table's row numbers: 0.. in order
+                else:
+                    ranks = ", ".join(f"{q(k)} NULLS FIRST" for k in source.order)
+                    row = f"row_number() OVER (ORDER BY {ranks}) - 1"
+                draw, function = self.fresh(), f"__kpl_uniform{len(self.draws)}"
+                self.draws[function] = p.seed
+                body = f"SELECT *, {function}({row}) AS {q(draw)} FROM {q(source.name)}"
+                out = _Relation("", source.names, [*source.keys, draw], source.origins, [draw, *source.order])
             elif node.type == "rename":
                 renamed = [p.fields.get(n, n) for n in source.names]
                 columns = [f"{q(o)} AS {q(n)}" for o, n in zip(source.names, renamed, strict=True)]
                 body = f"SELECT {', '.join([*columns, keys])} FROM {q(source.name)}"
                 origins = {p.fields.get(n, n): o for n, o in source.origins.items()}
-                out = _Relation("", renamed, source.keys, origins)
+                out = _Relation("", renamed, source.keys, origins, source.order)
             elif node.type == "regex_extract" and source.name in self.tables and _all_named(p.pattern):
                 out = self._extract(node, source)  # straight off an input: pyarrow, once, on all cores
                 self.relations[node_id] = out
@@ -259,13 +310,20 @@ class _Query:
                 )
                 picked = ", ".join(f"__kpl_m.{q(n)} AS {q(n)}" for n in compiled.groupindex)
                 body = f"SELECT * EXCLUDE (__kpl_m), {picked} FROM (SELECT *, {match} FROM {q(source.name)})"
-                out = _Relation("", [*source.names, *compiled.groupindex], source.keys, source.origins)
+                out = _Relation(
+                    "", [*source.names, *compiled.groupindex], source.keys, source.origins, source.order
+                )
             else:  # label_id ends its unit: the final query gives its input, the ids are added after
                 return source
         out.name = f"n:{node_id}"
         self.ctes.append(f"{q(out.name)} AS NOT MATERIALIZED ({body})")
         self.relations[node_id] = out
         return out
+
+    def drop_pages(self) -> None:
+        """Drop the inputs' mapped pages this process has touched (streamed past, not held)."""
+        for reader in self.readers:
+            reader.drop_pages()
 
     def head(self) -> str:
         return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
@@ -276,7 +334,7 @@ class _Query:
         own = [n for n in relation.names if n not in relation.origins or n in computed]
         order = ""
         if self.ordered:
-            order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.keys)
+            order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
         columns = ", ".join(q(c) for c in [*own, *relation.keys])
         return f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
 
@@ -336,32 +394,46 @@ def run(
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
     names = [*last.names, final.params.output] if labelled else last.names
+
+    def write(batches: Any) -> None:
+        for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
+            columns = assemble.batch(batch)
+            if labelled:
+                ids = pc.index_in(batch.column(labelled), value_set=value_set)
+                columns.append(pc.cast(ids, pa.int64()))
+            sink.write(pa.RecordBatch.from_arrays(columns, names=names))
+            query.drop_pages()  # written: the output follows input order, so few pages are read again
+
     try:
         with _engine(settings) as con:
             for name, table in query.tables.items():
                 con.register(name, table)
-            text = query.narrow(last, computed)
+            for function, seed in query.draws.items():
+                con.create_function(
+                    function, _draws(seed), ["BIGINT"], "DOUBLE", type="arrow", side_effects=False
+                )
+            for name, view in query.views.items():
+                con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
+            text = final.params.query if final.type == "sql" else query.narrow(last, computed)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
-                values = pc.unique(narrow.column(labelled)).drop_null()
-                value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
-                labels = value_set.to_pylist()
-                shown = ", ".join(map(str, labels[:20]))
-                log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
-                # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-                sink.writer.get_meta_db().put(
-                    f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
-                )
-                batches = narrow.to_batches(BATCH_ROWS * 16)
+                counts = _counts(checked, unit, query, con, narrow.num_rows)
             else:
-                batches = con.sql(text).to_arrow_reader(BATCH_ROWS * 16)
-            for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
-                columns = assemble.batch(batch)
-                if labelled:
-                    ids = pc.index_in(batch.column(labelled), value_set=value_set)
-                    columns.append(pc.cast(ids, pa.int64()))
-                sink.write(pa.RecordBatch.from_arrays(columns, names=names))
-            counts = _counts(checked, unit, query, con, sink.rows)
+                query.drop_pages()
+                write(con.sql(text).to_arrow_reader(BATCH_ROWS * 16))
+                counts = _counts(checked, unit, query, con, sink.rows)
+        if labelled:  # the engine is gone (its memory with it) before the output is written
+            values = pc.unique(narrow.column(labelled)).drop_null()
+            value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
+            labels = value_set.to_pylist()
+            shown = ", ".join(map(str, labels[:20]))
+            log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
+            # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
+            sink.writer.get_meta_db().put(
+                f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
+            )
+            query.drop_pages()
+            write(narrow.to_batches(BATCH_ROWS * 16))
         sink.close()
     except BaseException:
         sink.abort()
@@ -392,7 +464,6 @@ def _counts(checked: Any, unit: Unit, query: _Query, con: Any, written: int) -> 
     if wanted:
         q = sql.quote
         head = query.head()
-        parts = ", ".join(f"(SELECT count(*) FROM {q(query.relations[m].name)})" for m in wanted)
-        counted = con.sql(head + "SELECT " + parts).fetchall()[0]
-        counts.update(zip(wanted, counted, strict=True))
+        for m in wanted:  # one query each: scalar subqueries would read every column of the inputs
+            counts[m] = con.sql(f"{head}SELECT count(*) FROM {q(query.relations[m].name)}").fetchall()[0][0]
     return counts

@@ -1,8 +1,8 @@
 """Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
 
-Per-record parsing and seeded splits go batch by batch in pyarrow; `shuffle` and `sql` go to
-DuckDB (expressions parsed by the engine, sorts that spill to disk). The relational chains
-(regex_extract, select, rename, left_join, label_id) run as one query each: see fuse.py.
+Per-record parsing and seeded splits go batch by batch in pyarrow. The relational chains
+(regex_extract, select, rename, left_join, shuffle, label_id, sql) run as one DuckDB query
+each (expressions parsed by the engine, sorts that spill to disk): see fuse.py.
 """
 
 from __future__ import annotations
@@ -118,10 +118,6 @@ class _Sink:
         columns = [pa.concat_arrays([piece.column(i) for piece in pieces]) for i in range(len(self.schema))]
         self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
-    def drain(self, reader: pa.RecordBatchReader) -> None:
-        for batch in reader:
-            self.write(batch)
-
     def close(self) -> None:
         if self.pending_rows:
             self._flush(self.pending_rows)
@@ -136,7 +132,13 @@ def _row_bytes(batch: pa.RecordBatch) -> np.ndarray:
     sizes = np.full(batch.num_rows, 8 * batch.num_columns, dtype=np.int64)
     for column in batch.columns:
         if pa.types.is_binary(column.type) or pa.types.is_string(column.type):
-            sizes += pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
+            lengths = pc.binary_length(column)  # int32 or int64; pc.fill_null(…, 0) would import pandas
+            values = np.frombuffer(lengths.buffers()[1], lengths.type.to_pandas_dtype(), len(lengths))
+            if lengths.null_count:
+                bits = np.frombuffer(lengths.buffers()[0], np.uint8)  # to_numpy() of booleans imports pandas
+                valid = np.unpackbits(bits, bitorder="little")[: len(lengths)].astype(bool)
+                values = np.where(valid, values, 0)
+            sizes += values
     return sizes
 
 
@@ -202,17 +204,6 @@ def _engine(settings: Settings) -> Iterator[Any]:
         con.close()
         if spill:
             shutil.rmtree(spill, ignore_errors=True)
-
-
-def _query(settings: Settings, tables: dict[str, pa.RecordBatchReader], query: str, sink: _Sink) -> None:
-    with _engine(settings) as con:
-        for name, reader in tables.items():
-            con.register(name, reader)
-        sink.drain(con.sql(query).to_arrow_reader(BATCH_ROWS))
-
-
-def _stream(source: Source, numbered: bool = False) -> pa.RecordBatchReader:
-    return sql.stream(source.schema, source.batches(), numbered)
 
 
 def _string(text: str) -> str:
@@ -399,34 +390,10 @@ def sample(p, inputs, sinks, settings, log) -> None:
         sinks[PORT].write(batch.filter(pa.array(keep)))
 
 
-def shuffle(p, inputs, sinks, settings, log) -> None:
-    source = inputs["input"]
-    out = source.schema.append(pa.field("__kpl_key", pa.float64()))
-
-    def keyed() -> Iterator[pa.RecordBatch]:
-        start = 0
-        for batch in source.batches():
-            key = pa.array(uniform(p.seed, start, batch.num_rows))
-            start += batch.num_rows
-            yield pa.RecordBatch.from_arrays([*batch.columns, key], schema=out)
-
-    reader = pa.RecordBatchReader.from_batches(out, keyed())
-    _query(
-        settings, {"input": reader}, "SELECT * EXCLUDE (__kpl_key) FROM input ORDER BY __kpl_key", sinks[PORT]
-    )
-
-
-def sql_query(p, inputs, sinks, settings, log) -> None:
-    tables = {name: _stream(inputs[f"inputs.{name}"]) for name in p.inputs}
-    _query(settings, tables, p.query, sinks[PORT])
-
-
 PROCESSORS: dict[str, Callable] = {
     "parse_voc": parse_annotations("parse_voc"),
     "parse_labelme": parse_annotations("parse_labelme"),
     "parse_coco": parse_annotations("parse_coco"),
     "split": split,
     "sample": sample,
-    "shuffle": shuffle,
-    "sql": sql_query,
 }

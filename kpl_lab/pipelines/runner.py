@@ -35,6 +35,9 @@ BACKENDS = ("local", "ray")
 Progress = Callable[[str, str, str], None]  # (node, state, message)
 
 
+_MATERIALISING = threading.Lock()  # fused nodes' outputs written on request (see records)
+
+
 @dataclass
 class Result:
     """What a finished node hands its consumers, per port."""
@@ -154,8 +157,8 @@ class PipelineRunner(LoggingConfigurable):
         if node is None:
             raise NotFound(f"node {node_id!r} is not in pipeline run {run_id}")
         outputs = node.outputs or {}
-        if not outputs and node.log.startswith("fused into"):
-            raise BadRequest(f"node {node_id}: {node.log}", field="node")
+        if not outputs and node.log.startswith("fused into") and node.state in ("succeeded", "cached"):
+            outputs = {PORT: self._materialise(project, run, node_id)}
         if not outputs:
             raise BadRequest(f"node {node_id} has no output in run {run_id} ({node.state})", field="node")
         if port is None and len(outputs) > 1:
@@ -179,6 +182,50 @@ class PipelineRunner(LoggingConfigurable):
             "fields": describe(reader.arrow_schema),
             "records": [{k: _shown(v) for k, v in r.items()} for r in rows],
         }
+
+    def _materialise(self, project: str, run: PipelineRun, node_id: str) -> dict:
+        """Write a fused node's output now, as `keep: true` would have (into the cache: once); return it."""
+        from kpl_dataset import KPLDatasetError
+
+        checked = self.validate(project, parse(run.file))
+        if not checked.ok:
+            raise BadRequest(
+                f"node {node_id}: the pipeline no longer validates ({'; '.join(map(str, checked.problems))})",
+                field="node",
+            )
+        unwritten = fuse.unwritten(checked)
+        results: dict[str, Result] = {}
+        for row in run.nodes:
+            if row.node in unwritten:
+                results[row.node] = Result(
+                    {PORT: {"fused": row.node, "content": row.cache_key, "rows": None}}
+                )
+            elif row.outputs:
+                results[row.node] = Result(
+                    {
+                        port: {
+                            "folder": str(self.platform.storage.absolute(out["path"])),
+                            "part": out.get("part") or "root",
+                            "rows": out.get("rows"),
+                        }
+                        for port, out in row.outputs.items()
+                        if out.get("path")
+                    }
+                )
+        unit = fuse.unit(checked, node_id, unwritten - {node_id})
+        for member in unit.members:
+            for src, _ in checked.nodes[member].edges.values():
+                if src not in unit.members and (src not in results or not results[src].outputs):
+                    raise NotFound(f"output of node {node_id} cannot be made: its input {src} has no output")
+        key = next(r.cache_key for r in run.nodes if r.node == node_id)
+        try:
+            with _MATERIALISING:  # one at a time: a second request for the same node finds it cached
+                result, _, _ = self._fused(
+                    project, checked, unit, key, results, False, threading.Event(), lambda _: None
+                )
+        except KPLDatasetError as err:
+            raise NotFound(f"output of node {node_id} cannot be made: an input is gone ({err})") from None
+        return self._port(result, PORT)
 
     # running
 

@@ -21,6 +21,10 @@ def connect(memory_limit: str | None = None, temp_directory: str | None = None) 
     if temp_directory:
         con.execute(f"SET temp_directory = '{_literal(temp_directory)}'")
     con.execute("SET preserve_insertion_order = true")
+    # hand freed memory back to the system at once: by default the engine keeps up to 128 MiB
+    # (512 MiB after a bulk free) cached per process, which pyarrow's allocations cannot reuse
+    con.execute("SET allocator_flush_threshold = '1MiB'")
+    con.execute("SET allocator_bulk_deallocation_flush_threshold = '1MiB'")
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")

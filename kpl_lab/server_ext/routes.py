@@ -638,6 +638,9 @@ ROUTES: list[Route] = [
             "get": Operation(
                 "The first records and fields of a node's output in a run",
                 PipelineRecords,
+                description="A node fused into another's query has no output of its own: this request "
+                "writes it (its own query over the run's written inputs, into the cache, as `keep: true` "
+                "would), once.",
                 query=(
                     Query("port", description="output port (needed when the node has several)"),
                     Query("limit", {"type": "integer", "minimum": 0, "maximum": 100, "default": 10}),

@@ -51,6 +51,7 @@ export type Devices = Required<Schemas['Devices']>;
 export type PipelineNodeType = Required<Schemas['PipelineNodeType']>;
 export type PipelineValidation = Required<Schemas['PipelineValidation']>;
 export type PipelineRun = Required<Schemas['PipelineRun']>;
+export type PipelineRecords = Required<Schemas['PipelineRecords']>;
 export type PipelineTemplate = Required<Schemas['PipelineTemplate']>;
 export type Deployment = Required<Schemas['Deployment']>;
 export type DeploymentLogs = Required<Schemas['DeploymentLogs']>;
@@ -321,7 +322,13 @@ export class KPLClient {
         body: JSON.stringify({ text, path: filePath })
       }),
     get: (id: string): Promise<PipelineRun> =>
-      this.request(path('pipelines', 'runs', id))
+      this.request(path('pipelines', 'runs', id)),
+    // A fused node's output is written on this first request (then cached).
+    records: (id: string, node: string, limit = 5): Promise<PipelineRecords> =>
+      this.request(
+        path('pipelines', 'runs', id, 'nodes', node, 'records') +
+          query({ limit })
+      )
   };
 
   /**

@@ -102,3 +102,16 @@ export function partOrder(parts: string[]): string[] {
     (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
   );
 }
+
+/**
+ * A record's value as one table cell: bytes as their size (`{"$bytes": n}` from the API).
+ */
+export function formatCell(value: unknown): string {
+  if (value === null || value === undefined) {
+    return '∅';
+  }
+  if (typeof value === 'object' && '$bytes' in (value as object)) {
+    return formatBytes((value as { $bytes: number }).$bytes);
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}

@@ -6,7 +6,6 @@ import {
 import { Button, FormComponent, ReactWidget } from '@jupyterlab/ui-components';
 import type { ReadonlyJSONObject } from '@lumino/coreutils';
 import { Poll } from '@lumino/polling';
-import type { RJSFSchema } from '@rjsf/utils';
 import { customizeValidator } from '@rjsf/validator-ajv8';
 import {
   addEdge,
@@ -37,9 +36,11 @@ import React, {
 import {
   KPLClient,
   PipelineNodeType,
+  PipelineRecords,
   PipelineRun,
   PipelineValidation
 } from './api';
+import { formatCell } from './format';
 import {
   dumpPipeline,
   freeId,
@@ -48,9 +49,11 @@ import {
   IGraphNode,
   INodeSettings,
   IPipelineDoc,
+  paramSchema,
   parsePipeline,
   PORT,
-  toGraph
+  toGraph,
+  withoutDefaults
 } from './pipelineGraph';
 
 /**
@@ -163,53 +166,6 @@ function newInputKey(settings: INodeSettings): string {
   return `input${n}`;
 }
 
-/**
- * The parameters a form edits: the node type's schema less the inputs (edges set those).
- */
-function paramSchema(type: PipelineNodeType): RJSFSchema {
-  const schema = JSON.parse(JSON.stringify(type.parameters)) as RJSFSchema;
-  const properties = { ...(schema.properties ?? {}) };
-  for (const key of [
-    ...type.inputs,
-    ...(type.named_inputs ? ['inputs'] : [])
-  ]) {
-    delete properties[key];
-  }
-  return {
-    ...schema,
-    properties,
-    required: (schema.required ?? []).filter(k => k in properties)
-  };
-}
-
-/**
- * A node's settings after a form edit, leaving out defaults the form filled in
- * that the file did not have (so the file holds what the user set).
- */
-function withoutDefaults(
-  settings: INodeSettings,
-  edited: { [key: string]: unknown },
-  schema: RJSFSchema
-): INodeSettings {
-  const out: INodeSettings = { ...settings };
-  for (const [key, value] of Object.entries(edited)) {
-    const spec = schema.properties?.[key];
-    const fallback =
-      spec && typeof spec === 'object' ? (spec.default ?? null) : undefined;
-    const unset =
-      value === undefined || JSON.stringify(value) === JSON.stringify(fallback);
-    if (unset && !(key in settings)) {
-      continue;
-    }
-    if (value === undefined) {
-      delete out[key];
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
-}
-
 interface IEditorProps {
   client: KPLClient;
   context: DocumentRegistry.IContext<DocumentRegistry.ICodeModel>;
@@ -224,6 +180,11 @@ function Editor(props: IEditorProps): JSX.Element {
   const [selected, setSelected] = useState<string | null>(null);
   const [validation, setValidation] = useState<PipelineValidation | null>(null);
   const [run, setRun] = useState<PipelineRun | null>(null);
+  const [preview, setPreview] = useState<{
+    node: string;
+    records?: PipelineRecords;
+    error?: string;
+  } | null>(null);
   const [error, setError] = useState('');
   const moved = useRef(new Set<string>());
   const [sizes, setSizes] = useState(
@@ -435,6 +396,26 @@ function Editor(props: IEditorProps): JSX.Element {
 
   const settings = selected ? parsed.doc?.nodes[selected] : undefined;
   const selectedType = settings ? byType[settings.type] : undefined;
+  const selectedRun = run?.nodes.find(n => n.node === selected);
+  const previewable =
+    run &&
+    selectedRun &&
+    ['succeeded', 'cached'].includes(selectedRun.state) &&
+    selectedType?.category !== 'sink';
+  const showRecords = async (node: string) => {
+    if (!run) {
+      return;
+    }
+    setPreview({ node });
+    try {
+      setPreview({
+        node,
+        records: await client.pipelines.records(run.id, node)
+      });
+    } catch (reason) {
+      setPreview({ node, error: String((reason as Error).message ?? reason) });
+    }
+  };
   const problems = validation?.problems ?? [];
 
   return (
@@ -575,6 +556,50 @@ function Editor(props: IEditorProps): JSX.Element {
                 });
               }}
             />
+            {previewable ? (
+              <Button
+                className="jp-mod-styled kpl-PipelineEditor-preview"
+                onClick={() => void showRecords(selected)}
+              >
+                Show records
+              </Button>
+            ) : null}
+            {preview?.node === selected ? (
+              <div className="kpl-PipelineEditor-records">
+                {preview.error ? (
+                  <div className="kpl-error">{preview.error}</div>
+                ) : preview.records ? (
+                  <>
+                    <div className="kpl-meta">
+                      {preview.records.records.length} of{' '}
+                      {preview.records.total} records
+                    </div>
+                    <table>
+                      <thead>
+                        <tr>
+                          {preview.records.fields.map(f => (
+                            <th key={f.name} title={f.type}>
+                              {f.name}
+                            </th>
+                          ))}
+                        </tr>
+                      </thead>
+                      <tbody>
+                        {preview.records.records.map((r, i) => (
+                          <tr key={i}>
+                            {preview.records!.fields.map(f => (
+                              <td key={f.name}>{formatCell(r[f.name])}</td>
+                            ))}
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  </>
+                ) : (
+                  <div className="kpl-meta">Reading records…</div>
+                )}
+              </div>
+            ) : null}
           </>
         ) : (
           <div className="kpl-meta">

@@ -1,3 +1,4 @@
+import type { RJSFSchema } from '@rjsf/utils';
 import { dump, load } from 'js-yaml';
 
 /**
@@ -23,6 +24,13 @@ export interface INodeSettings {
 export interface INodePorts {
   inputs: ReadonlyArray<string>;
   named_inputs: boolean;
+}
+
+/**
+ * A node type as the property panel reads it: its ports and parameters' JSON schema.
+ */
+export interface INodeType extends INodePorts {
+  parameters: { [key: string]: unknown };
 }
 
 /**
@@ -246,4 +254,52 @@ function depths(
     }
   }
   return depth;
+}
+
+/**
+ * The parameters a form edits: the node type's schema less the inputs (edges set those).
+ * A relational node's `keep` comes with its type's schema (a checkbox).
+ */
+export function paramSchema(type: INodeType): RJSFSchema {
+  const schema = JSON.parse(JSON.stringify(type.parameters)) as RJSFSchema;
+  const properties = { ...(schema.properties ?? {}) };
+  for (const key of [
+    ...type.inputs,
+    ...(type.named_inputs ? ['inputs'] : [])
+  ]) {
+    delete properties[key];
+  }
+  return {
+    ...schema,
+    properties,
+    required: (schema.required ?? []).filter(k => k in properties)
+  };
+}
+
+/**
+ * A node's settings after a form edit, leaving out defaults the form filled in
+ * that the file did not have (so the file holds what the user set).
+ */
+export function withoutDefaults(
+  settings: INodeSettings,
+  edited: { [key: string]: unknown },
+  schema: RJSFSchema
+): INodeSettings {
+  const out: INodeSettings = { ...settings };
+  for (const [key, value] of Object.entries(edited)) {
+    const spec = schema.properties?.[key];
+    const fallback =
+      spec && typeof spec === 'object' ? (spec.default ?? null) : undefined;
+    const unset =
+      value === undefined || JSON.stringify(value) === JSON.stringify(fallback);
+    if (unset && !(key in settings)) {
+      continue;
+    }
+    if (value === undefined) {
+      delete out[key];
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
 }

@@ -81,6 +81,12 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await editor.locator('.kpl-PipelineEditor-run').click();
   await expect(sink.locator('.kpl-PipelineNode-state')).toContainText('succeeded', { timeout: 60000 });
   await expect(source.locator('.kpl-PipelineNode-state')).toContainText('6 rows');
+  // Any finished node shows its first records in the properties.
+  await source.click();
+  await editor.locator('.kpl-PipelineEditor-preview').click();
+  const shown = editor.locator('.kpl-PipelineEditor-records');
+  await expect(shown).toContainText('5 of 6 records');
+  await expect(shown.locator('tbody tr')).toHaveCount(5);
   if (process.env.KPL_SCREENSHOTS) {
     await page.screenshot({ path: path.join(__dirname, '..', '..', 'docs', 'images', 'pipeline-editor.png') });
   }
@@ -108,4 +114,7 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await expect(masks).toBeVisible();
   await expect(page.locator('.react-flow__node[data-id="raw"] .kpl-PipelineNode-problems')).toBeVisible();
   await expect(masks.locator('.kpl-PipelineNode-problems')).toHaveCount(0);
+  // A relational node offers keep: true in its properties.
+  await masks.click();
+  await expect(page.locator('.kpl-PipelineEditor-properties #root_keep:visible')).toBeVisible();
 });

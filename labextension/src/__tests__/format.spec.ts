@@ -1,5 +1,10 @@
 import { chartData } from '../charts';
-import { formatBytes, formatSeconds, nameFromFile } from '../format';
+import {
+  formatBytes,
+  formatCell,
+  formatSeconds,
+  nameFromFile
+} from '../format';
 
 describe('formatting', () => {
   it('writes sizes and durations for people', () => {
@@ -30,5 +35,17 @@ describe('chartData', () => {
     expect(Array.from(data[0])).toEqual([0, 1]);
     expect(Array.from(data[1])).toEqual([1, 0.5]);
     expect(Array.from(data[2])).toEqual([undefined, 0.7]);
+  });
+});
+
+describe('record cells', () => {
+  it('shows bytes by size, nulls as ∅ and the rest as text or JSON', () => {
+    expect(formatCell({ $bytes: 1536 })).toBe('1.5 KB');
+    expect(formatCell(null)).toBe('∅');
+    expect(formatCell('Fruit/a.jpg')).toBe('Fruit/a.jpg');
+    expect(formatCell(3)).toBe('3');
+    expect(formatCell([{ name: 'apple', xmin: 1 }])).toBe(
+      '[{"name":"apple","xmin":1}]'
+    );
   });
 });

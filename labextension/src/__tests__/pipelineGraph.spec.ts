@@ -3,8 +3,11 @@ import {
   freeId,
   fromGraph,
   INodePorts,
+  INodeType,
+  paramSchema,
   parsePipeline,
-  toGraph
+  toGraph,
+  withoutDefaults
 } from '../pipelineGraph';
 
 // Jest runs in Node; the extension's tsconfig has no Node types.
@@ -117,5 +120,44 @@ describe('pipeline graph', () => {
     const text = dumpPipeline(parsePipeline(template('detection')));
     expect(text).toMatch(/'on': id|"on": id/);
     expect(parsePipeline(text).nodes.joined.on).toBe('id');
+  });
+
+  it('offers keep: true in the property panel of a relational node, written only when ticked', () => {
+    // GET /pipelines/node-types answers this for select (keep: not a parameter, shown as one)
+    const select: INodeType = {
+      inputs: ['input'],
+      named_inputs: false,
+      parameters: {
+        additionalProperties: false,
+        properties: {
+          input: { title: 'Input', type: 'string' },
+          where: { title: 'Where', type: 'string' },
+          keep: { type: 'boolean', default: false, title: 'Keep' }
+        },
+        required: ['input', 'where'],
+        type: 'object'
+      }
+    };
+    const schema = paramSchema(select);
+    expect(Object.keys(schema.properties ?? {})).toEqual(['where', 'keep']);
+    expect(schema.required).toEqual(['where']);
+    const settings = { type: 'select', input: 'raw', where: 'true' };
+    // the form fills in keep's default: the file does not get it
+    expect(
+      withoutDefaults(settings, { where: 'true', keep: false }, schema)
+    ).toEqual(settings);
+    const kept = withoutDefaults(
+      settings,
+      { where: 'true', keep: true },
+      schema
+    );
+    expect(kept).toEqual({ ...settings, keep: true });
+    const doc = parsePipeline(
+      dumpPipeline({ version: 1, name: 'x', nodes: { s: kept } })
+    );
+    expect(doc.nodes.s.keep).toBe(true);
+    expect(
+      withoutDefaults(kept, { where: 'true', keep: false }, schema)
+    ).toEqual({ ...settings, keep: false });
   });
 });

@@ -832,7 +832,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The first records and fields of a node's output in a run */
+        /**
+         * The first records and fields of a node's output in a run
+         * @description A node fused into another's query has no output of its own: this request writes it (its own query over the run's written inputs, into the cache, as `keep: true` would), once.
+         */
         get: operations["getPipelineNodeRecords"];
         put?: never;
         post?: never;

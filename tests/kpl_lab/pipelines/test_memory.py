@@ -113,6 +113,73 @@ def test_a_flow_over_four_times_its_memory_limit_completes(tmp_path):
     for row, i in enumerate(kept):
         record = result[row]
         assert record["path"] == f"F/JPEGImages/{i:06d}.jpg" and record["content"] == _blob(i)
+        assert record["type"] == "JPEGImages" and record["id"] == f"{i:06d}"  # type: a dictionary column
         assert record["label"] == (f"c{i % 3}" if i % 5 else None)
         assert record["label_id"] == (i % 3 if i % 5 else None)
     platform.close()
+
+
+LEAN_CHILD = """
+import json, sys
+from kpl_lab.pipelines.runner import PipelineRunner
+from kpl_lab.platform import Platform
+platform = Platform(home=sys.argv[1])
+run = PipelineRunner(platform).run("p", sys.argv[2])
+print(json.dumps({"states": sorted({n.state for n in run.nodes}), "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_a_run_leaves_pandas_unimported(tmp_path):
+    # pandas costs a process ~30 MB of resident memory; pyarrow loads it for pa.scalar(), pa.array()
+    # and Boolean to_numpy(), which the sink's batch cutting used
+    folder = tmp_path / "upload"
+    with WriteOnlyDataset(folder, "root", {"path": "String", "contentType": "String"}) as w:
+        w.write_batch(
+            pa.record_batch(
+                {
+                    "path": [f"F/JPEGImages/{i:06d}.jpg" for i in range(50)]
+                    + [f"F/Labels/{i:06d}.txt" for i in range(0, 50, 2)],
+                    "contentType": ["image/jpeg"] * 50 + [f"c{i % 3}" for i in range(0, 50, 2)],
+                }
+            )
+        )
+    platform = Platform(home=str(tmp_path / "home"))
+    platform.catalog.add_dataset("p", "big", folder)
+    platform.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    flow = FLOW.replace(" AND id LIKE '%3'", "")
+    out = subprocess.run(
+        [sys.executable, "-c", LEAN_CHILD, str(tmp_path / "home"), flow],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == {"states": ["succeeded"], "pandas": False}
+
+
+def _mapped(pid: int | str = "self") -> int:
+    """Return a process's resident file-backed memory (mapped shards among it)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
+def test_a_reader_drops_the_pages_it_touched_and_reads_them_again(tmp_path):
+    # how a fused query streams past its inputs: the checksums touch every page, each step then
+    # touches only what it reads, and nothing stays resident for the whole run
+    blob = 64 << 10
+    with WriteOnlyDataset(tmp_path / "d", "root", {"content": "ByteArray"}) as w:
+        for start in range(0, 512, 64):
+            w.write_batch(
+                pa.record_batch({"content": pa.array([_blob(i)[:blob] for i in range(start, start + 64)])})
+            )
+    reader = ReadOnlyDataset(tmp_path / "d")
+    table = pa.Table.from_batches(reader.iter_batches())  # checks every batch: 32 MiB touched
+    touched = _mapped()
+    reader.drop_pages()
+    assert touched - _mapped() >= 24 << 20, (touched >> 20, _mapped() >> 20)
+    assert table.column("content")[300].as_py() == _blob(300)[:blob]  # read again from the page cache
+    reader.close()

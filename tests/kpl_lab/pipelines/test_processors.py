@@ -90,6 +90,40 @@ nodes:
     assert _output(lab, run, "counted") == [
         {"path": r["path"], "matches": int(i % 2 == 0), "size": 3} for i, r in enumerate(records)
     ]
+    even = next(n for n in run.nodes if n.node == "even")
+    assert even.log.startswith("fused into the query of counted") and even.rows_out == 20
+
+
+def test_a_fused_sql_reads_its_inputs_in_their_order(lab, fruit):
+    records = _records(120)
+    fruit.add("plain", records)
+    text = """\
+version: 1
+name: sqlmix
+nodes:
+  raw:   {type: dataset, dataset: plain}
+  mixed: {type: shuffle, input: raw, seed: 8}
+  some:  {type: select, input: mixed, where: "CAST(substr(path, 3, 4) AS INTEGER) % 4 <> 0"}
+  picked:
+    type: sql
+    inputs: {s: some}
+    query: "SELECT path, upper(contentType) AS kind FROM s WHERE path LIKE '%1%' OR path LIKE '%7%'"
+"""
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    assert {n.node: n.log.split(" (")[0] for n in run.nodes if n.node in ("mixed", "some")} == {
+        "mixed": "fused into the query of picked",
+        "some": "fused into the query of picked",
+    }
+    mixed = [records[i] for i in sorted(range(120), key=lambda i: _splitmix(8, i))]
+    expected = [
+        {"path": r["path"], "kind": "IMAGE/JPEG"}
+        for r in mixed
+        if int(r["path"][2:6]) % 4 and ("1" in r["path"] or "7" in r["path"])
+    ]
+    assert _output(lab, run, "picked") == expected
+    kept = PipelineRunner(lab).run("p", text.replace("seed: 8}", "seed: 8, keep: true}"))  # written first
+    assert _output(lab, kept, "picked") == expected
 
 
 def test_parse_labelme_boxes_from_polygons(lab, fruit):
@@ -281,3 +315,38 @@ def test_stored_content_does_not_depend_on_how_the_engine_cuts_batches(tmp_path,
         assert max(b.nbytes for b in stored) < processors.BATCH_BYTES + 2 * max(blob, 1 << 16)
         contents.add(cache.content(folder / "out"))
     assert len(contents) == 1
+
+
+def test_a_fused_shuffle_keeps_its_seeded_order(lab, fruit):
+    # shuffle runs in the query of the node reading it: a record's draw is SplitMix64 of the seed
+    # and its row in the shuffle's input as it would have been written, whichever way it is fused
+    records = _records(200)
+    fruit.add("plain", records)
+    text = """\
+version: 1
+name: mix
+nodes:
+  raw:   {type: dataset, dataset: plain}
+  some:  {type: select, input: raw, where: "CAST(substr(path, 3, 4) AS INTEGER) % 3 <> 0"}
+  mixed: {type: shuffle, input: some, seed: 11}
+  late:  {type: select, input: mixed, where: "CAST(substr(path, 3, 4) AS INTEGER) % 2 = 0"}
+  first: {type: shuffle, input: raw, seed: 4}
+  named: {type: rename, input: first, fields: {contentType: kind}}
+"""
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    states = {n.node: n.log for n in run.nodes}
+    assert states["mixed"].startswith("fused into") and states["first"].startswith("fused into")
+    some = [r for r in records if int(r["path"][2:6]) % 3]
+    mixed = [some[i] for i in sorted(range(len(some)), key=lambda i: _splitmix(11, i))]
+    assert _output(lab, run, "late") == [r for r in mixed if int(r["path"][2:6]) % 2 == 0]
+    first = [records[i] for i in sorted(range(200), key=lambda i: _splitmix(4, i))]
+    assert _output(lab, run, "named") == [
+        {"path": r["path"], "kind": r["contentType"], "content": r["content"]} for r in first
+    ]
+    rows = {n.node: n.rows_out for n in run.nodes}
+    assert rows["mixed"] == len(some) and rows["first"] == 200
+
+    kept = PipelineRunner(lab).run("p", text.replace("seed: 11}", "seed: 11, keep: true}"))  # written
+    assert _output(lab, kept, "mixed") == mixed
+    assert _output(lab, kept, "late") == _output(lab, run, "late")

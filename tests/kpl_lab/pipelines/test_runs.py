@@ -87,8 +87,23 @@ def test_only_outputs_someone_reads_are_written(lab, fruit, seg):
         "joined": (35, 20),
         "save": (20, 20),
     }
-    with pytest.raises(Exception, match="fused into the query of joined"):
-        PipelineRunner(lab).records("p", run.id, "images")
+
+
+def test_a_fused_nodes_records_are_written_when_asked_for_once(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run = runner.run("p", seg)
+    shown = runner.records("p", run.id, "images", limit=100)  # its query runs now, into the cache
+    assert shown["total"] == 20
+    assert [f["name"] for f in shown["fields"]][-2:] == ["type", "id"]
+    images = [r["path"] for r in fruit.files("segmentation", 20) if "/JPEGImages/" in r["path"]]
+    assert [r["path"] for r in shown["records"]] == images
+    assert {r["type"] for r in shown["records"]} == {"JPEGImages"}
+    renamed = runner.records("p", run.id, "renamed", limit=3)  # through masks, an unwritten input
+    assert renamed["total"] == 15 and len(renamed["records"]) == 3
+    assert all(r["type"] == "SegmentationClass" for r in renamed["records"])
+
+    kept = runner.run("p", _keep(seg, "images"))  # written now: the output made on request is reused
+    assert _states(kept)["images"] == "cached"
 
 
 def test_a_deleted_cached_output_is_recomputed_not_reused(lab, fruit, seg):
@@ -236,3 +251,24 @@ def test_a_run_whose_dataset_went_away_before_it_started_fails_with_the_problem(
     lab.catalog.delete_dataset("p", "fruit-segmentation")
     run = runner.execute("p", run_id)
     assert run.state == "failed" and "raw.dataset: dataset 'fruit-segmentation' not found" in run.reason
+
+
+def test_two_requests_for_a_fused_nodes_records_at_once_agree(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run = runner.run("p", seg)
+    answers, errors = [], []
+
+    def ask():
+        try:
+            answers.append(runner.records("p", run.id, "masks", limit=20))
+        except Exception as err:  # noqa: BLE001 - the test reports whatever a thread raised
+            errors.append(err)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(answers) == 3 and answers[0]["total"] == 15
+    assert answers[1] == answers[0] and answers[2] == answers[0]

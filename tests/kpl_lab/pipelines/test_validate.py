@@ -218,3 +218,27 @@ def test_editor_positions_are_kept_and_checked_but_not_parameters(check):
     assert result.nodes["boxes"].params.model_dump() == check(ISSUE_FILE).nodes["boxes"].params.model_dump()
     bad = check(ISSUE_FILE.replace("field: content}", "field: content, ui: {x: left}}"))
     assert _problems(bad) == ["line 9: boxes.ui: is the editor's position {x: number, y: number}"]
+
+
+def test_keep_is_offered_to_the_editors_on_fusable_nodes_and_validated(check):
+    from kpl_lab.api.pipelines import node_type_body
+    from kpl_lab.pipelines.nodes import NODE_TYPES
+
+    offered = {name for name, t in NODE_TYPES.items() if "keep" in node_type_body(t).parameters["properties"]}
+    assert offered == {
+        "regex_extract",
+        "select",
+        "rename",
+        "left_join",
+        "shuffle",
+    }  # label_id: always written
+    keep = node_type_body(NODE_TYPES["select"]).parameters["properties"]["keep"]
+    assert keep["type"] == "boolean" and keep["default"] is False
+    kept = check(
+        ISSUE_FILE.replace("where: \"type = 'JPEGImages'\"}", "where: \"type = 'JPEGImages'\", keep: true}")
+    )
+    assert kept.ok and kept.nodes["images"].keep, _problems(kept)
+    bad = check(
+        ISSUE_FILE.replace("where: \"type = 'JPEGImages'\"}", "where: \"type = 'JPEGImages'\", keep: 1}")
+    )
+    assert any("images.keep" in p for p in _problems(bad)), _problems(bad)

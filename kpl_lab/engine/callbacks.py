@@ -9,6 +9,7 @@ import time
 from traitlets.config import Config
 
 from ..catalog.jobs import Job
+from ..errors import NotFound
 from .launch import JobLaunch
 from .runfolder import read_json, write_atomic
 
@@ -54,14 +55,17 @@ class SupervisorCallbacks:
                 )
 
     def record_usage(self, launch: JobLaunch, samples: list[dict]) -> None:
-        """Store resource samples on the job."""
-        self.jobs.record_usage(launch.job_id, samples)
+        """Store resource samples on the job (none for a job without a record)."""
+        if not self.unrecorded:
+            self.jobs.record_usage(launch.job_id, samples)
 
     def finish(self, launch: JobLaunch, status: dict) -> None:
         """Record the end, register outputs, release the reservation and start queued jobs."""
         try:
             if not self.unrecorded:
                 self.jobs.finish(launch.job_id, status)
+        except NotFound:  # it ended before its first tick could find that its submit failed
+            log.error("job %s has no record (its submit failed): its end is not recorded", launch.job_id)
         finally:
             self.platform.close()
 

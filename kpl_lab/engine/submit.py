@@ -122,7 +122,7 @@ class Submitter:
             )
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
         job = Job(
-            id=secrets.token_hex(5),  # 40 random bits: a clash fails the insert, checked below
+            id=secrets.token_hex(5),  # 40 random bits; one already taken is drawn again below
             project_id=version.algorithm.project_id,  # the algorithm's project exists
             algorithm_version_id=version.id,
             algorithm_ref=version.ref,

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import time
+
 from traitlets.config import Config
 
 from ..catalog.jobs import Job
+from ..errors import NotFound
 from .launch import JobLaunch
-from .runfolder import read_json
+from .runfolder import read_json, write_atomic
+
+log = logging.getLogger(__name__)
 
 
 class SupervisorCallbacks:
@@ -18,17 +25,28 @@ class SupervisorCallbacks:
         self.platform = Platform(config=Config(config))
         self.jobs = self.platform.jobs
         self.started_recorded = False
+        self.unrecorded = False  # the job has no record: its submit failed after starting it
 
     def tick(self, launch: JobLaunch) -> None:
-        """Ingest new events; stop the job if it asked; record its pids and limits once."""
+        """Ingest new events; stop the job if it asked or has no record; record its pids and limits once."""
+        if self.unrecorded:
+            return
         if not self.started_recorded:
             handle = read_json(launch.run_dir / "handle.json")
-            if handle is not None:
-                with self.platform.session(immediate=True) as session:
-                    job = session.get(Job, launch.job_id)
+            # under the ledger lock, which a submit holds from the job's start to its record's commit
+            with self.platform.session(immediate=True) as session:
+                job = session.get(Job, launch.job_id)
+                if job is not None and handle is not None:
                     job.handle = {**job.handle, **handle}
                     job.enforcement = handle.get("enforcement", "")
-                self.started_recorded = True
+                    self.started_recorded = True
+            if job is None:
+                self.unrecorded = True
+                log.error("job %s has no record (its submit failed): stopping it", launch.job_id)
+                write_atomic(
+                    launch.run_dir / "stop.request", json.dumps({"grace_seconds": 0, "time": time.time()})
+                )
+                return
         if self.jobs.ingest(launch.job_id):
             job = self.jobs.records.job(launch.job_id)
             if not job.stop_requested and job.state == "running":
@@ -37,13 +55,17 @@ class SupervisorCallbacks:
                 )
 
     def record_usage(self, launch: JobLaunch, samples: list[dict]) -> None:
-        """Store resource samples on the job."""
-        self.jobs.record_usage(launch.job_id, samples)
+        """Store resource samples on the job (none for a job without a record)."""
+        if not self.unrecorded:
+            self.jobs.record_usage(launch.job_id, samples)
 
     def finish(self, launch: JobLaunch, status: dict) -> None:
         """Record the end, register outputs, release the reservation and start queued jobs."""
         try:
-            self.jobs.finish(launch.job_id, status)
+            if not self.unrecorded:
+                self.jobs.finish(launch.job_id, status)
+        except NotFound:  # it ended before its first tick could find that its submit failed
+            log.error("job %s has no record (its submit failed): its end is not recorded", launch.job_id)
         finally:
             self.platform.close()
 

@@ -200,8 +200,7 @@ class Ledger(LoggingConfigurable):
             memory=resources.memory,
             devices=picked,
         )
-        session.add(reservation)
-        session.flush()
+        session.add(reservation)  # written at the next query or the commit: a start waits for neither
         return reservation
 
     def reserve(

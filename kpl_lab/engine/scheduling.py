@@ -1,7 +1,10 @@
 """Scheduling: start queued jobs that fit the ledger, by priority then age, through the executor.
 
 A job is `queued` until the ledger can hold its resources, then `running`: its
-reservation and device indexes are written in the same locked transaction.
+reservation and device indexes are written in the same locked transaction. A submitted
+job that nothing queued is ahead of and that fits now is inserted `running` and, on a
+supervised executor, started before that transaction commits (`start_now`): its record,
+reservation and handle are written while its interpreter starts.
 """
 
 from __future__ import annotations
@@ -77,6 +80,43 @@ class Scheduler:
             started.append(job)
         return started
 
+    def start_now(self, session, job: Job, project: str, version) -> JobLaunch | None:
+        """Start a new job at once when nothing queued is ahead and it fits (ledger locked); else None.
+
+        The job (transient, `queued`) is started before its record is written: the caller
+        commits `session` while the job's interpreter starts, and calls `abandon` when that
+        commit fails. Until it commits, the ledger lock keeps every supervisor from reading
+        the job's record, so one that finds none knows it never will (`callbacks`).
+        A job that could not start is recorded `failed` in the same transaction.
+        """
+        if not self.supervised:  # a cluster's job has no supervisor to stop it if the commit fails
+            return None
+        if session.scalar(select(Job.id).where(Job.state == "queued").limit(1)) is not None:
+            return None
+        reservation = self.ledger.try_reserve(session, project, "job", job.id, Resources(**job.limits))
+        if reservation is None:
+            return None
+        job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
+        try:
+            launch = self._launch_of(job, project, version)
+            job.handle = run_sync(self._start(launch))
+        except Exception as error:
+            self.log.exception("job %s could not start", job.id)
+            job.state, job.reason, job.finished = "failed", f"could not start: {error}", now()
+            self.ledger.release("job", job.id, session)
+            session.add(job)
+            return None
+        session.add(job)
+        return launch
+
+    def abandon(self, launch: JobLaunch, handle: dict) -> None:
+        """Stop a job started by `start_now` whose record could not be committed."""
+        self.log.error("job %s started but its record could not be stored: stopping it", launch.job_id)
+        try:
+            run_sync(self.executor.stop(launch, handle, grace_seconds=0))
+        except Exception:  # its supervisor stops it anyway when it finds no record
+            self.log.exception("could not stop job %s", launch.job_id)
+
     def launch(self, jobs: list[Job]) -> None:
         """Start jobs just marked running (the rows as the scheduling transaction committed them)."""
         for job in jobs:
@@ -91,23 +131,26 @@ class Scheduler:
             self._algorithms[key] = self.platform.catalog.read_algorithm(version)
         return self._algorithms[key]
 
-    def _launch_of(self, job: Job) -> JobLaunch:
+    def _launch_of(self, job: Job, project: str | None = None, version=None) -> JobLaunch:
+        """Return a job's launch; `project` and `version` for a job not yet in a session."""
         catalog = self.platform.catalog
-        algorithm = self.read_algorithm(job.algorithm_version)
+        project = project or job.project.name
+        version = version or job.algorithm_version
+        algorithm = self.read_algorithm(version)
         function = algorithm.spec.function(job.function)
         inputs = {}
         for key, spec in job.inputs.items():
-            _, _, path = catalog.resolve_input(job.project.name, f"{spec['kind']}:{spec['version']}")
+            _, _, path = catalog.resolve_input(project, f"{spec['kind']}:{spec['version']}")
             inputs[key] = path
         limits = Resources(**job.limits)
         return JobLaunch(
             job_id=job.id,
-            project=job.project.name,
+            project=project,
             function=job.function,
             user=job.user,
             cmd=function.cmd,
-            algorithm_dir=catalog.path(job.algorithm_version),
-            run_dir=self.records.run_dir(job),
+            algorithm_dir=catalog.path(version),
+            run_dir=self.platform.storage.job_dir(project, job.id),
             image=algorithm.spec.image.from_image,
             runs=list(algorithm.spec.image.runs),
             inputs=inputs,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
+
 from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
 from ..catalog.storage import check_name
@@ -119,30 +121,41 @@ class Submitter:
                 )
             )
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
-        # queued and scheduled in one transaction: the job starts without a second round trip
-        with self.ledger.locked() as session:
-            job = Job(
-                id=self._new_id(session),
-                project_id=version.algorithm.project_id,  # the algorithm's project exists
-                algorithm_version_id=version.id,
-                algorithm_ref=version.ref,
-                function=request.function,
-                user=user,
-                priority=request.priority,
-                inputs=inputs,
-                parameters=parameters,
-                outputs=outputs,
-                limits=_resources_json(limits),
-                requests=requests,
-                executor=self.executor_name,
-                copied_from=copied_from,
-                resumed_from=resumed_from,
-            )
-            session.add(job)
-            job_id = job.id
-            started = self.scheduler.reserve_queued(session)
+        job = Job(
+            id=secrets.token_hex(5),  # 40 random bits; one already taken is drawn again below
+            project_id=version.algorithm.project_id,  # the algorithm's project exists
+            algorithm_version_id=version.id,
+            algorithm_ref=version.ref,
+            function=request.function,
+            user=user,
+            state="queued",
+            priority=request.priority,
+            inputs=inputs,
+            parameters=parameters,
+            outputs=outputs,
+            limits=_resources_json(limits),
+            requests=requests,
+            executor=self.executor_name,
+            copied_from=copied_from,
+            resumed_from=resumed_from,
+        )
+        started, launched = [], None
+        try:
+            # queued and scheduled in one transaction: the job starts without a second round trip;
+            # one that starts at once starts before the commit (Scheduler.start_now)
+            with self.ledger.locked() as session:
+                if session.scalar(select(Job.id).where(Job.id == job.id)) is not None:
+                    job.id = self._new_id(session)
+                launched = self.scheduler.start_now(session, job, project, version)
+                if launched is None and job.state == "queued":
+                    session.add(job)
+                    started = self.scheduler.reserve_queued(session)
+        except Exception:
+            if launched is not None:
+                self.scheduler.abandon(launched, job.handle)
+            raise
         self.scheduler.launch(started)
-        return self.records.get(project, job_id)
+        return self.records.get(project, job.id)
 
     def _new_id(self, session) -> str:
         while True:

@@ -328,12 +328,12 @@ class _Query:
     def head(self) -> str:
         return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
 
-    def narrow(self, relation: _Relation, computed: set[str]) -> str:
+    def narrow(self, relation: _Relation, computed: set[str], sort: bool = True) -> str:
         """Return the query giving the fields not taken from an input (and those in computed), and row keys."""
         q = sql.quote
         own = [n for n in relation.names if n not in relation.origins or n in computed]
         order = ""
-        if self.ordered:
+        if self.ordered and sort:
             order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
         columns = ", ".join(q(c) for c in [*own, *relation.keys])
         return f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
@@ -414,7 +414,8 @@ def run(
                 )
             for name, view in query.views.items():
                 con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
-            text = final.params.query if final.type == "sql" else query.narrow(last, computed)
+            # a label_id unit holds its narrow result anyway: it is sorted after the engine is gone
+            text = final.params.query if final.type == "sql" else query.narrow(last, computed, not labelled)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 counts = _counts(checked, unit, query, con, narrow.num_rows)
@@ -423,6 +424,9 @@ def run(
                 write(con.sql(text).to_arrow_reader(BATCH_ROWS * 16))
                 counts = _counts(checked, unit, query, con, sink.rows)
         if labelled:  # the engine is gone (its memory with it) before the output is written
+            if query.ordered:  # the engine's sort would hold its join's memory too
+                keys = [(k, "ascending", "at_start") for k in last.order]  # the engine's NULLS FIRST
+                narrow = narrow.take(pc.sort_indices(narrow, sort_keys=keys))
             values = pc.unique(narrow.column(labelled)).drop_null()
             value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
             labels = value_set.to_pylist()

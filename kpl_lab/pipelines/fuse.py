@@ -391,6 +391,7 @@ def run(
     labelled = final.params.field if final.type == "label_id" else None
     computed = {labelled} if labelled else set()
     assemble = _Assemble(query, last, computed)
+    query.drop_pages()  # the buffers' sizes read the offsets of the mapped columns: not held during the query
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
     names = [*last.names, final.params.output] if labelled else last.names

@@ -353,8 +353,8 @@ class _Assemble:
                 wanted.setdefault((key, table), []).append(column)
         self.gathers = {kt: _Gather(query.tables[kt[1]], cols) for kt, cols in wanted.items()}
         self.columns = wanted
-        per_row = sum(  # the mapped buffers' sizes: no page is read
-            query.tables[t].select(cols).nbytes / max(1, query.tables[t].num_rows)
+        per_row = sum(  # the buffers' sizes: no page is read (nbytes reads the offsets: ~26 MB of pages)
+            query.tables[t].select(cols).get_total_buffer_size() / max(1, query.tables[t].num_rows)
             for (_, t), cols in wanted.items()
         )
         self.rows = max(1, min(BATCH_ROWS * 16, int(OUTPUT_BYTES // max(per_row, 1))))
@@ -391,7 +391,6 @@ def run(
     labelled = final.params.field if final.type == "label_id" else None
     computed = {labelled} if labelled else set()
     assemble = _Assemble(query, last, computed)
-    query.drop_pages()  # the buffers' sizes read the offsets of the mapped columns: not held during the query
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
     names = [*last.names, final.params.output] if labelled else last.names

@@ -97,7 +97,16 @@ def _table(source: Any, key: str) -> tuple[pa.Table, ReadOnlyDataset]:
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
     reader.drop_pages()  # the checksums touched every page: each step touches again what it reads
-    return table.append_column(key, _int64(np.arange(table.num_rows))), reader
+    return table.append_column(key, _rows(table.num_rows)), reader
+
+
+def _rows(count: int) -> pa.Array:
+    """Return the row numbers 0..count-1, int32 where they fit (the engine's join and result hold them)."""
+    if count < 2**31:
+        return pa.Array.from_buffers(
+            pa.int32(), count, [None, pa.py_buffer(np.arange(count, dtype=np.int32))]
+        )
+    return _int64(np.arange(count))
 
 
 def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
@@ -122,7 +131,8 @@ class _Gather:
 
     def take(self, rows: pa.Array) -> list[pa.Array]:
         """Return the fields at these rows (a null row gives nulls), in their order."""
-        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
+        kind = np.int32 if pa.types.is_int32(rows.type) else np.int64
+        index = np.frombuffer(rows.buffers()[1], kind, len(rows) + rows.offset)[rows.offset :]
         missing = rows.is_null().to_numpy(zero_copy_only=False) if rows.null_count else None
         if missing is not None:
             index = np.where(missing, 0, index)  # a null slot's value is undefined

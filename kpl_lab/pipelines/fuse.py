@@ -234,7 +234,11 @@ class _Query:
             pieces = [part[i] for part in parts]
             if pieces and pc.count_distinct(pieces[0]).as_py() * 16 <= len(pieces[0]):
                 pieces = [pc.dictionary_encode(p) for p in pieces]  # few values: a number each
-                column = pa.chunked_array(pieces, pa.dictionary(pa.int32(), pa.string()))
+                index = pa.int32()
+                if all(len(p.dictionary) <= 128 for p in pieces):  # a byte each
+                    index = pa.int8()
+                    pieces = [p.cast(pa.dictionary(index, pa.string())) for p in pieces]
+                column = pa.chunked_array(pieces, pa.dictionary(index, pa.string()))
             else:
                 column = pa.chunked_array(pieces, pa.string())
             table = table.append_column(pa.field(group, column.type), column)

@@ -97,7 +97,16 @@ def _table(source: Any, key: str) -> tuple[pa.Table, ReadOnlyDataset]:
     reader = ReadOnlyDataset(source.folder, source.part)
     table = pa.Table.from_batches(reader.iter_batches(), schema=reader.arrow_schema).cast(source.schema)
     reader.drop_pages()  # the checksums touched every page: each step touches again what it reads
-    return table.append_column(key, _int64(np.arange(table.num_rows))), reader
+    return table.append_column(key, _rows(table.num_rows)), reader
+
+
+def _rows(count: int) -> pa.Array:
+    """Return the row numbers 0..count-1, int32 where they fit (the engine's join and result hold them)."""
+    if count < 2**31:
+        return pa.Array.from_buffers(
+            pa.int32(), count, [None, pa.py_buffer(np.arange(count, dtype=np.int32))]
+        )
+    return _int64(np.arange(count))
 
 
 def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
@@ -122,7 +131,8 @@ class _Gather:
 
     def take(self, rows: pa.Array) -> list[pa.Array]:
         """Return the fields at these rows (a null row gives nulls), in their order."""
-        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
+        kind = np.int32 if pa.types.is_int32(rows.type) else np.int64
+        index = np.frombuffer(rows.buffers()[1], kind, len(rows) + rows.offset)[rows.offset :]
         missing = rows.is_null().to_numpy(zero_copy_only=False) if rows.null_count else None
         if missing is not None:
             index = np.where(missing, 0, index)  # a null slot's value is undefined
@@ -224,7 +234,11 @@ class _Query:
             pieces = [part[i] for part in parts]
             if pieces and pc.count_distinct(pieces[0]).as_py() * 16 <= len(pieces[0]):
                 pieces = [pc.dictionary_encode(p) for p in pieces]  # few values: a number each
-                column = pa.chunked_array(pieces, pa.dictionary(pa.int32(), pa.string()))
+                index = pa.int32()
+                if all(len(p.dictionary) <= 128 for p in pieces):  # a byte each
+                    index = pa.int8()
+                    pieces = [p.cast(pa.dictionary(index, pa.string())) for p in pieces]
+                column = pa.chunked_array(pieces, pa.dictionary(index, pa.string()))
             else:
                 column = pa.chunked_array(pieces, pa.string())
             table = table.append_column(pa.field(group, column.type), column)
@@ -328,12 +342,12 @@ class _Query:
     def head(self) -> str:
         return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
 
-    def narrow(self, relation: _Relation, computed: set[str]) -> str:
+    def narrow(self, relation: _Relation, computed: set[str], sort: bool = True) -> str:
         """Return the query giving the fields not taken from an input (and those in computed), and row keys."""
         q = sql.quote
         own = [n for n in relation.names if n not in relation.origins or n in computed]
         order = ""
-        if self.ordered:
+        if self.ordered and sort:
             order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
         columns = ", ".join(q(c) for c in [*own, *relation.keys])
         return f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
@@ -353,8 +367,8 @@ class _Assemble:
                 wanted.setdefault((key, table), []).append(column)
         self.gathers = {kt: _Gather(query.tables[kt[1]], cols) for kt, cols in wanted.items()}
         self.columns = wanted
-        per_row = sum(  # the mapped buffers' sizes: no page is read
-            query.tables[t].select(cols).nbytes / max(1, query.tables[t].num_rows)
+        per_row = sum(  # the buffers' sizes: no page is read (nbytes reads the offsets: ~26 MB of pages)
+            query.tables[t].select(cols).get_total_buffer_size() / max(1, query.tables[t].num_rows)
             for (_, t), cols in wanted.items()
         )
         self.rows = max(1, min(BATCH_ROWS * 16, int(OUTPUT_BYTES // max(per_row, 1))))
@@ -414,7 +428,8 @@ def run(
                 )
             for name, view in query.views.items():
                 con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
-            text = final.params.query if final.type == "sql" else query.narrow(last, computed)
+            # a label_id unit holds its narrow result anyway: it is sorted after the engine is gone
+            text = final.params.query if final.type == "sql" else query.narrow(last, computed, not labelled)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 counts = _counts(checked, unit, query, con, narrow.num_rows)
@@ -423,6 +438,9 @@ def run(
                 write(con.sql(text).to_arrow_reader(BATCH_ROWS * 16))
                 counts = _counts(checked, unit, query, con, sink.rows)
         if labelled:  # the engine is gone (its memory with it) before the output is written
+            if query.ordered:  # the engine's sort would hold its join's memory too
+                keys = [(k, "ascending", "at_start") for k in last.order]  # the engine's NULLS FIRST
+                narrow = narrow.take(pc.sort_indices(narrow, sort_keys=keys))
             values = pc.unique(narrow.column(labelled)).drop_null()
             value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
             labels = value_set.to_pylist()

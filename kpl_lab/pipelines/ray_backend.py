@@ -50,6 +50,8 @@ def connect(address: str | None = None) -> None:
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # blocks come back in input order
         context.raise_original_map_exception = True  # a bad record's own error, not "UDF failed"
+        # joins shuffle with tasks, not hash-shuffle actors (100k benchmark, 2 cores: 7.9 s, not 26.9 s)
+        context.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
 
 
 def run(

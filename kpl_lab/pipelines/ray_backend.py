@@ -25,9 +25,7 @@ ROW = sql.ROW
 PART = "__kpl_part"
 KEY = "__kpl_key"
 RIGHT_ROW = "__kpl_right_row"
-PARTS_PER_CPU = (
-    1  # a join's hash partitions per core: each costs the shuffle a reducer (4 per core: 2x the time)
-)
+PARTS_PER_CPU = 1  # a join's hash partitions per core (the benchmarks were measured with 1)
 RETRY_NOTE = "\nFailed to apply UDF transform"  # what Ray Data appends to a map's error
 
 _lock = threading.Lock()

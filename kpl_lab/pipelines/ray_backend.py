@@ -24,6 +24,8 @@ from .processors import Log, Settings, Source
 ROW = sql.ROW
 PART = "__kpl_part"
 KEY = "__kpl_key"
+RIGHT_ROW = "__kpl_right_row"
+PARTS_PER_CPU = 1  # a join's hash partitions per core (the benchmarks were measured with 1)
 RETRY_NOTE = "\nFailed to apply UDF transform"  # what Ray Data appends to a map's error
 
 _lock = threading.Lock()
@@ -46,6 +48,8 @@ def connect(address: str | None = None) -> None:
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # blocks come back in input order
         context.raise_original_map_exception = True  # a bad record's own error, not "UDF failed"
+        # joins shuffle with tasks, not hash-shuffle actors (100k benchmark, 2 cores: 7.9 s, not 26.9 s)
+        context.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
 
 
 def run(
@@ -85,14 +89,21 @@ def _cause(err: BaseException) -> BaseException:
     return err
 
 
-def _dataset(source: Source, numbered: bool = False):
-    """Return a Ray dataset of the source's batches, put into the object store one by one."""
+def _refs(source: Source, numbered: bool = False) -> list:
+    """Put the source's batches into the object store one by one; return their references (none if empty)."""
+    import ray
+
+    return [
+        ray.put(pa.Table.from_batches([b])) for b in sql.stream(source.schema, source.batches(), numbered)
+    ]
+
+
+def _dataset(source: Source, numbered: bool = False, refs: list | None = None):
+    """Return a Ray dataset of the source's batches (or of refs, their references already put)."""
     import ray
     import ray.data
 
-    refs = [
-        ray.put(pa.Table.from_batches([b])) for b in sql.stream(source.schema, source.batches(), numbered)
-    ]
+    refs = _refs(source, numbered) if refs is None else refs
     if not refs:
         schema = (
             source.schema.append(pa.field(ROW, pa.int64(), nullable=False)) if numbered else source.schema
@@ -165,6 +176,46 @@ def _sample_block(table: pa.Table, seed: int, fraction: float) -> pa.Table:
 
 def _key_block(table: pa.Table, seed: int) -> pa.Table:
     return table.drop_columns([ROW]).append_column(KEY, pa.array(_draws(table, seed)))
+
+
+def _tagged_block(table: pa.Table, on: str, parts: int, layout: pa.Schema, renames: dict) -> pa.Table:
+    """Return one side's block in the join's common layout: its hash partition, the other side's fields null."""
+    table = table.rename_columns([renames.get(n, n) for n in table.column_names])
+    con = _engine()
+    con.register("input", table.select([on]))
+    try:  # the engine's hash: keys the engine finds equal land in one partition
+        part = con.sql(f"SELECT (hash({sql.quote(on)}) % {parts})::BIGINT FROM input").to_arrow_table()
+    finally:
+        con.unregister("input")
+    columns = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type) for f in layout
+    ]
+    return pa.Table.from_arrays([*columns, part.column(0)], schema=layout.append(pa.field(PART, pa.int64())))
+
+
+def _unmatched_block(table: pa.Table, fields: list[pa.Field]) -> pa.Table:
+    for field in fields:
+        table = table.append_column(field, pa.nulls(len(table), field.type))
+    return table
+
+
+def _join_group(table: pa.Table, on: str, left: list[str], wanted: list[str]) -> pa.Table:
+    """Left-join the left rows of one hash partition to its right rows (the engine's equality): numbered pairs."""
+    is_left = pc.is_valid(table.column(ROW))
+    lhs, rhs = table.filter(is_left), table.filter(pc.invert(is_left))
+    con = _engine()
+    con.register("l", pa.table({"k": lhs.column(on), "i": pa.array(np.arange(len(lhs)))}))
+    con.register("r", pa.table({"k": rhs.column(on), "j": pa.array(np.arange(len(rhs)))}))
+    try:
+        pairs = con.sql("SELECT l.i, r.j FROM l LEFT JOIN r ON l.k = r.k").to_arrow_table()
+    finally:
+        con.unregister("l")
+        con.unregister("r")
+    out = lhs.select([*left, ROW]).take(pairs.column("i"))
+    matched = rhs.select([*wanted, RIGHT_ROW]).take(pairs.column("j"))  # a null index: a null row
+    for name in wanted:
+        out = out.append_column(name, matched.column(name))
+    return out.append_column(RIGHT_ROW, pc.fill_null(matched.column(RIGHT_ROW), -1))
 
 
 # the node types, on Ray
@@ -241,7 +292,53 @@ def shuffle(p, inputs, sinks, settings, log) -> None:
     _drain(ds, lambda batch: sinks[PORT].write(batch.drop_columns([KEY])))
 
 
+def left_join(p, inputs, sinks, settings, log) -> None:
+    import ray
+
+    left, right = inputs["left"], inputs["right"]
+    wanted = p.fields if p.fields is not None else [n for n in right.schema.names if n != p.on]
+    layout = pa.schema(
+        [
+            *(f.with_nullable(True) for f in left.schema),
+            pa.field(ROW, pa.int64()),
+            *(right.schema.field(n).with_nullable(True) for n in wanted),
+            pa.field(RIGHT_ROW, pa.int64()),
+        ]
+    )
+    refs = _refs(left, numbered=True), _refs(right, numbered=True)
+    if not refs[0]:  # no left rows, no output (a shuffle of no blocks has no schema to give)
+        return
+    if not refs[1]:  # nothing to match: each left row once, right fields null, in order
+        ds = _map(_dataset(left, refs=refs[0]), _unmatched_block, fields=[layout.field(n) for n in wanted])
+        _drain(ds, sinks[PORT].write)
+        return
+    parts = PARTS_PER_CPU * max(1, int(ray.cluster_resources().get("CPU", 1)))
+    tagged = [
+        _map(
+            _dataset(source, numbered=True, refs=found),
+            _tagged_block,
+            on=p.on,
+            parts=parts,
+            layout=layout,
+            renames=renames,
+        )
+        for source, found, renames in ((left, refs[0], {}), (right, refs[1], {ROW: RIGHT_ROW}))
+    ]
+    names = list(left.schema.names)
+    ds = (
+        tagged[0]
+        .union(tagged[1])
+        .groupby(PART, num_partitions=parts)
+        .map_groups(
+            _join_group, batch_format="pyarrow", fn_kwargs={"on": p.on, "left": names, "wanted": wanted}
+        )
+        .sort([ROW, RIGHT_ROW])  # each left row in input order, its matches in the right input's order
+    )
+    _drain(ds, lambda batch: sinks[PORT].write(batch.drop_columns([ROW, RIGHT_ROW])))
+
+
 ON_RAY = {
+    "left_join": left_join,
     "regex_extract": regex_extract,
     "select": select,
     "rename": rename,

@@ -82,7 +82,7 @@ def test_detection_flow_gives_the_same_dataset_version_on_ray(lab, fruit, ray_se
     logs = _logs(on_ray)
     for node in ("extract", "images", "annotations", "boxes"):
         assert "runs as Ray Data operations" in logs[node], logs[node]
-    assert "ray: left_join runs in DuckDB on the driver" in logs["joined"]
+    assert "ray: left_join runs as Ray Data operations" in logs["joined"]
     again = lab.catalog.get_dataset("p", "fruit-detection-train")
     assert (again.record_count, again.parts) == (saved.record_count, saved.parts)
     assert cache.content(lab.catalog.path(again)) == cache.content(lab.catalog.path(saved))
@@ -145,6 +145,59 @@ def test_every_processor_gives_the_same_batches_on_ray(lab, fruit, ray_session):
     assert "ray: sql runs in DuckDB on the driver" in logs["counted"]
     assert "ray: label_id runs as Ray Data operations" in logs["labels"]
     assert "5 labels: apple, fig, kiwi, lime, orange" in logs["labels"]
+
+
+JOINS = r"""
+version: 1
+name: joins
+nodes:
+  raw: {type: dataset, dataset: keyed}
+  extract: {type: regex_extract, input: raw, field: path, pattern: '^(?P<id>[0-9]+)\.(?P<ext>[a-z]+)$'}
+  left: {type: select, input: extract, where: "ext = 'jpg' OR id IS NULL"}
+  notes: {type: select, input: extract, where: "ext = 'txt' OR id IS NULL"}
+  right: {type: rename, input: notes, fields: {path: note_path, content: note, contentType: kind, ext: note_ext}}
+  none: {type: select, input: right, where: "false"}
+  nothing: {type: select, input: extract, where: "false"}
+  joined: {type: left_join, left: left, right: right, on: id, fields: [note, kind]}
+  alone: {type: left_join, left: left, right: none, on: id}
+  empty: {type: left_join, left: nothing, right: right, on: id}
+  one: {type: select, input: right, where: "id = '5'"}
+  single: {type: left_join, left: left, right: one, on: id, fields: [note]}
+"""
+
+
+def test_left_join_keeps_the_local_order_and_null_keys_on_ray(lab, fruit, ray_session):
+    rng = random.Random(5)
+    records = []
+    for i in range(6000):
+        records.append({"path": f"{i % 4000}.jpg", "contentType": "image/jpeg", "content": rng.randbytes(3)})
+        for n in range(i % 4):  # none, one or several matches, in an order of their own
+            records.append({"path": f"{i}.txt", "contentType": "text/plain", "content": f"{i}-{n}".encode()})
+        if i % 500 == 0:  # no key on either side: null keys match nothing
+            records.append({"path": f"x{i}", "contentType": "text/plain", "content": b"null key"})
+    rng.shuffle(records)
+    fruit.add("keyed", records)
+    local = PipelineRunner(lab).run("p", JOINS)
+    assert local.state == "succeeded", [(n.node, n.state, n.log) for n in local.nodes]
+    expected = _outputs(lab, local)
+    joined = expected["joined.out"][1]
+    assert sum(r["id"] is None for r in joined) == 12 and all(
+        r["note"] is None for r in joined if r["id"] is None
+    )
+    assert len({r["id"] for r in joined if r["note"] is not None}) < len(joined)  # duplicates kept
+
+    on_ray = PipelineRunner(lab, backend="ray").run("p", JOINS, fresh=True)
+    assert on_ray.state == "succeeded", [
+        (n.node, n.state, n.log[-300:]) for n in on_ray.nodes if n.state != "succeeded"
+    ]
+    got = _outputs(lab, on_ray)
+    assert {"joined.out", "alone.out", "empty.out", "single.out"} <= expected.keys() <= got.keys()
+    for port, (content, records) in expected.items():
+        assert got[port][1] == records, port
+        assert got[port][0] == content, port
+    for node in ("joined", "alone", "empty", "single"):
+        log = _logs(on_ray)[node]
+        assert "ray: left_join runs as Ray Data operations" in log and "on the driver" not in log, log
 
 
 def test_a_bad_annotation_names_its_record_on_ray_as_locally(lab, fruit, ray_session):

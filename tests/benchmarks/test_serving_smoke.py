@@ -19,7 +19,7 @@ def test_a_small_run_prints_every_row_and_the_split():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["1"], ["4"])]
-    assert [row[0] for row in rows] == ["1", "4"] and all(len(row) == 20 for row in rows)
+    assert [row[0] for row in rows] == ["1", "4"] and all(len(row) == 22 for row in rows)
     assert "canary split over 200 requests" in done.stdout
     assert "echo-model:" in done.stdout
     assert "forwarding client asyncio forwarder" in done.stdout

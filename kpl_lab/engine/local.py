@@ -38,6 +38,27 @@ SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a thir
 SPAWN = 'log=$1; shift; "$@" </dev/null >/dev/null 2>>"$log" & echo $!'
 
 
+def start_detached(argv: list[str], log: Path, what: str, env: dict[str, str] | None = None) -> dict:
+    """Start argv in a session of its own with stderr appended to log; return its pid and start time.
+
+    sh puts it in the background and exits at once: it outlives this process (the server, the
+    CLI) and nobody has to reap it.
+    """
+    done = subprocess.run(
+        ["/bin/sh", "-c", SPAWN, "sh", str(log), *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        start_new_session=True,
+        check=False,
+        env=env,
+        timeout=60,
+    )
+    if done.returncode != 0 or not done.stdout.strip().isdigit():
+        raise RuntimeError(f"{what} did not start: {done.stderr.decode(errors='replace')}")
+    pid = int(done.stdout)
+    return {"pid": pid, "start": process_start_time(pid)}
+
+
 class LocalExecutor(Executor):
     """Run each job as a process group on this machine, under cgroup limits when writable."""
 
@@ -153,20 +174,12 @@ class LocalExecutor(Executor):
                 }
         # `-S`: no site-packages before the job starts (docs/jobs.md, start latency)
         argv = [self.python, "-S", "-c", BOOTSTRAP, PACKAGE_PARENT, str(run_dir)] + ["--adopt"] * adopt
-        log = str(run_dir / "supervisor.log")
-        # A new session, and sh exits at once: the supervisor outlives the server and the CLI.
-        done = subprocess.run(
-            ["/bin/sh", "-c", SPAWN, "sh", log, *argv],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            start_new_session=True,
-            check=False,
-            timeout=60,
-        )
-        if done.returncode != 0 or not done.stdout.strip().isdigit():
-            raise RuntimeError(f"the supervisor did not start: {done.stderr.decode(errors='replace')}")
-        pid = int(done.stdout)
-        return {"supervisor_pid": pid, "supervisor_start": process_start_time(pid), "run_dir": str(run_dir)}
+        started = start_detached(argv, run_dir / "supervisor.log", "the supervisor")
+        return {
+            "supervisor_pid": started["pid"],
+            "supervisor_start": started["start"],
+            "run_dir": str(run_dir),
+        }
 
     def _handle(self, launch: JobLaunch, handle: dict) -> dict:
         return {**handle, **(read_json(launch.run_dir / "handle.json") or {})}

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -38,7 +37,7 @@ from urllib.parse import parse_qs, unquote
 
 from ..catalog.storage import check_name
 from ..engine.forkserver import PACKAGE_PARENT
-from ..engine.local import SPAWN
+from ..engine.local import start_detached
 from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
 from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Unauthorized
 from . import http_server
@@ -101,26 +100,15 @@ def ensure(platform, port: int = 0) -> bool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
         argv = [sys.executable, "-m", "kpl_lab.serving.gateway_process", str(where)]
-        done = subprocess.run(
-            ["/bin/sh", "-c", SPAWN, "sh", str(where / "gateway.log"), *argv],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            start_new_session=True,
-            check=False,
-            env=env,
-            timeout=60,
-        )
-        if done.returncode != 0 or not done.stdout.strip().isdigit():
-            raise RuntimeError(f"the gateway process did not start: {done.stderr.decode(errors='replace')}")
-        pid = int(done.stdout)
+        started = start_detached(argv, where / "gateway.log", "the gateway process", env)
         # its pid at once (so the next round does not start another); port and URL once it listens
-        started = {
-            "pid": pid,
-            "pid_start": process_start_time(pid),
+        note = {
+            "pid": started["pid"],
+            "pid_start": started["start"],
             "port": None,
             "wanted_port": spec["port"],
         }
-        write_atomic(where / "gateway.json", json.dumps(started), durable=False)
+        write_atomic(where / "gateway.json", json.dumps(note), durable=False)
         return True
 
 

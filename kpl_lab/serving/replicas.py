@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,8 +18,8 @@ from pathlib import Path
 import yaml
 
 from ..engine.forkserver import PACKAGE_PARENT
-from ..engine.local import SPAWN
-from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
+from ..engine.local import start_detached
+from ..engine.runfolder import is_alive, read_json, write_atomic
 from ..engine.supervisor import CommandNotFound, command_argv
 from ..errors import BadRequest
 from .replica import kill_group, tail
@@ -67,20 +66,8 @@ def spawn(run_dir: Path, python: str = sys.executable) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
     argv = [python, "-m", "kpl_lab.serving.replica", str(run_dir)]
-    # sh puts it in the background and exits: it outlives this process, nobody has to reap it
-    done = subprocess.run(
-        ["/bin/sh", "-c", SPAWN, "sh", str(run_dir / "supervisor.log"), *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        start_new_session=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
-    if done.returncode != 0 or not done.stdout.strip().isdigit():
-        raise RuntimeError(f"the replica supervisor did not start: {done.stderr.decode(errors='replace')}")
-    pid = int(done.stdout)
-    return {"supervisor_pid": pid, "supervisor_start": process_start_time(pid)}
+    started = start_detached(argv, run_dir / "supervisor.log", "the replica supervisor", env)
+    return {"supervisor_pid": started["pid"], "supervisor_start": started["start"]}
 
 
 def supervised(handle: dict) -> bool:

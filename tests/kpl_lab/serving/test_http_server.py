@@ -70,14 +70,16 @@ def test_requests_on_one_kept_alive_connection_with_length_chunked_and_continue(
     assert answers[2][1]["connection"] == "close" and "connection" not in answers[0][1]
 
 
-def test_bad_requests_get_a_clear_error_and_the_connection_closes():
-    async def run(data: bytes) -> list:
-        server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
-        try:
-            return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
-        finally:
-            server.close()
+async def _answered(data: bytes) -> list:
+    """Send data to an echo server whose bodies may be 16 bytes; return its parsed answers."""
+    server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
+    try:
+        return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
+    finally:
+        server.close()
 
+
+def test_bad_requests_get_a_clear_error_and_the_connection_closes():
     cases = [
         (b"NONSENSE\r\n\r\n", "400", "not an HTTP/1.x request line: 'NONSENSE'"),
         (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", "400", "Content-Length is not a number: 'x'"),
@@ -94,19 +96,14 @@ def test_bad_requests_get_a_clear_error_and_the_connection_closes():
         ),
     ]
     for data, status, message in cases:
-        ((line, headers, body),) = asyncio.run(run(data))
+        ((line, headers, body),) = asyncio.run(_answered(data))
         assert (line.split(" ")[1], body["message"], headers["connection"]) == (status, message, "close")
 
 
 def test_http_1_0_closes_unless_kept_alive():
-    async def run(data: bytes) -> list:
-        server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
-        try:
-            return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
-        finally:
-            server.close()
-
-    ((_, headers, _),) = asyncio.run(run(b"GET /x HTTP/1.0\r\n\r\nGET /y HTTP/1.0\r\n\r\n"))
+    ((_, headers, _),) = asyncio.run(_answered(b"GET /x HTTP/1.0\r\n\r\nGET /y HTTP/1.0\r\n\r\n"))
     assert headers["connection"] == "close"  # the second request was never read
-    answers = asyncio.run(run(b"GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /y HTTP/1.0\r\n\r\n"))
+    answers = asyncio.run(
+        _answered(b"GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /y HTTP/1.0\r\n\r\n")
+    )
     assert [a[2]["target"] for a in answers] == ["/x", "/y"]

@@ -133,6 +133,8 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
     service_args += [
         f"--DeploymentService.gateway_port={gateway_port}",
         f"--DeploymentService.gateway_public_url=http://{host}:{args.port}/services/kpl-gateway",
+        # there from the service's start: the hub waits for its route's URL and checks it every minute
+        "--DeploymentService.gateway_always=True",
     ]
     if user_python:  # jobs as their submitters, supervised by the users' Python (what the jobs run)
         service_args += [

@@ -16,7 +16,9 @@ One per platform (home folder), started by the platform when a deployment is mad
 round restarts a killed one within a round), detached like replicas' supervisors, with its
 state in `<home>/gateway/`: `spec.json` (what to open), `gateway.json` (pid, start time,
 port, URL) and `gateway.log`. It keeps its port across restarts, holds `running.lock` while
-it runs (a second one exits at once) and exits on its own once no deployment is left.
+it runs (a second one exits at once) and exits on its own once no deployment is left — unless
+`keep.json` names a process that still runs (the platform service under JupyterHub, whose
+proxy route and health check want it there from the start).
 """
 
 from __future__ import annotations
@@ -72,21 +74,30 @@ def state(home: str | Path) -> dict | None:
     return found
 
 
+def kept(where: Path) -> bool:
+    """Say whether the process the gateway is kept for (keep.json) still runs."""
+    keeper = read_json(where / "keep.json") or {}
+    return is_alive(keeper.get("pid"), keeper.get("start"))
+
+
 def url(home: str | Path) -> str | None:
     """Return the base URL of the running gateway (`http://127.0.0.1:PORT`), or None."""
     found = state(home)
     return found.get("url") if found and found.get("port") else None
 
 
-def ensure(platform, port: int = 0) -> bool:
+def ensure(platform, port: int = 0, keep_for: dict | None = None) -> bool:
     """Start the gateway process unless it runs; return whether it was started.
 
     `port`: the port to listen on (0: the one it had before, else a free one).
+    `keep_for`: a process (`pid`, `start`) while which it runs with no deployment too.
     """
     where = folder(platform.home)
     where.mkdir(parents=True, exist_ok=True)
     with open(where / "start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a server and a CLI ensuring at once start one
+        if keep_for is not None and read_json(where / "keep.json") != keep_for:
+            write_atomic(where / "keep.json", json.dumps(keep_for), durable=False)
         before = read_json(where / "gateway.json") or {}
         if is_alive(before.get("pid"), before.get("pid_start")):
             return False
@@ -298,7 +309,7 @@ async def run(where: Path) -> None:
                 await loop.run_in_executor(app.pool, app.gateway.flush_metrics)
                 if read_json(where / "gateway.json") != record:  # the starter's note came after ours
                     write_atomic(where / "gateway.json", json.dumps(record), durable=False)
-                if not await loop.run_in_executor(app.pool, app.any_deployment):
+                if not kept(where) and not await loop.run_in_executor(app.pool, app.any_deployment):
                     break
             except Exception as error:  # the platform's folder or database is gone: nothing to serve
                 print(f"kpl_lab: the gateway stops: {error!r}", file=sys.stderr)

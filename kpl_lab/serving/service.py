@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import secrets
 import subprocess
 import time
@@ -29,7 +30,7 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..engine.runfolder import read_json
+from ..engine.runfolder import process_start_time, read_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
 from . import metrics, replicas
 from .keys import DeploymentKeys
@@ -90,6 +91,11 @@ class DeploymentService(LoggingConfigurable):
     ).tag(config=True)
     gateway_port = Integer(
         0, help="Port of the gateway process on 127.0.0.1; 0: a free one, kept across its restarts."
+    ).tag(config=True)
+    gateway_always = Bool(
+        False,
+        help="Keep the gateway process running while this process runs, with no deployment too (under "
+        "JupyterHub: the hub waits for and checks the kpl-gateway service's URL).",
     ).tag(config=True)
     gateway_public_url = Unicode(
         "",
@@ -399,11 +405,11 @@ class DeploymentService(LoggingConfigurable):
 
         Checked again under the write lock, so a server and a CLI reconciling at once start one each.
         Kubernetes restarts its own pods: its replicas are left to it. The gateway process is
-        started again too while a deployment exists.
+        started again too while a deployment exists (or always, with `gateway_always`).
         """
         with self.platform.session() as session:
             rows = list(session.scalars(select(Replica)))
-            if session.scalar(select(Deployment.id).limit(1)) is not None:
+            if self.gateway_always or session.scalar(select(Deployment.id).limit(1)) is not None:
                 self.ensure_gateway()
         restarted = []
         for row in rows:
@@ -424,7 +430,12 @@ class DeploymentService(LoggingConfigurable):
         if not self.gateway_process or self.replica_backend != "local":  # Kubernetes: the REST route
             return False
         try:
-            return gateway_process.ensure(self.platform, self.gateway_port)
+            me = (
+                {"pid": os.getpid(), "start": process_start_time(os.getpid())}
+                if self.gateway_always
+                else None
+            )
+            return gateway_process.ensure(self.platform, self.gateway_port, keep_for=me)
         except (OSError, RuntimeError, subprocess.SubprocessError) as error:  # the REST route still serves
             self.log.warning("kpl_lab: the gateway process did not start: %s", error)
             return False

@@ -85,6 +85,8 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     assert f"--DeploymentService.gateway_port={gateway_port}" in service["command"]
     public = f"--DeploymentService.gateway_public_url=http://{socket.gethostname()}:8123/services/kpl-gateway"
     assert public in service["command"]
+    # running from the service's start: the hub waits for the URL of its route and checks it every minute
+    assert "--DeploymentService.gateway_always=True" in service["command"]
     ports = {
         int(service["url"].rsplit(":", 1)[1]),
         config.JupyterHub.hub_port,

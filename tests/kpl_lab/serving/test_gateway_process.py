@@ -6,13 +6,14 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 from traitlets.config import Config
 
 from kpl_lab.cli import main
-from kpl_lab.engine.runfolder import is_alive, read_json
+from kpl_lab.engine.runfolder import is_alive, process_start_time, read_json
 from kpl_lab.platform import Platform
 from kpl_lab.serving import gateway_process
 
@@ -194,3 +195,25 @@ def test_the_gateway_process_starts_with_the_first_deployment_and_ends_with_the_
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert gateway_process.state(home) is None and service.gateway_url("solo") is None
+
+
+def test_a_gateway_kept_for_a_process_runs_without_deployments_until_that_process_ends(serving_platform):
+    # under JupyterHub the service keeps it: the hub waits for the kpl-gateway URL at its start
+    home = serving_platform.home
+    keeper = subprocess.Popen(["sleep", "600"])
+    try:
+        keep_for = {"pid": keeper.pid, "start": process_start_time(keeper.pid)}
+        assert gateway_process.ensure(serving_platform, keep_for=keep_for) is True
+        running = _gateway(home)
+        time.sleep(3 * gateway_process.FLUSH_SECONDS)  # rounds that find no deployment
+        assert is_alive(running["pid"], running["pid_start"])
+        connection = http.client.HTTPConnection("127.0.0.1", running["port"], timeout=60)
+        assert _call(connection, "/kpl/api/deployments/none/predict")[0] == 401  # it answers: no credentials
+        connection.close()
+    finally:
+        keeper.kill()
+        keeper.wait()
+    deadline = time.monotonic() + WAIT
+    while is_alive(running["pid"], running["pid_start"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)

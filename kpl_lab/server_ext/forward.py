@@ -184,6 +184,10 @@ class ForwardApp(KPLLab):
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()
 
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        """Publish the URL again once the server listens (no platform here: no token for a gateway)."""
+        self.publish_api_url()
+
     def initialize_handlers(self) -> None:
         """Forward everything under /kpl/api/."""
         self.handlers.append((f"{API_PREFIX}/(.*)", ForwardHandler))

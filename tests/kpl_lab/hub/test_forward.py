@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import socket
 
 import pytest
@@ -118,6 +119,12 @@ async def test_get_goes_to_the_service_with_the_servers_token_and_project(jp_fet
     assert "Cookie" not in seen["headers"]
     assert seen["headers"]["X-Kpl-Api-Base"] == "/a%40b/kpl/api"  # media URLs lead back to this server
     assert forward_app(jp_serverapp).service_url == upstream.url
+
+
+async def test_the_extension_starts_without_a_platform_and_publishes_the_api_url(jp_serverapp, monkeypatch):
+    monkeypatch.delenv("KPL_API_URL", raising=False)
+    await forward_app(jp_serverapp)._start_jupyter_server_extension(jp_serverapp)
+    assert os.environ["KPL_API_URL"].endswith("/kpl/api")
 
 
 async def test_the_caller_cannot_name_the_api_base(jp_fetch):

@@ -263,15 +263,19 @@ def test_the_url_is_printed_once_the_hub_answers(tmp_path):
 HUB_BEHIND_PROXY = """\
 import http.server, pathlib, sys, threading, time
 own, proxy, log = int(sys.argv[1]), int(sys.argv[2]), pathlib.Path(sys.argv[3])
+answered = threading.Event()  # the proxy's first answer is sent: this hub may exit
 
 
 def handler(name):
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            with log.open("a") as out:
+            with log.open("a") as out:  # in the order the requests came
                 out.write(f"{name} {self.path}\\n")
             self.send_response(200 if self.path == "/hub/health" else 404)
             self.end_headers()
+            self.wfile.flush()
+            if name == "proxy":
+                answered.set()
 
         def log_message(self, *args):
             pass
@@ -284,8 +288,7 @@ threading.Thread(target=http.server.HTTPServer(("127.0.0.1", proxy), handler("pr
 time.sleep(1.0)
 with http.server.HTTPServer(("127.0.0.1", own), handler("hub")) as server:
     server.handle_request()
-while "proxy" not in log.read_text():
-    time.sleep(0.05)
+answered.wait()
 """
 
 
@@ -296,8 +299,9 @@ def test_the_proxy_is_probed_only_after_the_hubs_own_server_answers(tmp_path):
     announced = []
     command = [sys.executable, str(tmp_path / "hub.py"), str(own), str(proxy), str(log)]
     urls = (f"http://127.0.0.1:{own}/", f"http://127.0.0.1:{proxy}/")
-    assert run_hub(command, tmp_path, ready=(urls, lambda: announced.append(log.read_text()))) == 0
-    assert announced == ["hub /hub/health\nproxy /hub/health\n"]
+    assert run_hub(command, tmp_path, ready=(urls, lambda: announced.append(True))) == 0
+    assert announced == [True]
+    assert log.read_text() == "hub /hub/health\nproxy /hub/health\n"  # no probe of the proxy before
 
 
 def test_the_hubs_own_url_comes_from_the_config(tmp_path):

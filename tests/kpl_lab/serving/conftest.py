@@ -76,6 +76,14 @@ def serving_platform(tmp_path, monkeypatch):
     platform.close()
 
 
+def toy_algorithm(folder: Path) -> Path:
+    """Write the toy serving algorithm (environment.yml, serve.py) into a new folder; return it."""
+    folder.mkdir()
+    (folder / "environment.yml").write_text(ENVIRONMENT)
+    (folder / "serve.py").write_text(SERVE)
+    return folder
+
+
 @pytest.fixture
 def toy(serving_platform, tmp_path):
     """Return a function adding the toy algorithm and a model labelled LABEL to a project; it returns the model ref."""
@@ -83,9 +91,7 @@ def toy(serving_platform, tmp_path):
     def add(label: str, project: str = "default", model: str = "toy-model", hold: Path | None = None) -> str:
         algorithm = tmp_path / "toy-serve"
         if not algorithm.is_dir():
-            algorithm.mkdir()
-            (algorithm / "environment.yml").write_text(ENVIRONMENT)
-            (algorithm / "serve.py").write_text(SERVE)
+            toy_algorithm(algorithm)
         serving_platform.catalog.add_algorithm(project, algorithm, name="toy-serve")
         folder = tmp_path / "models" / label
         folder.mkdir(parents=True, exist_ok=True)

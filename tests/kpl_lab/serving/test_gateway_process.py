@@ -17,7 +17,7 @@ from kpl_lab.engine.runfolder import is_alive, process_start_time, read_json
 from kpl_lab.platform import Platform
 from kpl_lab.serving import gateway_process
 
-from .conftest import ENVIRONMENT, SERVE
+from .conftest import toy_algorithm
 
 WAIT = 120.0
 
@@ -26,10 +26,7 @@ WAIT = 120.0
 def deployed(kpl_server, tmp_path):
     """Deploy `alpha` (cat) in project default and `gamma` in project other, in the live server's home."""
     platform = Platform(home=str(kpl_server.home), config=Config({"Ledger": {"cpu": 16.0, "memory": 65536}}))
-    algorithm = tmp_path / "toy-serve"
-    algorithm.mkdir()
-    (algorithm / "environment.yml").write_text(ENVIRONMENT)
-    (algorithm / "serve.py").write_text(SERVE)
+    algorithm = toy_algorithm(tmp_path / "toy-serve")
     refs = {}
     for project, label in (("default", "cat"), ("default", "dog"), ("other", "owl")):
         platform.catalog.add_algorithm(project, algorithm, name="toy-serve")

@@ -16,7 +16,7 @@ from kpl_lab.cli import main
 from kpl_lab.errors import NotFound
 from kpl_lab.platform import Platform
 
-from .conftest import ENVIRONMENT, SERVE
+from .conftest import toy_algorithm
 
 WAIT = 120.0
 
@@ -77,10 +77,7 @@ def test_key_commands(serving_platform, toy, capsys):
 def two_deployments(kpl_server, tmp_path):
     """Deploy `alpha` and `beta` in the live server's home; yield the platform."""
     platform = Platform(home=str(kpl_server.home), config=Config({"Ledger": {"cpu": 16.0, "memory": 65536}}))
-    algorithm = tmp_path / "toy-serve"
-    algorithm.mkdir()
-    (algorithm / "environment.yml").write_text(ENVIRONMENT)
-    (algorithm / "serve.py").write_text(SERVE)
+    algorithm = toy_algorithm(tmp_path / "toy-serve")
     platform.catalog.add_algorithm("default", algorithm, name="toy-serve")
     refs = []
     for label in ("cat", "dog"):

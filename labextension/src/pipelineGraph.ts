@@ -258,7 +258,9 @@ function depths(
 
 /**
  * The parameters a form edits: the node type's schema less the inputs (edges set those).
- * A relational node's `keep` comes with its type's schema (a checkbox).
+ * A relational node's `keep` comes with its type's schema (a checkbox). An optional
+ * parameter (pydantic's `anyOf: [X, null]`) is edited as X that may be left empty,
+ * not as a choice between "option 1" and "option 2".
  */
 export function paramSchema(type: INodeType): RJSFSchema {
   const schema = JSON.parse(JSON.stringify(type.parameters)) as RJSFSchema;
@@ -269,11 +271,34 @@ export function paramSchema(type: INodeType): RJSFSchema {
   ]) {
     delete properties[key];
   }
+  for (const [key, spec] of Object.entries(properties)) {
+    if (typeof spec === 'object') {
+      properties[key] = withoutNullOption(spec);
+    }
+  }
   return {
     ...schema,
     properties,
     required: (schema.required ?? []).filter(k => k in properties)
   };
+}
+
+/**
+ * `anyOf: [{type: X, ...}, {type: 'null'}]` as `{type: [X, 'null'], ...}`; any other schema as it is.
+ */
+function withoutNullOption(spec: RJSFSchema): RJSFSchema {
+  const options = (spec.anyOf ?? []) as RJSFSchema[];
+  const kept = options.filter(o => o.type !== 'null');
+  if (
+    options.length !== 2 ||
+    kept.length !== 1 ||
+    typeof kept[0].type !== 'string'
+  ) {
+    return spec;
+  }
+  const rest = { ...spec };
+  delete rest.anyOf;
+  return { ...kept[0], ...rest, type: [kept[0].type, 'null'] };
 }
 
 /**

@@ -140,6 +140,30 @@ describe('pipeline graph', () => {
     };
     const schema = paramSchema(select);
     expect(Object.keys(schema.properties ?? {})).toEqual(['where', 'keep']);
+    // an optional parameter is a field that may stay empty, not a choice of two "options"
+    const dataset = paramSchema({
+      ...select,
+      inputs: [],
+      parameters: {
+        properties: {
+          part: {
+            anyOf: [{ type: 'string' }, { type: 'null' }],
+            default: null,
+            title: 'Part'
+          },
+          either: { anyOf: [{ type: 'string' }, { type: 'integer' }] }
+        },
+        type: 'object'
+      }
+    });
+    expect(dataset.properties?.part).toEqual({
+      type: ['string', 'null'],
+      default: null,
+      title: 'Part'
+    });
+    expect(dataset.properties?.either).toEqual({
+      anyOf: [{ type: 'string' }, { type: 'integer' }]
+    });
     expect(schema.required).toEqual(['where']);
     const settings = { type: 'select', input: 'raw', where: 'true' };
     // the form fills in keep's default: the file does not get it

@@ -17,10 +17,7 @@ const baseURL = `http://127.0.0.1:${process.env.KPL_UI_PORT}`;
 
 module.exports = {
   ...baseConfig,
-  reporter: [
-    [process.env.CI ? 'line' : 'list'],
-    ['html', { open: 'never' }]
-  ],
+  reporter: [[process.env.CI ? 'line' : 'list'], ['html', { open: 'never' }]],
   workers: 1,
   use: {
     ...baseConfig.use,

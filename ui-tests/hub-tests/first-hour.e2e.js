@@ -8,7 +8,9 @@ const DATASET = 'digits';
 const ALGORITHM = 'image-classification';
 const MODEL = `${ALGORITHM}-model`;
 
-test('the sample algorithm trains with every default, and its model is the userâ€™s', async ({ page }) => {
+test('the sample algorithm trains with every default, and its model is the userâ€™s', async ({
+  page
+}) => {
   test.setTimeout(20 * 60 * 1000); // a real training on a shared 2-core machine
   await logIn(page, 'admin');
   await page.goto('/hub/spawn');
@@ -17,13 +19,17 @@ test('the sample algorithm trains with every default, and its model is the userâ
   await page.waitForURL(/\/user\/admin\/lab/, { timeout: 150 * 1000 });
 
   const algorithms = page.locator('#kpl-lab-algorithms');
-  await page.locator('.jp-SideBar [data-id="kpl-lab-algorithms"]').click({ timeout: 90 * 1000 });
+  await page
+    .locator('.jp-SideBar [data-id="kpl-lab-algorithms"]')
+    .click({ timeout: 90 * 1000 });
   const item = algorithms.locator(`.kpl-algorithm[data-name="${ALGORITHM}"]`);
   await item.locator('.kpl-item-title').first().click();
   await item.locator('.kpl-submit-open[data-function="train"]').click();
   const form = page.locator('.kpl-SubmitJobForm');
   // the defaults: the project's one dataset, parameter.yml's values, what is free now
-  await expect(form.locator('#root_inputs_data option:checked')).toHaveText(new RegExp(`^dataset:${DATASET}:`));
+  await expect(form.locator('#root_inputs_data option:checked')).toHaveText(
+    new RegExp(`^dataset:${DATASET}:`)
+  );
   await form.locator('button.kpl-submit').click();
 
   const view = page.locator('.kpl-JobView');
@@ -33,27 +39,38 @@ test('the sample algorithm trains with every default, and its model is the userâ
   const listed = page.locator(`#kpl-lab-jobs .kpl-job[data-id="${id}"]`);
   await expect(listed).toBeVisible();
   // no timing threshold: the job takes what the machine gives it
-  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText('succeeded', { timeout: 15 * 60 * 1000 });
+  await expect(view.locator('.kpl-job-header .kpl-badge')).toHaveText(
+    'succeeded',
+    { timeout: 15 * 60 * 1000 }
+  );
   await expect(listed).toHaveAttribute('data-state', 'succeeded');
   const registered = `model:${MODEL}:`;
-  await expect(view.locator('.kpl-job-details tr[data-key="outputs"]')).toContainText(registered);
+  await expect(
+    view.locator('.kpl-job-details tr[data-key="outputs"]')
+  ).toContainText(registered);
 
   // the platform service itself, as the user: the hub's Services menu logs the browser in (OAuth)
   const service = await page.context().newPage();
   await service.goto('/services/kpl/');
   await expect(service).toHaveURL(/\/services\/kpl\/admin/);
   await service.close();
-  const answer = await page.request.get(`/services/kpl/api/models?project=${PROJECT}`);
+  const answer = await page.request.get(
+    `/services/kpl/api/models?project=${PROJECT}`
+  );
   expect(answer.status(), await answer.text()).toBe(200);
-  const model = (await answer.json()).models.find((m) => m.name === MODEL);
+  const model = (await answer.json()).models.find(m => m.name === MODEL);
   expect(model).toBeDefined();
-  const made = model.versions.find((v) => v.lineage?.job_id === id);
+  const made = model.versions.find(v => v.lineage?.job_id === id);
   expect(made).toBeDefined();
   expect(made.files).toContain('model.pt');
-  const job = await (await page.request.get(`/services/kpl/api/jobs/${id}?project=${PROJECT}`)).json();
+  const job = await (
+    await page.request.get(`/services/kpl/api/jobs/${id}?project=${PROJECT}`)
+  ).json();
   expect(job.project).toBe(PROJECT);
   expect(job.outputs.model.registered).toBe(`model:${made.ref}`);
 
-  const stopped = await page.request.delete(api('users/admin/server'), { headers: auth });
+  const stopped = await page.request.delete(api('users/admin/server'), {
+    headers: auth
+  });
   expect([202, 204]).toContain(stopped.status());
 });

@@ -11,21 +11,31 @@ import * as path from 'path';
 
 // The VOC dataset, the detection example and the probe image, written once per worker by make_detection.py.
 const FILES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-detection-'));
-execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_detection.py'), FILES]);
+execFileSync('python3', [
+  path.join(__dirname, '..', 'fixtures', 'make_detection.py'),
+  FILES
+]);
 
 export const file = (name: string): string => path.join(FILES, name);
 
 export const unique = (prefix: string): string =>
   `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
 
-export async function shot(page: IJupyterLabPageFixture, testInfo: TestInfo, name: string): Promise<void> {
+export async function shot(
+  page: IJupyterLabPageFixture,
+  testInfo: TestInfo,
+  name: string
+): Promise<void> {
   const target = process.env.KPL_SCREENSHOTS
     ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
     : testInfo.outputPath(`${name}.png`);
   await page.screenshot({ path: target });
 }
 
-export async function getJSON(page: IJupyterLabPageFixture, url: string): Promise<any> {
+export async function getJSON(
+  page: IJupyterLabPageFixture,
+  url: string
+): Promise<any> {
   const response = await page.request.get(url);
   expect(response.status(), await response.text()).toBe(200);
   return response.json();
@@ -40,8 +50,14 @@ export async function trainDetector(
   const dataset = unique('voc-shapes');
   const algorithm = unique('detection');
   const uploads: [string, string][] = [
-    [`/kpl/api/datasets?name=${dataset}&format=voc&filename=detection-voc.zip`, 'detection-voc.zip'],
-    [`/kpl/api/algorithms?name=${algorithm}&filename=detection-algorithm.zip`, 'detection-algorithm.zip']
+    [
+      `/kpl/api/datasets?name=${dataset}&format=voc&filename=detection-voc.zip`,
+      'detection-voc.zip'
+    ],
+    [
+      `/kpl/api/algorithms?name=${algorithm}&filename=detection-algorithm.zip`,
+      'detection-algorithm.zip'
+    ]
   ];
   const answers = [];
   for (const [url, name] of uploads) {
@@ -69,10 +85,18 @@ export async function trainDetector(
   const refs: string[] = [];
   for (const jobId of jobIds) {
     await expect
-      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, { timeout: 240_000, intervals: [2000] })
+      .poll(async () => (await getJSON(page, `/kpl/api/jobs/${jobId}`)).state, {
+        timeout: 240_000,
+        intervals: [2000]
+      })
       .toBe('succeeded');
     const job = await getJSON(page, `/kpl/api/jobs/${jobId}`);
     refs.push(job.outputs.model.registered.replace(/^model:/, ''));
   }
-  return { dataset: answers[0], jobId: jobIds[0], ref: refs[0], canary: refs[1] };
+  return {
+    dataset: answers[0],
+    jobId: jobIds[0],
+    ref: refs[0],
+    canary: refs[1]
+  };
 }

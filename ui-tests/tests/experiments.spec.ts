@@ -5,7 +5,10 @@ import { tmpdir } from 'os';
 import * as path from 'path';
 
 const ARCHIVES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-experiments-'));
-execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
+execFileSync('python3', [
+  path.join(__dirname, '..', 'fixtures', 'make_archives.py'),
+  ARCHIVES
+]);
 
 /**
  * Upload the tiny algorithm and a dataset, then create an experiment over `lr` with the given fixed parameters.
@@ -20,8 +23,14 @@ async function createExperiment(
   const algorithm = `experiment-tiny-${suffix}`;
   const name = `search-${suffix}`;
   const uploads: [string, string][] = [
-    [`/kpl/api/datasets?name=${dataset}&format=imagefolder&filename=shapes.zip`, 'shapes.zip'],
-    [`/kpl/api/algorithms?name=${algorithm}&filename=tiny-algorithm.zip`, 'tiny-algorithm.zip']
+    [
+      `/kpl/api/datasets?name=${dataset}&format=imagefolder&filename=shapes.zip`,
+      'shapes.zip'
+    ],
+    [
+      `/kpl/api/algorithms?name=${algorithm}&filename=tiny-algorithm.zip`,
+      'tiny-algorithm.zip'
+    ]
   ];
   for (const [url, file] of uploads) {
     const response = await page.request.post(url, {
@@ -54,15 +63,24 @@ async function openExperiment(page: IJupyterLabPageFixture, name: string) {
   return panel.locator(`.kpl-experiment[data-name="${name}"]`);
 }
 
-test('the Experiments panel opens a search with its trials table and optimisation history', async ({ page }) => {
+test('the Experiments panel opens a search with its trials table and optimisation history', async ({
+  page
+}) => {
   test.setTimeout(180_000);
   const name = await createExperiment(page, { steps: 3, delay: 0 }, 4);
   await expect
-    .poll(async () => (await (await page.request.get(`/kpl/api/experiments/${name}`)).json()).state, {
-      timeout: 150_000
-    })
+    .poll(
+      async () =>
+        (await (await page.request.get(`/kpl/api/experiments/${name}`)).json())
+          .state,
+      {
+        timeout: 150_000
+      }
+    )
     .toBe('succeeded');
-  const experiment = await (await page.request.get(`/kpl/api/experiments/${name}`)).json();
+  const experiment = await (
+    await page.request.get(`/kpl/api/experiments/${name}`)
+  ).json();
 
   const item = await openExperiment(page, name);
   await expect(item).toContainText('4/4 trials');
@@ -75,7 +93,9 @@ test('the Experiments panel opens a search with its trials table and optimisatio
     'data-trial',
     String(experiment.best_trial)
   );
-  await expect(view.locator('.kpl-trials tr.kpl-best td').nth(1)).toHaveText('complete');
+  await expect(view.locator('.kpl-trials tr.kpl-best td').nth(1)).toHaveText(
+    'complete'
+  );
   // the history: one point per complete trial, the objective and the best value so far
   const chart = view.locator('.kpl-chart[data-figure="optimisation history"]');
   await expect(chart.locator('canvas')).toBeVisible();
@@ -83,7 +103,16 @@ test('the Experiments panel opens a search with its trials table and optimisatio
   await expect(chart).toHaveAttribute('data-points', '4');
   await expect(view.locator('button.kpl-stop')).toBeDisabled();
   await expect(view.locator('button.kpl-resume')).toBeDisabled();
-  await page.screenshot({ path: path.join(__dirname, '..', '..', 'docs', 'images', 'experiment-view.png') });
+  await page.screenshot({
+    path: path.join(
+      __dirname,
+      '..',
+      '..',
+      'docs',
+      'images',
+      'experiment-view.png'
+    )
+  });
 
   // a trial's job link opens its job view
   const jobId = experiment.trials[0].job_id;
@@ -91,18 +120,24 @@ test('the Experiments panel opens a search with its trials table and optimisatio
   await expect(page.locator(`#kpl-job-${jobId}`)).toBeVisible();
 });
 
-test('Stop and Resume in the experiment view stop and restart a running search', async ({ page }) => {
+test('Stop and Resume in the experiment view stop and restart a running search', async ({
+  page
+}) => {
   test.setTimeout(120_000);
   const name = await createExperiment(page, { steps: 60, delay: 1 }, 2);
   await (await openExperiment(page, name)).click();
   const view = page.locator(`#kpl-experiment-${name}`);
   const state = view.locator('h2 .kpl-badge');
   await expect(state).toHaveText('running');
-  await expect(view.locator('.kpl-trials tbody tr').first()).toBeVisible({ timeout: 30_000 });
+  await expect(view.locator('.kpl-trials tbody tr').first()).toBeVisible({
+    timeout: 30_000
+  });
   await expect(view.locator('button.kpl-resume')).toBeDisabled();
   await view.locator('button.kpl-stop').click();
   await expect(state).toHaveText('stopped');
-  await expect(view.locator('.kpl-trials tbody tr[data-trial="0"] .kpl-badge')).toHaveText('stopped');
+  await expect(
+    view.locator('.kpl-trials tbody tr[data-trial="0"] .kpl-badge')
+  ).toHaveText('stopped');
   await expect(view.locator('button.kpl-stop')).toBeDisabled();
   await view.locator('button.kpl-resume').click();
   await expect(state).toHaveText('running');

@@ -31,7 +31,9 @@ test('the About KPL Lab command shows the server version', async ({
   });
   await expect(item).toHaveCount(1);
   await expect(
-    item.locator('xpath=preceding-sibling::li[contains(@class, "lm-CommandPalette-header")][1]')
+    item.locator(
+      'xpath=preceding-sibling::li[contains(@class, "lm-CommandPalette-header")][1]'
+    )
   ).toHaveText('KPL Lab');
 
   const answer = page.waitForResponse(response =>
@@ -56,11 +58,16 @@ test('the launcher has a KPL Lab section with the About card', async ({
   page
 }, testInfo) => {
   // The default layout opens one launcher.
-  const section = page.locator('.jp-Launcher').first().locator('.jp-Launcher-section', {
-    has: page.locator('.jp-Launcher-sectionTitle', { hasText: 'KPL Lab' })
-  });
+  const section = page
+    .locator('.jp-Launcher')
+    .first()
+    .locator('.jp-Launcher-section', {
+      has: page.locator('.jp-Launcher-sectionTitle', { hasText: 'KPL Lab' })
+    });
   await expect(section).toBeVisible();
-  const card = section.locator('.jp-LauncherCard', { hasText: 'About KPL Lab' });
+  const card = section.locator('.jp-LauncherCard', {
+    hasText: 'About KPL Lab'
+  });
   await card.scrollIntoViewIfNeeded();
   await expect(card).toBeVisible();
   await page.screenshot({ path: testInfo.outputPath('launcher.png') });

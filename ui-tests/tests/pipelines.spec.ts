@@ -6,17 +6,28 @@ import { tmpdir } from 'os';
 import * as path from 'path';
 
 const ARCHIVES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-archives-'));
-execFileSync('python3', [path.join(__dirname, '..', 'fixtures', 'make_archives.py'), ARCHIVES]);
+execFileSync('python3', [
+  path.join(__dirname, '..', 'fixtures', 'make_archives.py'),
+  ARCHIVES
+]);
 
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+const unique = (prefix: string) =>
+  `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
 
 /**
  * Drop a node type from the editor's palette onto the canvas at (x, y).
  */
-async function dropNode(editor: Locator, type: string, x: number, y: number): Promise<Locator> {
+async function dropNode(
+  editor: Locator,
+  type: string,
+  x: number,
+  y: number
+): Promise<Locator> {
   await editor
     .locator(`.kpl-PipelineEditor-paletteItem[data-type="${type}"]`)
-    .dragTo(editor.locator('.kpl-PipelineEditor-canvas'), { targetPosition: { x, y } });
+    .dragTo(editor.locator('.kpl-PipelineEditor-canvas'), {
+      targetPosition: { x, y }
+    });
   const node = editor.locator(`.react-flow__node[data-id="${type}"]`);
   await expect(node).toBeVisible();
   return node;
@@ -31,39 +42,61 @@ async function openPipelines(page: IJupyterLabPageFixture): Promise<Locator> {
   return panel;
 }
 
-test('a pipeline built by dragging runs and its output opens in the dataset viewer', async ({ page }) => {
+test('a pipeline built by dragging runs and its output opens in the dataset viewer', async ({
+  page
+}) => {
   const dataset = unique('shapes');
   const upload = await page.request.post(
     `/kpl/api/datasets?name=${dataset}&format=imagefolder&filename=shapes.zip`,
-    { data: readFileSync(path.join(ARCHIVES, 'shapes.zip')), headers: { 'Content-Type': 'application/zip' } }
+    {
+      data: readFileSync(path.join(ARCHIVES, 'shapes.zip')),
+      headers: { 'Content-Type': 'application/zip' }
+    }
   );
   expect(upload.status(), await upload.text()).toBe(201);
   const file = `${unique('two')}.kpl-pipeline.yaml`;
   const created = await page.request.put(`/api/contents/${file}`, {
-    data: { type: 'file', format: 'text', content: 'version: 1\nname: two\nnodes: {}\n' }
+    data: {
+      type: 'file',
+      format: 'text',
+      content: 'version: 1\nname: two\nnodes: {}\n'
+    }
   });
   expect(created.status(), await created.text()).toBe(201);
 
   // The sidebar lists the file; clicking it opens the editor.
   const panel = await openPipelines(page);
-  await panel.locator(`.kpl-PipelinesPanel-files [data-path="${file}"]`).click();
+  await panel
+    .locator(`.kpl-PipelinesPanel-files [data-path="${file}"]`)
+    .click();
   const editor = page.locator('.kpl-PipelineEditor');
   // Collapse the sidebar: the canvas gets the room.
   await page.locator('.jp-SideBar [data-id="kpl-lab-pipelines"]').click();
-  await expect(editor.locator('.kpl-PipelineEditor-paletteItem[data-type="select"]')).toBeVisible();
+  await expect(
+    editor.locator('.kpl-PipelineEditor-paletteItem[data-type="select"]')
+  ).toBeVisible();
 
   const source = await dropNode(editor, 'dataset', 60, 80);
   await source.click();
-  await editor.locator('.kpl-PipelineEditor-properties #root_dataset').fill(dataset);
+  await editor
+    .locator('.kpl-PipelineEditor-properties #root_dataset')
+    .fill(dataset);
   const sink = await dropNode(editor, 'save_dataset', 360, 240);
   await sink.click();
-  await editor.locator('.kpl-PipelineEditor-properties #root_name').fill(`${dataset}-copy`);
+  await editor
+    .locator('.kpl-PipelineEditor-properties #root_name')
+    .fill(`${dataset}-copy`);
   // Not connected yet: the sink's badge names the missing input.
   await expect(sink.locator('.kpl-PipelineNode-problems')).toBeVisible();
 
   // Drag from the dataset's output handle to the sink's input handle.
-  const from = (await source.locator('.react-flow__handle.source').boundingBox())!;
-  const to = (await sink.locator('.react-flow__handle.target').first().boundingBox())!;
+  const from = (await source
+    .locator('.react-flow__handle.source')
+    .boundingBox())!;
+  const to = (await sink
+    .locator('.react-flow__handle.target')
+    .first()
+    .boundingBox())!;
   await page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
   await page.mouse.down();
   for (let step = 1; step <= 10; step++) {
@@ -75,12 +108,19 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   }
   await page.mouse.up();
   await expect(editor.locator('.react-flow__edge')).toHaveCount(1);
-  await expect(editor.locator('.kpl-PipelineEditor-status')).toHaveText('valid');
+  await expect(editor.locator('.kpl-PipelineEditor-status')).toHaveText(
+    'valid'
+  );
   await expect(sink.locator('.kpl-PipelineNode-problems')).toHaveCount(0);
 
   await editor.locator('.kpl-PipelineEditor-run').click();
-  await expect(sink.locator('.kpl-PipelineNode-state')).toContainText('succeeded', { timeout: 60000 });
-  await expect(source.locator('.kpl-PipelineNode-state')).toContainText('6 rows');
+  await expect(sink.locator('.kpl-PipelineNode-state')).toContainText(
+    'succeeded',
+    { timeout: 60000 }
+  );
+  await expect(source.locator('.kpl-PipelineNode-state')).toContainText(
+    '6 rows'
+  );
   // Any finished node shows its first records in the properties.
   await source.click();
   await editor.locator('.kpl-PipelineEditor-preview').click();
@@ -88,23 +128,40 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await expect(shown).toContainText('5 of 6 records');
   await expect(shown.locator('tbody tr')).toHaveCount(5);
   if (process.env.KPL_SCREENSHOTS) {
-    await page.screenshot({ path: path.join(__dirname, '..', '..', 'docs', 'images', 'pipeline-editor.png') });
+    await page.screenshot({
+      path: path.join(
+        __dirname,
+        '..',
+        '..',
+        'docs',
+        'images',
+        'pipeline-editor.png'
+      )
+    });
   }
 
   // The file on disk is what the CLI runs: the nodes, their input and their positions.
-  const saved = await page.request.get(`/api/contents/${file}?content=1&type=file&format=text`);
+  const saved = await page.request.get(
+    `/api/contents/${file}?content=1&type=file&format=text`
+  );
   const text = (await saved.json()).content as string;
   expect(text).toContain(`dataset: ${dataset}`);
-  expect(text).toMatch(/save_dataset: \{type: save_dataset, ui: \{x: -?\d+, 'y': -?\d+\}, name: \S+, input: dataset\}/);
+  expect(text).toMatch(
+    /save_dataset: \{type: save_dataset, ui: \{x: -?\d+, 'y': -?\d+\}, name: \S+, input: dataset\}/
+  );
 
   await sink.locator('.kpl-PipelineNode-open').click();
-  const viewer = page.locator('.kpl-DatasetViewer', { has: page.locator('h2', { hasText: `${dataset}-copy:` }) });
+  const viewer = page.locator('.kpl-DatasetViewer', {
+    has: page.locator('h2', { hasText: `${dataset}-copy:` })
+  });
   await expect(viewer).toBeVisible();
   await expect(viewer.locator('.kpl-record').first()).toBeVisible();
 
   // The run shows in the sidebar with its state.
   await openPipelines(page);
-  await expect(panel.locator('.kpl-PipelinesPanel-runs [data-state="succeeded"]').first()).toBeVisible({
+  await expect(
+    panel.locator('.kpl-PipelinesPanel-runs [data-state="succeeded"]').first()
+  ).toBeVisible({
     timeout: 30000
   });
 
@@ -112,9 +169,13 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await panel.locator('[data-template="segmentation"]').click();
   const masks = page.locator('.react-flow__node[data-id="masks"]');
   await expect(masks).toBeVisible();
-  await expect(page.locator('.react-flow__node[data-id="raw"] .kpl-PipelineNode-problems')).toBeVisible();
+  await expect(
+    page.locator('.react-flow__node[data-id="raw"] .kpl-PipelineNode-problems')
+  ).toBeVisible();
   await expect(masks.locator('.kpl-PipelineNode-problems')).toHaveCount(0);
   // A relational node offers keep: true in its properties.
   await masks.click();
-  await expect(page.locator('.kpl-PipelineEditor-properties #root_keep:visible')).toBeVisible();
+  await expect(
+    page.locator('.kpl-PipelineEditor-properties #root_keep:visible')
+  ).toBeVisible();
 });

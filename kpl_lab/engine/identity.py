@@ -29,8 +29,8 @@ HASH_LENGTH = 12  # hex digits of sha256: 48 bits against collisions between esc
 USER_PREFIX = "kpl-"
 USERS_UMASK = 0o007  # users' files: readable and writable by their project group, nobody else
 PROJECT_MODE = 0o2770  # setgid: what is created inside belongs to the project's group
-# the service's hub token and OAuth settings: a job must not act as the platform
-PLATFORM_VARIABLES = ("JUPYTERHUB_",)
+# the service's and the gateway's hub tokens and OAuth settings: a job must not act as the platform
+PLATFORM_VARIABLES = ("JUPYTERHUB_", "KPL_GATEWAY_API_TOKEN")
 _KEPT = re.compile(r"[a-z0-9_][a-z0-9_-]*")  # after the prefix: a digit may come first
 _UNSAFE = re.compile(r"[^a-z0-9_]+")
 _accounts_lock = threading.Lock()  # useradd/groupadd lock /etc/passwd and refuse when it is taken

@@ -31,10 +31,10 @@ from traitlets import Float, Integer, Unicode
 from traitlets.config import Application
 from traitlets.utils.importstring import import_item
 
-from ..errors import NotFound
 from ..platform import Platform, with_moved_settings
 from ..server_ext.imports import ImportQueue
 from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
+from . import access
 from .directory import HubDirectory
 from .usage import UsageHistory, sample
 
@@ -62,14 +62,11 @@ class ServiceIdentityProvider(JupyterHubIdentityProvider):
         hub_user = await super().get_user(handler)
         if hub_user is None or hub_user.hub_user.get("kind", "user") != "user":
             return None
-        model = await self.directory.user(hub_user.username)
-        if model is None:
+        found = await access.member(self.directory, hub_user.username)
+        if found is None:
             return None
         handler._kpl_user = KPLUser(
-            username=model["name"],
-            name=model["name"],
-            admin=bool(model.get("admin")),
-            projects=tuple(sorted(model.get("groups") or ())),
+            username=found.name, name=found.name, admin=found.admin, projects=found.projects
         )
         return handler._kpl_user
 
@@ -119,13 +116,7 @@ class KPLService(Application):
 
     def may_use_project(self, user: KPLUser, project: str) -> bool:
         """Let admins use every project and members their groups; any other project does not exist."""
-        if (
-            user.admin
-            or project in user.projects
-            or (project == self.platform.default_project and not user.projects)
-        ):
-            return True
-        raise NotFound(f"project {project!r} not found", field="project")
+        return access.may_use_project(user, project, self.platform.default_project)
 
     @functools.cached_property
     def gateway(self):

@@ -28,6 +28,8 @@ from pathlib import Path
 import psutil
 
 from ..engine import identity
+from ..serving.hub_tokens import ACCESS_SCOPE as GATEWAY_ACCESS
+from ..serving.hub_tokens import TOKEN_ENV as GATEWAY_TOKEN_ENV
 from . import userenv
 
 STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy before we kill what is left
@@ -121,6 +123,9 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
     service_port, hub_port, proxy_api_port, gateway_port = free_ports(4)
     hub_dir = home / "hub"
     service_url = f"http://127.0.0.1:{service_port}"
+    gateway_token = secrets.token_hex(
+        32
+    )  # the gateway process's, to check users' tokens and read their groups
     platform = {"home": str(home)}
     if args.database_url:
         platform["database_url"] = args.database_url
@@ -189,7 +194,8 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
             else ["c.KPLLocalSpawner.run_as_user = False"]
         ),
         f"c.Spawner.environment = {{'KPL_SERVICE_URL': {service_url + '/services/kpl/'!r}}}",
-        "c.Spawner.server_token_scopes = ['users:activity!user', 'access:servers!server', 'access:services!service=kpl']",
+        "c.Spawner.server_token_scopes = ['users:activity!user', 'access:servers!server', 'access:services!service=kpl',",
+        f"                                 {GATEWAY_ACCESS!r}]",
         "c.KPLSpawner.profiles = [",
         "    {'slug': 'cpu', 'display_name': 'CPU notebook', 'cpu': 1, 'cpu_max': 4, 'memory': 2048,",
         "     'memory_max': 8192, 'default': True},",
@@ -209,18 +215,21 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "        'name': 'kpl',",
         f"        'url': {service_url!r},",
         f"        'command': [sys.executable, '-m', 'kpl_lab.hub.service', *{service_args!r}],",
-        f"        'environment': {{'KPL_LAB_HOME': {str(home)!r}}},",
+        # the gateway process it starts takes hub users' API tokens with the kpl-gateway service's token
+        f"        'environment': {{'KPL_LAB_HOME': {str(home)!r}, {GATEWAY_TOKEN_ENV!r}: {gateway_token!r}}},",
         "        'display': True,",
         "        'oauth_no_confirm': True,",
         "    },",
-        "    # predictions with deployment API keys: the gateway process the service starts (no hub login)",
-        f"    {{'name': 'kpl-gateway', 'url': 'http://127.0.0.1:{gateway_port}'}},",
+        "    # predictions with deployment keys or users' API tokens: the gateway process the service starts",
+        f"    {{'name': 'kpl-gateway', 'url': 'http://127.0.0.1:{gateway_port}', 'api_token': {gateway_token!r}}},",
         "]",
         "c.JupyterHub.load_roles = [",
-        "    {'name': 'user', 'scopes': ['self', 'access:services!service=kpl']},",
+        f"    {{'name': 'user', 'scopes': ['self', 'access:services!service=kpl', {GATEWAY_ACCESS!r}]}},",
         "    {'name': 'kpl-service', 'services': ['kpl'],",
         "     'scopes': ['list:users', 'read:users', 'list:groups', 'read:groups', 'groups', 'read:servers',",
         "                'admin:users', 'admin:groups']},  # the admin page creates users and projects",
+        "    # whose a token is comes with the token; the gateway reads the owner's admin flag and groups",
+        "    {'name': 'kpl-gateway', 'services': ['kpl-gateway'], 'scopes': ['read:users:name', 'read:users:groups']},",
         "]",
         "",
     ]

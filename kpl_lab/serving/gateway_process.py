@@ -10,6 +10,7 @@ caller authenticates with a deployment API key (`Authorization: Bearer kpldk_…
 single-user Jupyter server on this platform (`Authorization: token …`), which opens the
 projects that server opens: each server registers the SHA-256 digest of its token in
 `tokens/` (`register_server`), and a digest counts only while that server's process lives.
+Under JupyterHub it takes a hub user's own API token instead (`hub_tokens`).
 
 One per platform (home folder), started by the platform when a deployment is made or found
 (`ensure`, called by `DeploymentService.create` and every `reconcile`: a server's background
@@ -42,7 +43,7 @@ from ..engine.forkserver import PACKAGE_PARENT
 from ..engine.local import start_detached
 from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
 from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Unauthorized
-from . import http_server
+from . import http_server, hub_tokens
 from .gateway import VERSION_HEADER, Gateway
 from .keys import digest, key_of
 
@@ -149,6 +150,7 @@ class GatewayApp:
         self.keys = self.service.keys
         self._servers: dict[str, list[str]] = {}  # token digest -> projects, of live servers
         self._servers_read = 0.0
+        self.hub = hub_tokens.from_environment(platform.default_project)
 
     async def handle(self, request: http_server.Request) -> http_server.Response:
         """Answer one request: a prediction, GET /health, or the error in the REST API's `Error` shape."""
@@ -186,6 +188,8 @@ class GatewayApp:
             project, deployment = owner
             if deployment != name or (asked is not None and asked != project):
                 raise Forbidden(f"this key is for deployment {deployment!r} only")
+        elif self.hub is not None:  # under JupyterHub: a hub user's own API token
+            project = await self.hub.project(request.header("Authorization"), asked)
         else:
             project = self._project_of_token(request.header("Authorization"), asked)
         body, content_type = _payload(request)

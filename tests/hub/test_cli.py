@@ -114,6 +114,7 @@ class Notebook:
     jobs: list[str]
     models: list[str]
     hub_url: str
+    token: str  # the notebook's JUPYTERHUB_API_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +162,7 @@ def notebook(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Not
         shown = json.loads(run("job", "show", job_id, "--json")[1])
         assert shown["state"] == "succeeded", shown["reason"] + hub.log()[-3000:]
         models.append(shown["outputs"]["model"]["registered"].removeprefix("model:"))
-    yield Notebook(run, jobs, models, hub.url)
+    yield Notebook(run, jobs, models, hub.url, env["JUPYTERHUB_API_TOKEN"])
     hub.stop_server("ivan")
 
 
@@ -255,7 +256,7 @@ def test_a_pipeline_in_a_notebook(notebook: Notebook, tmp_path: Path):
     assert json.loads(cli("dataset", "show", "notes-copy", "--json")[1])["record_count"] == 2
 
 
-def test_a_deployment_in_a_notebook(notebook: Notebook, tmp_path: Path):
+def test_a_deployment_in_a_notebook(hub: Hub, notebook: Notebook, tmp_path: Path):
     cli = notebook.run
     if cli("algorithm", "show", "judge")[0] != 0:  # alone: the model test adds it
         judge = tmp_path / "judge"
@@ -300,7 +301,33 @@ def test_a_deployment_in_a_notebook(notebook: Notebook, tmp_path: Path):
         answer = requests.post(gateway, data=b"img", headers={**bearer, "Content-Type": "image/png"})
         assert answer.status_code == 200 and answer.json()["class_name"] == "steps-4", answer.text
         assert answer.headers["X-KPL-Model-Version"] == model
-        assert requests.post(gateway, data=b"img").status_code == 401
+        refused = requests.post(gateway, data=b"img")
+        assert refused.status_code == 401 and "your JupyterHub API token" in refused.json()["message"]
+        # ivan's own hub API token, the notebook's or one made on the hub's token page (no hub cookie)
+        image = {"Content-Type": "image/png"}
+        for scheme, token in (("token", notebook.token), ("Bearer", hub.user_token("ivan"))):
+            answer = requests.post(
+                gateway + "?project=labs",
+                data=b"img",
+                headers={**image, "Authorization": f"{scheme} {token}"},
+            )
+            assert answer.status_code == 200 and answer.json()["class_name"] == "steps-4", answer.text
+            assert answer.headers["X-KPL-Model-Version"] == model
+        # sara's token reaches no deployment of ivan's project, named or not
+        sara = {**image, "Authorization": f"token {hub.user_token('sara')}"}
+        for query in ("?project=labs", "", "?project=secret"):
+            answer = requests.post(gateway + query, data=b"img", headers=sara)
+            assert answer.status_code == 404, (query, answer.text)
+        # a token the hub does not know, and one of ivan's without access to the gateway
+        bad = requests.post(
+            gateway + "?project=labs", data=b"img", headers={"Authorization": "token nonsense"}
+        )
+        assert bad.status_code == 403, bad.text
+        answer = hub.api("POST", "users/ivan/tokens", json={"scopes": ["access:services!service=kpl"]})
+        assert answer.status_code == 201, answer.text
+        narrow = {"Authorization": f"token {answer.json()['token']}"}
+        answer = requests.post(gateway + "?project=labs", data=b"img", headers=narrow)
+        assert answer.status_code == 403 and "access:services!service=kpl-gateway" in answer.text, answer.text
     finally:
         status, out, err = cli("deployment", "delete", "toys")
     assert status == 0 and out == "deployment toys deleted\n", err

@@ -35,6 +35,7 @@ from kpl_lab.hub.up import (
     run_hub,
 )
 from kpl_lab.platform import Platform
+from kpl_lab.serving.hub_tokens import ACCESS_SCOPE, TOKEN_ENV
 
 DEADLINE = 120.0  # seconds: only so that a broken start fails instead of hanging
 SLOWER_THAN_TORNADO = 25.0  # seconds: tornado's HTTP client gives up after 20 by default
@@ -82,6 +83,16 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     # the gateway process the service starts, on the port the proxy routes /services/kpl-gateway/ to
     gateway_port = int(gateway["url"].rsplit(":", 1)[1])
     assert gateway["name"] == "kpl-gateway" and "command" not in gateway
+    # which checks users' API tokens with its own hub token, given to it through the service's environment
+    assert len(gateway["api_token"]) == 64 and service["environment"][TOKEN_ENV] == gateway["api_token"]
+    assert ACCESS_SCOPE in config.Spawner.server_token_scopes
+    [user_role, _, gateway_role] = config.JupyterHub.load_roles
+    assert user_role["name"] == "user" and ACCESS_SCOPE in user_role["scopes"]
+    assert gateway_role == {
+        "name": "kpl-gateway",
+        "services": ["kpl-gateway"],
+        "scopes": ["read:users:name", "read:users:groups"],
+    }
     assert f"--DeploymentService.gateway_port={gateway_port}" in service["command"]
     public = f"--DeploymentService.gateway_public_url=http://{socket.gethostname()}:8123/services/kpl-gateway"
     assert public in service["command"]

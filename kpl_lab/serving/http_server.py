@@ -12,6 +12,7 @@ order. A malformed request gets its error (400, 413, 431) and the connection clo
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import traceback
 from collections.abc import Awaitable, Callable
@@ -26,12 +27,14 @@ LARGE_BODY_BYTES = 64 * 1024  # larger bodies are written apart from the head, n
 
 @dataclass
 class Request:
-    """One request: method, target (path and query), headers (names lowercased) and the whole body."""
+    """One request: method, target (path and query), headers (names lowercased), the whole body, and `respond`."""
 
     method: str
     target: str
     headers: dict[str, str]
     body: bytes
+    # answers this request: for a handler that returned None and answers later, once
+    respond: Callable[[Response], None] = field(default=lambda response: None, repr=False)
 
     def header(self, name: str) -> str | None:
         """Return a header's value by any spelling of its name."""
@@ -54,7 +57,9 @@ def json_response(status: int, document: dict, headers: list[tuple[str, str]] | 
     )
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+# A handler returns the response, an awaitable of it (run as a task), or None when it has
+# arranged to call `request.respond` once (from a callback: no task per request).
+Handler = Callable[[Request], "Response | Awaitable[Response] | None"]
 
 
 async def serve(handler: Handler, host: str, port: int, max_body_bytes: int) -> asyncio.Server:
@@ -72,85 +77,111 @@ class _Connection(asyncio.Protocol):
         self.handler = handler
         self.reader = MessageReader(max_body_bytes)
         self.transport: asyncio.Transport | None = None
+        self.busy = False  # a request is being answered
+        self.reading = False  # _next runs: an answer given meanwhile lets its loop go on
         self.answering: asyncio.Task | None = None
         self.continued = False  # `100 Continue` was sent for the request being read
         self.ended = False  # the caller sent its last byte
-        self.drained: asyncio.Future | None = None  # set while the caller reads slower than we write
+        self.paused = False  # the caller reads slower than we write
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
-        if self.answering is None:
-            self._next()
+        self._next()
 
     def eof_received(self) -> bool:
         self.ended = True
-        if self.answering is None:
-            self._next()
+        self._next()
         return True  # the transport stays open for the answer; _next closes it
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.answering is not None:
             self.answering.cancel()
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
 
     def pause_writing(self) -> None:
-        self.drained = asyncio.get_running_loop().create_future()
+        self.paused = True
 
     def resume_writing(self) -> None:
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
-        self.drained = None
+        self.paused = False
+        self._next()
 
     def _next(self) -> None:
-        """Start answering the next whole request, or close when the caller ended or erred."""
+        """Answer the whole requests read so far, one at a time; close when the caller ended or erred."""
         assert self.transport is not None
-        if self.transport.is_closing():
+        if self.reading:
             return
+        self.reading = True
         try:
-            message = self.reader.next()
-        except BadMessage as error:
-            self._fail(error)
-            return
-        if message is None:
-            if self.ended:
-                if self.reader.partial():
-                    self._fail(BadMessage(400, "the request ended before it was whole"))
-                else:
-                    self.transport.close()
-            elif self.reader.expects_continue() and not self.continued:
-                self.continued = True
-                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            return
-        self.continued = False
-        self.answering = asyncio.get_running_loop().create_task(self._answer(message))
+            while not self.busy and not self.paused and not self.transport.is_closing():
+                try:
+                    message = self.reader.next()
+                except BadMessage as error:
+                    self._fail(error)
+                    return
+                if message is None:
+                    self._wait()
+                    return
+                self._start(message)
+        finally:
+            self.reading = False
 
-    async def _answer(self, message: Message) -> None:
+    def _wait(self) -> None:
+        """Nothing whole to answer: close at the caller's end, or let a waiting caller send its body."""
         assert self.transport is not None
+        if self.ended:
+            if self.reader.partial():
+                self._fail(BadMessage(400, "the request ended before it was whole"))
+            else:
+                self.transport.close()
+        elif self.reader.expects_continue() and not self.continued:
+            self.continued = True
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _start(self, message: Message) -> None:
+        self.continued, self.busy = False, True
         method, target, _ = message.start
+        respond = functools.partial(self._respond, message.keep)
         try:
-            response = await self.handler(Request(method, target, message.headers, message.body))
+            outcome = self.handler(Request(method, target, message.headers, message.body, respond))
+        except Exception:
+            outcome = _internal_error()
+        if isinstance(outcome, Response):
+            respond(outcome)
+        elif outcome is not None:
+            self.answering = asyncio.get_running_loop().create_task(self._await(outcome, respond))
+
+    async def _await(self, outcome: Awaitable[Response], respond: Callable[[Response], None]) -> None:
+        try:
+            response = await outcome
         except asyncio.CancelledError:
             return  # the caller went away
         except Exception:
-            traceback.print_exc()
-            response, message.keep = json_response(500, _error(500, "internal error of the gateway")), False
-        _write(self.transport, response, message.keep)
-        if self.drained is not None:
-            await self.drained
+            response = _internal_error()
         self.answering = None
-        if message.keep:
-            self._next()
-        else:
+        respond(response)
+
+    def _respond(self, keep: bool, response: Response) -> None:
+        assert self.transport is not None
+        if not self.busy or self.transport.is_closing():
+            return  # answered already, or the caller went away
+        _write(self.transport, response, keep)
+        self.busy = False
+        if not keep:
             self.transport.close()
+        else:
+            self._next()
 
     def _fail(self, error: BadMessage) -> None:
         assert self.transport is not None
         _write(self.transport, json_response(error.status, _error(error.status, str(error))), False)
         self.transport.close()
+
+
+def _internal_error() -> Response:
+    traceback.print_exc()
+    return json_response(500, _error(500, "internal error of the gateway"))
 
 
 def _error(status: int, message: str) -> dict:

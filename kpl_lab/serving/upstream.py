@@ -12,6 +12,8 @@ with `Content-Length`, chunked, or ending at close are read.
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -37,7 +39,7 @@ class Answer:
     body: bytes
 
 
-class _Stale(Exception):
+class StaleConnection(Exception):
     """A kept-alive connection was closed before any byte of the answer came."""
 
 
@@ -47,26 +49,25 @@ class _Link(asyncio.Protocol):
     def __init__(self) -> None:
         self.reader = MessageReader(None, answers=True)
         self.transport: asyncio.Transport | None = None
-        self.waiter: asyncio.Future[Message] | None = None
+        self.answered: Callable[[Message | Exception], None] | None = None  # the request in flight's
         self.answered_any = False  # a byte of the current answer came
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def send(self, data: bytes, body: bytes | None) -> asyncio.Future[Message]:
-        """Write a request; return the future of its answer."""
+    def send(self, data: bytes, body: bytes | None, answered: Callable[[Message | Exception], None]) -> None:
+        """Write a request; `answered` gets its answer, or the exception that stands for none, once."""
         assert self.transport is not None
         self.answered_any = False
-        self.waiter = asyncio.get_running_loop().create_future()
+        self.answered = answered
         if body is None:
             self.transport.write(data)
         else:
             self.transport.writelines((data, body))
-        return self.waiter
 
     def data_received(self, data: bytes) -> None:
-        if self.waiter is None or self.waiter.done():  # bytes nobody asked for: the connection is unusable
+        if self.answered is None:  # bytes nobody asked for: the connection is unusable
             self.close()
             return
         self.answered_any = True
@@ -74,39 +75,43 @@ class _Link(asyncio.Protocol):
         try:
             message = self.reader.next()
         except BadMessage as error:
-            self._fail(NoAnswer(f"the replica's answer is not HTTP: {error}", sent=True))
+            self.fail(NoAnswer(f"the replica's answer is not HTTP: {error}", sent=True))
             return
         if message is not None:
-            self.waiter.set_result(message)
             if not message.keep:
                 self.close()
+            self._settle(message)
 
     def eof_received(self) -> bool:
         message = self.reader.end()
-        if message is not None and self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(message)  # a body that ends when the replica closes
+        if message is not None:
+            self.closed = True
+            self._settle(message)  # a body that ends when the replica closes
         self.close()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.waiter is not None and not self.waiter.done():
-            if self.answered_any:
-                self.waiter.set_exception(
-                    NoAnswer(f"the replica closed the connection mid-answer: {exc!r}", True)
-                )
-            else:
-                self.waiter.set_exception(_Stale(f"closed before answering: {exc!r}"))
+        if self.answered_any:
+            self._settle(NoAnswer(f"the replica closed the connection mid-answer: {exc!r}", sent=True))
+        else:
+            self._settle(StaleConnection(f"closed before answering: {exc!r}"))
 
-    def _fail(self, error: Exception) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(error)
+    def fail(self, error: Exception) -> None:
+        """End the request in flight with `error` and close the connection."""
         self.close()
+        self._settle(error)
 
     def close(self) -> None:
+        """Close the connection; it carries no more requests."""
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def _settle(self, outcome: Message | Exception) -> None:
+        answered, self.answered = self.answered, None
+        if answered is not None:
+            answered(outcome)
 
 
 class Upstream:
@@ -125,13 +130,90 @@ class Upstream:
         if loop is not self._loop:  # connections belong to the loop that opened them
             self.close()
             self._loop = loop
-        host, port, host_header = self._address(url)
-        head = b"".join(
+        head = self._head(url, path, body, content_type)
+        while True:
+            link = self._idle_link(url)
+            reused = link is not None
+            if link is None:
+                host, port, _ = self._address(url)
+                link = await self._connect(loop, host, port)
+            answer: asyncio.Future[Answer] = loop.create_future()
+            self._exchange(loop, link, url, head, body, functools.partial(_resolve, answer))
+            try:
+                return await answer
+            except StaleConnection as error:
+                if reused:
+                    continue  # closed while idle: send it again on another connection
+                raise NoAnswer(f"the replica closed the connection: {error}", sent=True) from None
+            except asyncio.CancelledError:  # the caller went away: the connection is mid-answer
+                link.close()
+                raise
+
+    def post_now(
+        self,
+        url: str,
+        path: str,
+        body: bytes,
+        content_type: str,
+        answered: Callable[[Answer | Exception], None],
+    ) -> bool:
+        """Send on an idle kept-alive connection and return True (`answered` gets the outcome), else False.
+
+        The outcome is an Answer, NoAnswer, or StaleConnection (closed while idle: send it again with `post`).
+        """
+        loop = asyncio.get_running_loop()
+        link = self._idle_link(url) if loop is self._loop else None
+        if link is None:
+            return False
+        self._exchange(loop, link, url, self._head(url, path, body, content_type), body, answered)
+        return True
+
+    def _exchange(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        link: _Link,
+        url: str,
+        head: bytes,
+        body: bytes,
+        answered: Callable[[Answer | Exception], None],
+    ) -> None:
+        """Send one request on `link`; keep the link for the next one once its answer came whole."""
+
+        def finish(outcome: Message | Exception) -> None:
+            timer.cancel()
+            if isinstance(outcome, Exception):
+                link.close()
+                answered(outcome)
+                return
+            idle = self._idle.setdefault(url, [])
+            if not link.closed and len(idle) < MAX_IDLE:
+                idle.append(link)
+            else:
+                link.close()
+            answered(Answer(int(outcome.start[1]), outcome.body))
+
+        seconds = self.request_timeout
+        timer = loop.call_later(seconds, lambda: link.fail(NoAnswer(f"no answer within {seconds:g} s", True)))
+        if len(body) <= SINGLE_WRITE_BYTES:
+            link.send(head + body, None, finish)
+        else:  # no copy of a large body
+            link.send(head, body, finish)
+
+    def _idle_link(self, url: str) -> _Link | None:
+        idle = self._idle.get(url)
+        while idle:
+            link = idle.pop()
+            if not link.closed:
+                return link
+        return None
+
+    def _head(self, url: str, path: str, body: bytes, content_type: str) -> bytes:
+        return b"".join(
             (
                 b"POST ",
                 path.encode(),
                 b" HTTP/1.1\r\nHost: ",
-                host_header,
+                self._address(url)[2],
                 b"\r\nContent-Type: ",
                 _header_value(content_type),
                 b"\r\nContent-Length: ",
@@ -139,31 +221,6 @@ class Upstream:
                 b"\r\n\r\n",
             )
         )
-        single = len(body) <= SINGLE_WRITE_BYTES
-        idle = self._idle.setdefault(url, [])
-        while True:
-            while idle and idle[-1].closed:
-                idle.pop()
-            reused = bool(idle)
-            link = idle.pop() if reused else await self._connect(loop, host, port)
-            answer = link.send(head + body, None) if single else link.send(head, body)
-            timer = loop.call_later(self.request_timeout, _expire, answer, self.request_timeout)
-            try:
-                message = await answer
-            except _Stale as error:
-                if reused:
-                    continue  # closed while idle: send it again on another connection
-                raise NoAnswer(f"the replica closed the connection: {error}", sent=True) from None
-            except BaseException:  # no answer in time, or cancelled (the caller went away): mid-answer
-                link.close()
-                raise
-            finally:
-                timer.cancel()
-            if not link.closed and len(idle) < MAX_IDLE:
-                idle.append(link)
-            else:
-                link.close()
-            return Answer(int(message.start[1]), message.body)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> _Link:
         try:
@@ -193,9 +250,13 @@ class Upstream:
         self._idle.clear()
 
 
-def _expire(answer: asyncio.Future, seconds: float) -> None:
-    if not answer.done():
-        answer.set_exception(NoAnswer(f"no answer within {seconds:g} s", sent=True))
+def _resolve(future: asyncio.Future, outcome: object) -> None:
+    if future.done():  # cancelled
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _header_value(text: str) -> bytes:

@@ -68,6 +68,8 @@ class MessageReader:
             del self.buffer[: end + 4]
         if self._chunks is not None:
             body = self._read_chunks()
+            if body is None:
+                return None
         elif self._length is not None:
             if len(self.buffer) < self._length:
                 return None

@@ -5,10 +5,15 @@ answers a small classification at once (so the numbers are the serving path's, n
 model's), a `jupyter server` with the kpl_lab extension in front of it. Each request is
 a 1 KiB body POSTed by tornado's curl client with kept-alive connections, `--clients`
 of them in flight at once. Then the clients a gateway could forward with, one request at
-a time to the replica: latency and this process's CPU per request.
+a time to the replica: latency and this process's CPU per request. Last, the gateway
+process against nginx (the reverse proxy users put in front of model servers; one worker,
+kept-alive upstream connections, no access log) in front of the same replica: `--rounds`
+interleaved rounds of direct, gateway process and nginx, medians of them.
+Debian: `apt-get install nginx-light`; without nginx that table has no nginx columns.
 
     python benchmarks/serving.py                           # 2000 requests per run, 10k for the split
     python benchmarks/serving.py --requests 300 --clients 1,8 --split-requests 1000
+    python benchmarks/serving.py --only-proxies --rounds 5   # the gateway process against nginx only
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -225,6 +232,95 @@ def start_server(home: Path, base: Path) -> tuple[subprocess.Popen, str, str]:
             time.sleep(0.2)
 
 
+NGINX_CONFIG = """\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {base}/nginx.pid;
+error_log {base}/nginx-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {base}/nginx-body;
+    proxy_temp_path {base}/nginx-proxy;
+    fastcgi_temp_path {base}/nginx-fastcgi;
+    uwsgi_temp_path {base}/nginx-uwsgi;
+    scgi_temp_path {base}/nginx-scgi;
+    upstream replica {{ server {replica}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://replica/predict;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(replica: str, base: Path) -> tuple[subprocess.Popen, str] | None:
+    """Start nginx as a reverse proxy to the replica; return it and its URL, or None without nginx."""
+    binary = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+    if binary is None:
+        return None
+    port = free_port()
+    config = base / "nginx.conf"
+    config.write_text(NGINX_CONFIG.format(base=base, replica=replica.split("//", 1)[1], port=port))
+    process = subprocess.Popen(
+        [binary, "-p", str(base), "-c", str(config), "-e", "stderr"], stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return process, f"http://127.0.0.1:{port}/"
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"nginx did not start: {process.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+
+
+def compare_proxies(
+    direct: str, process: tuple[int, str], nginx: tuple[int, str] | None, headers: dict, args
+) -> None:
+    """Print direct, the gateway process and nginx in interleaved rounds: medians of p50 and throughput."""
+    named = [("direct", None, direct, {}), ("process", *process, headers)]
+    if nginx is not None:
+        named.append(("nginx", *nginx, {}))
+    print(
+        f"\nthe gateway process (API key) against nginx in front of the same replica; medians of "
+        f"{args.rounds} interleaved rounds of {args.requests} requests; CPU: ms of the proxy's CPU per request"
+    )
+    columns = "".join(
+        f" {n + ' p50':>11} {'added':>6} {n + '/s':>10} {'ratio':>5} {'CPU':>5}" for n, *_ in named[1:]
+    )
+    print(
+        f"{'clients':>7} {'direct p50':>10} {'direct/s':>8}{columns}"
+        + (f" {'process/nginx':>13}" if nginx else "")
+    )
+    for clients in (int(c) for c in args.clients.split(",")):
+        found: dict[str, list[tuple[float, float, float]]] = {n: [] for n, *_ in named}
+        for _ in range(args.rounds):
+            for name, pid, url, extra in named:
+                before = cpu_seconds(pid) if pid else 0.0
+                latencies, seconds, _ = asyncio.run(
+                    load(url, {"Content-Type": "application/octet-stream", **extra}, args.requests, clients)
+                )
+                cpu = (cpu_seconds(pid) - before) / args.requests * 1000 if pid else 0.0
+                found[name].append((percentile(latencies, 0.5), args.requests / seconds, cpu))
+        medians = {
+            n: [statistics.median(r[i] for r in rounds) for i in range(3)] for n, rounds in found.items()
+        }
+        d50, d_rate, _ = medians["direct"]
+        line = f"{clients:>7} {d50:>10.2f} {d_rate:>8.0f}"
+        for name, *_ in named[1:]:
+            p50, rate, cpu = medians[name]
+            line += f" {p50:>11.2f} {p50 - d50:>6.2f} {rate:>10.0f} {rate / d_rate:>5.2f} {cpu:>5.2f}"
+        if nginx is not None:
+            line += f" {medians['process'][1] / medians['nginx'][1]:>13.2f}"
+        print(line)
+
+
 def gateway_process_url(home: Path) -> tuple[int, str]:
     """Wait for the platform's gateway process; return its pid and its predict URL prefix."""
     from kpl_lab.serving import gateway_process
@@ -243,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,8,32", help="concurrent clients, comma-separated")
     parser.add_argument("--split-requests", type=int, default=10_000, help="requests of the canary split run")
     parser.add_argument("--weight", type=int, default=20, help="canary weight of the split run (percent)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the proxies' comparison")
+    parser.add_argument(
+        "--only-proxies",
+        action="store_true",
+        help="only the gateway process against nginx (no Jupyter server)",
+    )
     args = parser.parse_args(argv)
     from traitlets.config import Config
 
@@ -265,18 +367,25 @@ def main(argv: list[str] | None = None) -> int:
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
         service.create("default", "bench", refs[0], algorithm="echo")
-        server = None
+        server = nginx = None
         try:
             service.wait("default", "bench", START_TIMEOUT)
             (replica,) = service.routing("default", "bench").ready[refs[0]]
-            server, url, token = start_server(home, base)
             process_pid, process_url = gateway_process_url(home)
             direct = f"{replica}/predict"
-            gateway = url + "deployments/bench/predict"
             headers = {"Content-Type": "application/octet-stream"}
-            authorized = {**headers, "Authorization": f"token {token}"}
             _, key = service.keys.create("default", "bench")
             with_key = {**headers, "X-KPL-API-Key": key}
+            nginx = start_nginx(replica, base)
+            if args.only_proxies:
+                process = (process_pid, process_url + "bench/predict")
+                compare_proxies(
+                    direct, process, nginx and (nginx[0].pid, nginx[1]), {"X-KPL-API-Key": key}, args
+                )
+                return 0
+            server, url, token = start_server(home, base)
+            gateway = url + "deployments/bench/predict"
+            authorized = {**headers, "Authorization": f"token {token}"}
             print(f"{args.requests} requests of {len(BODY)} bytes per run; one replica; latencies in ms")
             print(
                 "gateway: POST /kpl/api/deployments/bench/predict of the Jupyter server with its token; "
@@ -340,10 +449,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             summary = service.metrics(service.get("default", "bench"))
             print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
+            process = (process_pid, process_url + "bench/predict")
+            compare_proxies(direct, process, nginx and (nginx[0].pid, nginx[1]), {"X-KPL-API-Key": key}, args)
         finally:
-            if server is not None:
-                server.terminate()
-                server.wait(timeout=30)
+            for running in (server, nginx and nginx[0]):
+                if running is not None:
+                    running.terminate()
+                    running.wait(timeout=30)
             service.delete("default", "bench")
             platform.close()
     return 0

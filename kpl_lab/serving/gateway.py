@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..errors import Unavailable
 from .history import RequestHistory
 from .service import DeploymentService, Routing
-from .upstream import NoAnswer, Upstream
+from .upstream import Answer, NoAnswer, StaleConnection, Upstream
 
 VERSION_HEADER = "X-KPL-Model-Version"
 ROUTING_TTL_SECONDS = 0.5
@@ -82,13 +82,18 @@ class Gateway:
 
     async def routing(self, project: str, name: str, fresh: bool = False) -> Routing:
         """Return a deployment's routing table: the one in memory unless this process changed it."""
+        cached = None if fresh else self._cached(project, name)
+        return cached if cached is not None else await self._read((project, name))
+
+    def _cached(self, project: str, name: str) -> Routing | None:
+        """Return the routing table in memory (an old one is read again in the background), or None."""
         key = (project, name)
         cached = self._routes.get(key)
-        if cached is not None and not fresh and cached[1] == self.service.generation:
-            if cached[0] < time.monotonic() and key not in self._refreshing:
-                self._refreshing[key] = asyncio.ensure_future(self._refresh(key))
-            return cached[2]
-        return await self._read(key)
+        if cached is None or cached[1] != self.service.generation:
+            return None
+        if cached[0] < time.monotonic() and key not in self._refreshing:
+            self._refreshing[key] = asyncio.ensure_future(self._refresh(key))
+        return cached[2]
 
     async def _read(self, key: tuple[str, str]) -> Routing:
         generation = self.service.generation  # a change while reading makes the next request read again
@@ -132,6 +137,49 @@ class Gateway:
             project, name, prediction.model_version, milliseconds, prediction.status >= 400, time.time()
         )
         return prediction
+
+    def predict_now(
+        self,
+        project: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | Callable[[str], str | None] | None,
+        done: Callable[[Prediction | Exception], None],
+    ) -> bool:
+        """Send the body at once when the routing table and an idle connection are in memory; else return False.
+
+        `done` gets the prediction (or the exception `predict` would raise) from a callback,
+        with no task per request; what the in-memory path cannot finish goes on in `predict`.
+        """
+        routing = self._cached(project, name)
+        if routing is None:
+            return False
+        caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
+        version = pick_version(routing, caller)
+        urls = routing.ready.get(version)
+        if not urls:
+            return False
+        start = time.perf_counter()
+
+        def answered(outcome: Answer | Exception) -> None:
+            if isinstance(outcome, StaleConnection):  # closed while idle: the full path sends it again
+                retry = asyncio.ensure_future(self.predict(project, name, body, content_type, headers))
+                retry.add_done_callback(
+                    lambda task: task.cancelled() or done(task.exception() or task.result())
+                )
+                return
+            if isinstance(outcome, Answer):  # the model's failure, not the gateway's
+                status = outcome.status if outcome.status < 500 else 502
+                prediction = Prediction(status, outcome.body or b"{}", version)
+            else:  # it took the request and died: another replica could die of the same input
+                prediction = Prediction(502, _error(str(outcome)), version)
+            milliseconds = (time.perf_counter() - start) * 1000
+            self.history.record(project, name, version, milliseconds, prediction.status >= 400, time.time())
+            done(prediction)
+
+        url = urls[next(self._turn) % len(urls)]
+        return self.upstream.post_now(url, "/predict", body, content_type, answered)
 
     async def _forward(
         self, project: str, name: str, routing: Routing, version: str, body: bytes, content_type: str

@@ -34,6 +34,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
@@ -44,7 +45,7 @@ from ..engine.local import start_detached
 from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
 from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Unauthorized
 from . import http_server, hub_tokens
-from .gateway import VERSION_HEADER, Gateway
+from .gateway import VERSION_HEADER, Gateway, Prediction
 from .keys import digest, key_of
 
 HOST = "127.0.0.1"
@@ -152,17 +153,54 @@ class GatewayApp:
         self._servers_read = 0.0
         self.hub = hub_tokens.from_environment(platform.default_project)
 
-    async def handle(self, request: http_server.Request) -> http_server.Response:
-        """Answer one request: a prediction, GET /health, or the error in the REST API's `Error` shape."""
+    def handle(
+        self, request: http_server.Request
+    ) -> http_server.Response | Awaitable[http_server.Response] | None:
+        """Answer one request: a prediction, GET /health, or the error in the REST API's `Error` shape.
+
+        A prediction whose caller, routing table and replica connection are all in memory is
+        sent at once and answered from the replica's callback (None); any other goes in a task.
+        """
+        try:
+            if self._predict_now(request):
+                return None
+        except Exception as error:
+            return _error_response(error)
+        return self._answer(request)
+
+    async def _answer(self, request: http_server.Request) -> http_server.Response:
         try:
             return await self._handle(request)
-        except KPLError as error:
-            headers = [("WWW-Authenticate", "Bearer")] if error.status == 401 else []
-            return http_server.json_response(error.status, error.to_json(), headers)
-        except Exception:  # a bug or a broken catalog: the caller gets an answer, gateway.log the trace
-            traceback.print_exc()
-            message = "internal error of the gateway process (see <home>/gateway/gateway.log)"
-            return http_server.json_response(500, _error("InternalError", message))
+        except Exception as error:
+            return _error_response(error)
+
+    def _predict_now(self, request: http_server.Request) -> bool:
+        """Start a prediction from memory (a cached key or a Jupyter server's token); say whether it started."""
+        path, _, query = request.target.partition("?")
+        route = ROUTE.fullmatch(path)
+        if route is None or request.method != "POST" or query:
+            return False
+        name = unquote(route[1])
+        key = key_of(request.header)
+        if key is not None:
+            owner = self.keys.cached(key)
+            if owner is None or owner[1] != name:  # the full path looks it up, or says why not
+                return False
+            project = owner[0]
+        elif self.hub is None:
+            project = self._project_of_token(request.header("Authorization"), None)
+        else:
+            return False
+        content_type = request.header("Content-Type") or "application/octet-stream"
+        if content_type.startswith("multipart/form-data"):
+            return False
+
+        def done(outcome: Prediction | Exception) -> None:
+            request.respond(
+                _error_response(outcome) if isinstance(outcome, Exception) else _response(outcome)
+            )
+
+        return self.gateway.predict_now(project, name, request.body, content_type, request.header, done)
 
     async def _handle(self, request: http_server.Request) -> http_server.Response:
         path, _, query = request.target.partition("?")
@@ -193,14 +231,7 @@ class GatewayApp:
         else:
             project = self._project_of_token(request.header("Authorization"), asked)
         body, content_type = _payload(request)
-        prediction = await self.gateway.predict(project, name, body, content_type, request.header)
-        version = [(VERSION_HEADER, prediction.model_version)]
-        if prediction.status >= 400:  # the model's error, in the Error body every failure has
-            error = (ModelFailed if prediction.status >= 500 else BadRequest)(_model_error(prediction.body))
-            return http_server.json_response(min(prediction.status, 502), error.to_json(), version)
-        return http_server.Response(
-            prediction.status, prediction.body, [("Content-Type", "application/json"), *version]
-        )
+        return _response(await self.gateway.predict(project, name, body, content_type, request.header))
 
     def _project_of_token(self, authorization: str | None, asked: str | None) -> str:
         """Return the project a Jupyter server's token opens for this request; refuse anything else."""
@@ -247,6 +278,27 @@ def _live_servers(where: Path) -> dict[str, list[str]]:
             if is_alive(entry["pid"], entry["pid_start"]):
                 found[entry["digest"]] = list(entry["projects"])
     return found
+
+
+def _response(prediction: Prediction) -> http_server.Response:
+    """Return the answer to a prediction: the replica's JSON, or the model's error in the `Error` shape."""
+    version = [(VERSION_HEADER, prediction.model_version)]
+    if prediction.status >= 400:
+        error = (ModelFailed if prediction.status >= 500 else BadRequest)(_model_error(prediction.body))
+        return http_server.json_response(min(prediction.status, 502), error.to_json(), version)
+    return http_server.Response(
+        prediction.status, prediction.body, [("Content-Type", "application/json"), *version]
+    )
+
+
+def _error_response(error: Exception) -> http_server.Response:
+    """Return the answer to a failure: a KPLError's status and body, else 500 (the trace goes to gateway.log)."""
+    if isinstance(error, KPLError):
+        headers = [("WWW-Authenticate", "Bearer")] if error.status == 401 else []
+        return http_server.json_response(error.status, error.to_json(), headers)
+    traceback.print_exception(error)
+    message = "internal error of the gateway process (see <home>/gateway/gateway.log)"
+    return http_server.json_response(500, _error("InternalError", message))
 
 
 def _payload(request: http_server.Request) -> tuple[bytes, str]:

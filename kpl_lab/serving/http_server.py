@@ -1,31 +1,40 @@
 """A small HTTP/1.1 server for the gateway process: whole requests in, whole answers out, kept-alive connections.
 
-The gateway answers one kind of request, so a plain asyncio stream per connection does it
-with a fraction of a general server's work per request (see benchmarks/README.md). Request
+The gateway answers one kind of request, so an asyncio protocol per connection
+(`http_messages.MessageReader` reading, one task per request answering) does it with a
+fraction of a general server's work per request (see benchmarks/README.md). Request
 bodies come with `Content-Length` or chunked; `Expect: 100-continue` is answered; a
 connection stays open for the next request unless the caller says `Connection: close` (or
-speaks HTTP/1.0 without keep-alive). A malformed request gets 400 and the connection closes.
+speaks HTTP/1.0 without keep-alive); requests sent ahead on one connection are answered in
+order. A malformed request gets its error (400, 413, 431) and the connection closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-MAX_HEAD_BYTES = 64 * 1024
+from .http_messages import BadMessage, Message, MessageReader
+
+REASONS = {status.value: status.phrase for status in HTTPStatus}
+LARGE_BODY_BYTES = 64 * 1024  # larger bodies are written apart from the head, not copied into it
 
 
 @dataclass
 class Request:
-    """One request: method, target (path and query), headers (names lowercased) and the whole body."""
+    """One request: method, target (path and query), headers (names lowercased), the whole body, and `respond`."""
 
     method: str
     target: str
     headers: dict[str, str]
     body: bytes
+    # answers this request: for a handler that returned None and answers later, once
+    respond: Callable[[Response], None] = field(default=lambda response: None, repr=False)
 
     def header(self, name: str) -> str | None:
         """Return a header's value by any spelling of its name."""
@@ -48,136 +57,151 @@ def json_response(status: int, document: dict, headers: list[tuple[str, str]] | 
     )
 
 
-class BadMessage(Exception):
-    """The request cannot be read; `status` says why (400, 413, 431)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-Handler = Callable[[Request], Awaitable[Response]]
+# A handler returns the response, an awaitable of it (run as a task), or None when it has
+# arranged to call `request.respond` once (from a callback: no task per request).
+Handler = Callable[[Request], "Response | Awaitable[Response] | None"]
 
 
 async def serve(handler: Handler, host: str, port: int, max_body_bytes: int) -> asyncio.Server:
     """Listen on host:port; every request is answered by `handler`."""
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _connection(reader, writer, handler, max_body_bytes)
-
-    return await asyncio.start_server(connection, host, port, limit=MAX_HEAD_BYTES, reuse_address=True)
-
-
-async def _connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler, max_body_bytes: int
-) -> None:
-    try:
-        while True:
-            try:
-                request, keep = await _read_request(reader, writer, max_body_bytes)
-            except BadMessage as error:
-                _write(
-                    writer,
-                    json_response(
-                        error.status,
-                        {"error": "BadRequest", "message": str(error), "field": None, "errors": []},
-                    ),
-                    False,
-                )
-                await writer.drain()
-                return
-            if request is None:  # the caller closed the connection between requests
-                return
-            response = await handler(request)
-            _write(writer, response, keep)
-            await writer.drain()
-            if not keep:
-                return
-    except (ConnectionError, asyncio.IncompleteReadError):
-        pass  # the caller went away mid-request
-    finally:
-        writer.close()
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: _Connection(handler, max_body_bytes), host, port, reuse_address=True, backlog=128
+    )
 
 
-async def _read_request(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_body_bytes: int
-) -> tuple[Request | None, bool]:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as error:
-        if error.partial.strip():
-            raise BadMessage(400, "the request ended inside its head") from None
-        return None, False
-    except asyncio.LimitOverrunError:
-        raise BadMessage(431, f"the request head is over {MAX_HEAD_BYTES} bytes") from None
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise BadMessage(400, f"not an HTTP/1.x request line: {lines[0][:100]!r}")
-    method, target, version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip():
-            raise BadMessage(400, f"malformed header line: {line[:100]!r}")
-        name = name.lower()
-        headers[name] = f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
-    connection = headers.get("connection", "").lower()
-    keep = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    if headers.get("expect", "").lower() == "100-continue":
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = await _read_chunks(reader, max_body_bytes)
-    elif "content-length" in headers:
+class _Connection(asyncio.Protocol):
+    """One caller's connection: read requests, answer them one after another."""
+
+    def __init__(self, handler: Handler, max_body_bytes: int) -> None:
+        self.handler = handler
+        self.reader = MessageReader(max_body_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.busy = False  # a request is being answered
+        self.reading = False  # _next runs: an answer given meanwhile lets its loop go on
+        self.answering: asyncio.Task | None = None
+        self.continued = False  # `100 Continue` was sent for the request being read
+        self.ended = False  # the caller sent its last byte
+        self.paused = False  # the caller reads slower than we write
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        self._next()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._next()
+        return True  # the transport stays open for the answer; _next closes it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.answering is not None:
+            self.answering.cancel()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._next()
+
+    def _next(self) -> None:
+        """Answer the whole requests read so far, one at a time; close when the caller ended or erred."""
+        assert self.transport is not None
+        if self.reading:
+            return
+        self.reading = True
         try:
-            length = int(headers["content-length"])
-        except ValueError:
-            raise BadMessage(400, f"Content-Length is not a number: {headers['content-length']!r}") from None
-        if length < 0:
-            raise BadMessage(400, f"Content-Length is negative: {length}")
-        if length > max_body_bytes:
-            raise BadMessage(413, f"the body ({length} bytes) is over the gateway's {max_body_bytes} bytes")
-        body = await reader.readexactly(length)
-    else:
-        body = b""
-    return Request(method, target, headers, body), keep
+            while not self.busy and not self.paused and not self.transport.is_closing():
+                try:
+                    message = self.reader.next()
+                except BadMessage as error:
+                    self._fail(error)
+                    return
+                if message is None:
+                    self._wait()
+                    return
+                self._start(message)
+        finally:
+            self.reading = False
 
+    def _wait(self) -> None:
+        """Nothing whole to answer: close at the caller's end, or let a waiting caller send its body."""
+        assert self.transport is not None
+        if self.ended:
+            if self.reader.partial():
+                self._fail(BadMessage(400, "the request ended before it was whole"))
+            else:
+                self.transport.close()
+        elif self.reader.expects_continue() and not self.continued:
+            self.continued = True
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
-async def _read_chunks(reader: asyncio.StreamReader, max_body_bytes: int) -> bytes:
-    parts, total = [], 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
+    def _start(self, message: Message) -> None:
+        self.continued, self.busy = False, True
+        method, target, _ = message.start
+        respond = functools.partial(self._respond, message.keep)
         try:
-            size = int(line.split(b";", 1)[0], 16)
-        except ValueError:
-            raise BadMessage(400, f"malformed chunk size: {line[:40]!r}") from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        total += size
-        if total > max_body_bytes:
-            raise BadMessage(413, f"the chunked body is over the gateway's {max_body_bytes} bytes")
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise BadMessage(400, "a chunk does not end with CRLF")
+            outcome = self.handler(Request(method, target, message.headers, message.body, respond))
+        except Exception:
+            outcome = _internal_error()
+        if isinstance(outcome, Response):
+            respond(outcome)
+        elif outcome is not None:
+            self.answering = asyncio.get_running_loop().create_task(self._await(outcome, respond))
+
+    async def _await(self, outcome: Awaitable[Response], respond: Callable[[Response], None]) -> None:
+        try:
+            response = await outcome
+        except asyncio.CancelledError:
+            return  # the caller went away
+        except Exception:
+            response = _internal_error()
+        self.answering = None
+        respond(response)
+
+    def _respond(self, keep: bool, response: Response) -> None:
+        assert self.transport is not None
+        if not self.busy or self.transport.is_closing():
+            return  # answered already, or the caller went away
+        _write(self.transport, response, keep)
+        self.busy = False
+        if not keep:
+            self.transport.close()
+        else:
+            self._next()
+
+    def _fail(self, error: BadMessage) -> None:
+        assert self.transport is not None
+        _write(self.transport, json_response(error.status, _error(error.status, str(error))), False)
+        self.transport.close()
 
 
-def _write(writer: asyncio.StreamWriter, response: Response, keep: bool) -> None:
-    try:
-        reason = HTTPStatus(response.status).phrase
-    except ValueError:
-        reason = "Unknown"
-    lines = [f"HTTP/1.1 {response.status} {reason}", f"Content-Length: {len(response.body)}"]
+def _internal_error() -> Response:
+    traceback.print_exc()
+    return json_response(500, _error(500, "internal error of the gateway"))
+
+
+def _error(status: int, message: str) -> dict:
+    kind = "BadRequest" if status < 500 else "InternalError"
+    return {"error": kind, "message": message, "field": None, "errors": []}
+
+
+def _write(transport: asyncio.Transport, response: Response, keep: bool) -> None:
+    lines = [
+        f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
+        f"Content-Length: {len(response.body)}",
+    ]
     lines.extend(f"{name}: {_value(value)}" for name, value in response.headers)
     if not keep:
         lines.append("Connection: close")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
-    writer.write(head + response.body if len(response.body) <= 64 * 1024 else head)
-    if len(response.body) > 64 * 1024:  # no copy of a large body
-        writer.write(response.body)
+    if len(response.body) <= LARGE_BODY_BYTES:
+        transport.write(head + response.body)
+    else:
+        transport.writelines((head, response.body))
 
 
 def _value(text: str) -> str:

@@ -1,21 +1,25 @@
 """A small HTTP/1.1 client for the gateway's one request: POST a body to a replica over a kept-alive connection.
 
-The gateway sends one kind of request to servers it knows, so a plain asyncio stream per
-connection does it with a fraction of a general client's work per request (tornado's curl
-client sets up a curl handle and logs every header line; see benchmarks/README.md). Idle
-connections are kept per replica and reused; one that the replica closed while idle (a
-restart) is noticed before any answer byte came and the request goes once more on a new
-connection. Answers with `Content-Length`, chunked, or ending at close are read.
+The gateway sends one kind of request to servers it knows, so an asyncio protocol per
+connection (`http_messages.MessageReader` reading the answer, one future per request) does
+it with a fraction of a general client's work per request (tornado's curl client sets up a
+curl handle and logs every header line; see benchmarks/README.md). Idle connections are
+kept per replica and reused; one that the replica closed while idle (a restart) is noticed
+before any answer byte came and the request goes once more on a new connection. Answers
+with `Content-Length`, chunked, or ending at close are read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .http_messages import BadMessage, Message, MessageReader
+
 MAX_IDLE = 64  # kept-alive connections per replica
-MAX_HEAD_BYTES = 64 * 1024
 SINGLE_WRITE_BYTES = 64 * 1024  # smaller bodies go out with the head in one write
 
 
@@ -35,8 +39,79 @@ class Answer:
     body: bytes
 
 
-class _Stale(Exception):
+class StaleConnection(Exception):
     """A kept-alive connection was closed before any byte of the answer came."""
+
+
+class _Link(asyncio.Protocol):
+    """One kept-alive connection to a replica, carrying one request at a time."""
+
+    def __init__(self) -> None:
+        self.reader = MessageReader(None, answers=True)
+        self.transport: asyncio.Transport | None = None
+        self.answered: Callable[[Message | Exception], None] | None = None  # the request in flight's
+        self.answered_any = False  # a byte of the current answer came
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, data: bytes, body: bytes | None, answered: Callable[[Message | Exception], None]) -> None:
+        """Write a request; `answered` gets its answer, or the exception that stands for none, once."""
+        assert self.transport is not None
+        self.answered_any = False
+        self.answered = answered
+        if body is None:
+            self.transport.write(data)
+        else:
+            self.transport.writelines((data, body))
+
+    def data_received(self, data: bytes) -> None:
+        if self.answered is None:  # bytes nobody asked for: the connection is unusable
+            self.close()
+            return
+        self.answered_any = True
+        self.reader.feed(data)
+        try:
+            message = self.reader.next()
+        except BadMessage as error:
+            self.fail(NoAnswer(f"the replica's answer is not HTTP: {error}", sent=True))
+            return
+        if message is not None:
+            if not message.keep:
+                self.close()
+            self._settle(message)
+
+    def eof_received(self) -> bool:
+        message = self.reader.end()
+        if message is not None:
+            self.closed = True
+            self._settle(message)  # a body that ends when the replica closes
+        self.close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.answered_any:
+            self._settle(NoAnswer(f"the replica closed the connection mid-answer: {exc!r}", sent=True))
+        else:
+            self._settle(StaleConnection(f"closed before answering: {exc!r}"))
+
+    def fail(self, error: Exception) -> None:
+        """End the request in flight with `error` and close the connection."""
+        self.close()
+        self._settle(error)
+
+    def close(self) -> None:
+        """Close the connection; it carries no more requests."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _settle(self, outcome: Message | Exception) -> None:
+        answered, self.answered = self.answered, None
+        if answered is not None:
+            answered(outcome)
 
 
 class Upstream:
@@ -45,7 +120,7 @@ class Upstream:
     def __init__(self, connect_timeout: float, request_timeout: float) -> None:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
-        self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._idle: dict[str, list[_Link]] = {}
         self._addresses: dict[str, tuple[str, int, bytes]] = {}  # URL -> host, port, Host header
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -55,13 +130,90 @@ class Upstream:
         if loop is not self._loop:  # connections belong to the loop that opened them
             self.close()
             self._loop = loop
-        host, port, host_header = self._address(url)
-        head = b"".join(
+        head = self._head(url, path, body, content_type)
+        while True:
+            link = self._idle_link(url)
+            reused = link is not None
+            if link is None:
+                host, port, _ = self._address(url)
+                link = await self._connect(loop, host, port)
+            answer: asyncio.Future[Answer] = loop.create_future()
+            self._exchange(loop, link, url, head, body, functools.partial(_resolve, answer))
+            try:
+                return await answer
+            except StaleConnection as error:
+                if reused:
+                    continue  # closed while idle: send it again on another connection
+                raise NoAnswer(f"the replica closed the connection: {error}", sent=True) from None
+            except asyncio.CancelledError:  # the caller went away: the connection is mid-answer
+                link.close()
+                raise
+
+    def post_now(
+        self,
+        url: str,
+        path: str,
+        body: bytes,
+        content_type: str,
+        answered: Callable[[Answer | Exception], None],
+    ) -> bool:
+        """Send on an idle kept-alive connection and return True (`answered` gets the outcome), else False.
+
+        The outcome is an Answer, NoAnswer, or StaleConnection (closed while idle: send it again with `post`).
+        """
+        loop = asyncio.get_running_loop()
+        link = self._idle_link(url) if loop is self._loop else None
+        if link is None:
+            return False
+        self._exchange(loop, link, url, self._head(url, path, body, content_type), body, answered)
+        return True
+
+    def _exchange(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        link: _Link,
+        url: str,
+        head: bytes,
+        body: bytes,
+        answered: Callable[[Answer | Exception], None],
+    ) -> None:
+        """Send one request on `link`; keep the link for the next one once its answer came whole."""
+
+        def finish(outcome: Message | Exception) -> None:
+            timer.cancel()
+            if isinstance(outcome, Exception):
+                link.close()
+                answered(outcome)
+                return
+            idle = self._idle.setdefault(url, [])
+            if not link.closed and len(idle) < MAX_IDLE:
+                idle.append(link)
+            else:
+                link.close()
+            answered(Answer(int(outcome.start[1]), outcome.body))
+
+        seconds = self.request_timeout
+        timer = loop.call_later(seconds, lambda: link.fail(NoAnswer(f"no answer within {seconds:g} s", True)))
+        if len(body) <= SINGLE_WRITE_BYTES:
+            link.send(head + body, None, finish)
+        else:  # no copy of a large body
+            link.send(head, body, finish)
+
+    def _idle_link(self, url: str) -> _Link | None:
+        idle = self._idle.get(url)
+        while idle:
+            link = idle.pop()
+            if not link.closed:
+                return link
+        return None
+
+    def _head(self, url: str, path: str, body: bytes, content_type: str) -> bytes:
+        return b"".join(
             (
                 b"POST ",
                 path.encode(),
                 b" HTTP/1.1\r\nHost: ",
-                host_header,
+                self._address(url)[2],
                 b"\r\nContent-Type: ",
                 _header_value(content_type),
                 b"\r\nContent-Length: ",
@@ -69,47 +221,12 @@ class Upstream:
                 b"\r\n\r\n",
             )
         )
-        idle = self._idle.setdefault(url, [])
-        while True:
-            while idle and (idle[-1][0].at_eof() or idle[-1][1].is_closing()):  # closed while idle
-                idle.pop()[1].close()
-            reused = bool(idle)
-            if reused:
-                reader, writer = idle.pop()
-            else:
-                reader, writer = await self._connect(host, port)
-            try:
-                async with asyncio.timeout(self.request_timeout):
-                    if len(body) <= SINGLE_WRITE_BYTES:
-                        writer.write(head + body)
-                    else:  # no copy of a large body
-                        writer.write(head)
-                        writer.write(body)
-                    answer, keep = await _read_answer(reader)
-            except _Stale as error:
-                writer.close()
-                if reused:
-                    continue  # closed while idle: send it again on another connection
-                raise NoAnswer(f"the replica closed the connection: {error}", sent=True) from None
-            except TimeoutError:
-                writer.close()
-                raise NoAnswer(f"no answer within {self.request_timeout:g} s", sent=True) from None
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as error:
-                writer.close()
-                raise NoAnswer(f"the replica closed the connection: {error!r}", sent=True) from None
-            except BaseException:  # cancelled (the caller went away): the connection is mid-answer
-                writer.close()
-                raise
-            if keep and len(idle) < MAX_IDLE:
-                idle.append((reader, writer))
-            else:
-                writer.close()
-            return answer
 
-    async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> _Link:
         try:
             async with asyncio.timeout(self.connect_timeout):
-                return await asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES)
+                _, link = await loop.create_connection(_Link, host, port)
+                return link
         except TimeoutError:
             raise NoAnswer(f"could not connect within {self.connect_timeout:g} s", sent=False) from None
         except OSError as error:
@@ -127,54 +244,19 @@ class Upstream:
 
     def close(self) -> None:
         """Close the idle connections."""
-        for connections in self._idle.values():
-            for _, writer in connections:
-                writer.close()
+        for links in self._idle.values():
+            for link in links:
+                link.close()
         self._idle.clear()
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
-    """Read one answer; return it and whether the connection may carry another request."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as error:
-        if not error.partial:
-            raise _Stale("closed before answering") from None
-        raise
-    except ConnectionResetError as error:
-        raise _Stale(str(error)) from None
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    status = int(rest[:3])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        if name:
-            headers[name.strip().lower()] = value.strip()
-    connection = headers.get("connection", "").lower()
-    keep = (version == "HTTP/1.1" and connection != "close") or (
-        version == "HTTP/1.0" and connection == "keep-alive"
-    )
-    if status in (204, 304) or 100 <= status < 200:
-        return Answer(status, b""), keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return Answer(status, await _read_chunks(reader)), keep
-    length = headers.get("content-length")
-    if length is not None:
-        return Answer(status, await reader.readexactly(int(length))), keep
-    return Answer(status, await reader.read()), False  # the body ends when the replica closes
-
-
-async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
-    parts = []
-    while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+def _resolve(future: asyncio.Future, outcome: object) -> None:
+    if future.done():  # cancelled
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _header_value(text: str) -> bytes:

@@ -173,3 +173,39 @@ def test_routing_is_kept_until_changed_here_and_refreshed_in_the_background(serv
 
     run(scenario())
     other.close()
+
+
+def test_a_prediction_sent_from_memory_answers_as_predict_does(serving_platform, toy):
+    service = serving_platform.deployments
+    model = toy("cat")
+    service.create("default", "pets", model, algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    gateway = Gateway(service)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+
+        def now(body: bytes, content_type: str = "image/png"):
+            done = loop.create_future()
+            return gateway.predict_now("default", "pets", body, content_type, None, done.set_result), done
+
+        cold, _ = now(b"img-0")  # no routing table or connection in memory yet
+        await gateway.predict("default", "pets", b"img-1", "image/png")
+        found = []
+        for body, content_type in ((b"img-2", "image/png"), (b"text", "text/plain"), (b"crash", "image/png")):
+            started, done = now(body, content_type)
+            found.append((started, await done))
+        counted = dict(gateway.history._pending)
+        gateway.close()
+        return cold, found, counted
+
+    cold, found, counted = run(scenario())
+    assert cold is False
+    assert [(started, p.status, p.model_version) for started, p in found] == [
+        (True, 200, model),
+        (True, 400, model),
+        (True, 502, model),  # the model died of it: the full path's answer, not a gateway 500
+    ]
+    assert found[0][1].json()["class_name"] == "cat"
+    assert sum(bucket.requests for bucket in counted.values()) == 4
+    assert sum(bucket.errors for bucket in counted.values()) == 2

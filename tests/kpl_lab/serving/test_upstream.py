@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from kpl_lab.serving.upstream import NoAnswer, Upstream
+from kpl_lab.serving.upstream import NoAnswer, StaleConnection, Upstream
 
 Answer = bytes | None  # raw bytes written back; None: close without answering
 
@@ -138,3 +138,31 @@ def test_a_content_type_cannot_add_headers():
 
     asyncio.run(scenario())
     assert b"\r\nX-Evil" not in seen[0] and b"Content-Type: text/plain  X-Evil: 1\r\n" in seen[0]
+
+
+def test_a_request_sent_at_once_on_an_idle_connection_is_answered_by_callback():
+    seen, connections = [], []
+    answers = [_ok(b"1"), _ok(b"2"), None]  # the third request: read, then the connection closes
+
+    async def scenario():
+        server, url = await _serve(answers, seen, connections)
+        upstream = Upstream(5.0, 30.0)
+        loop = asyncio.get_running_loop()
+        nothing_idle = upstream.post_now(url, "/predict", b"a", "x", lambda outcome: None)
+        await upstream.post(url, "/predict", b"a", "x")  # opens the connection and keeps it
+        outcomes = []
+        for body in (b"b", b"c"):
+            answered = loop.create_future()
+            assert upstream.post_now(url, "/predict", body, "x", answered.set_result)
+            outcomes.append(await answered)
+        upstream.close()
+        server.close()
+        return nothing_idle, outcomes
+
+    nothing_idle, (second, third) = asyncio.run(scenario())
+    assert nothing_idle is False
+    assert (second.status, second.body) == (200, b"2")
+    assert isinstance(
+        third, StaleConnection
+    )  # indistinguishable from closed while idle: `post` sends it again
+    assert len(connections) == 1 and seen[-1].endswith(b"\r\n\r\nc")

@@ -81,6 +81,13 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   await editor
     .locator('.kpl-PipelineEditor-properties #root_dataset')
     .fill(dataset);
+  // The optional part is a text field that may stay empty, not a choice of "options".
+  await expect(
+    editor.locator('.kpl-PipelineEditor-properties input#root_part')
+  ).toBeVisible();
+  await expect(
+    editor.locator('.kpl-PipelineEditor-properties')
+  ).not.toContainText('option');
   const sink = await dropNode(editor, 'save_dataset', 360, 240);
   await sink.click();
   await editor

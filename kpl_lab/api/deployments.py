@@ -113,8 +113,9 @@ class Deployment(Body):
         "(7 days; written every few seconds); empty unless asked for one deployment"
     )
     gateway_url: str | None = Field(
-        description="URL of this deployment's predict on the gateway process (127.0.0.1, its own port), "
-        "for callers with an API key outside JupyterLab; null while it does not run"
+        description="URL of this deployment's predict on the gateway process (127.0.0.1, its own port; "
+        "under JupyterHub the hub's /services/kpl-gateway/), for callers with an API key or, under "
+        "JupyterHub, their own hub API token; null while it does not run"
     )
 
 

@@ -26,7 +26,7 @@ def _print_deployment(shown: dict) -> None:
                 ("replicas", shown["replicas"]),
                 ("canary", f"{canary} ({shown['canary_weight']} %)" if canary else None),
                 ("sticky header", shown["sticky_header"]),
-                ("gateway URL", shown.get("gateway_url")),  # for callers with an API key
+                ("gateway URL", shown.get("gateway_url")),  # for callers with an API key or a hub token
             ]
         )
     )

@@ -1315,7 +1315,7 @@ export interface components {
             totals: {
                 [key: string]: components["schemas"]["VersionMetrics"];
             };
-            /** @description URL of this deployment's predict on the gateway process (127.0.0.1, its own port), for callers with an API key outside JupyterLab; null while it does not run */
+            /** @description URL of this deployment's predict on the gateway process (127.0.0.1, its own port; under JupyterHub the hub's /services/kpl-gateway/), for callers with an API key or, under JupyterHub, their own hub API token; null while it does not run */
             gateway_url: string | null;
         };
         /**

@@ -422,7 +422,7 @@ export class DeploymentView extends ReactWidget {
             )}
             {deployment.gateway_url && (
               <div className="kpl-meta kpl-gateway-url">
-                {'with an API key: POST '}
+                {'with an API key or your token: POST '}
                 <code>{deployment.gateway_url}</code>
               </div>
             )}

@@ -43,6 +43,7 @@ BOOTSTRAP = (
 )
 REPLY_SECONDS = 60.0  # the first reply waits for the forkserver's own start
 REAP_SECONDS = 1.0  # how often ended supervisors are reaped while no request comes
+START_SECONDS = 10.0  # the longest a reply waits for the supervisor to start its job
 
 
 class ForkServerError(Exception):
@@ -232,40 +233,70 @@ def _prepared(request: dict):
 
 
 def _fork_supervisor(request: dict, channel: socket.socket) -> int:
-    """Fork a supervisor for the request and return its pid (the child never returns)."""
+    """Fork a supervisor for the request and return its pid (the child never returns).
+
+    For a prepared job the reply waits until the supervisor started it (or could not):
+    the launcher, whose work after the reply (the commit, the next spare run folder)
+    would take a CPU from the supervisor, waits without one meanwhile.
+    """
     run_dir = request["run_dir"]
     supervisor = _prepared(request)
     log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    started, starting = os.pipe() if supervisor is not None and supervisor.ready is not None else (None, None)
     try:
         pid = os.fork()
     except BaseException:
         os.close(log)
+        for end in (started, starting):
+            if end is not None:
+                os.close(end)
         if supervisor is not None:
             supervisor.discard()
         raise
     if pid:
         os.close(log)
+        if supervisor is not None:
+            supervisor.release()  # the child's now
+        if starting is not None:
+            os.close(starting)
+            select.select([started], [], [], START_SECONDS)  # readable at the child's close (or exit)
+            os.close(started)
         return pid
     code = 1
     try:
         channel.close()  # only the forkserver and the launcher hold the socket
-        os.setsid()
-        os.chdir(request["cwd"])
-        env = request["env"]
-        for key in os.environ.keys() - env.keys():
-            del os.environ[key]
-        for key, value in env.items():  # mostly what it was: set only what changed
-            if os.environ.get(key) != value:
-                os.environ[key] = value
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(log, 2)
         os.close(devnull)
         os.close(log)
+        if started is not None:
+            os.close(started)
+
+        def settle() -> None:
+            """Let the forkserver reply; become a process of its own (session, folder, environment)."""
+            if starting is not None:
+                os.close(starting)
+            os.setsid()
+            os.chdir(request["cwd"])
+            env = request["env"]
+            for key in os.environ.keys() - env.keys():
+                del os.environ[key]
+            for key, value in env.items():  # mostly what it was: set only what changed
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+
         from .supervisor import supervise
 
-        supervise(Path(run_dir), adopt=request["adopt"], supervisor=supervisor)
+        if starting is None:  # an unprepared job builds its environment from this process's
+            settle()
+        supervise(
+            Path(run_dir),
+            adopt=request["adopt"],
+            supervisor=supervisor,
+            after_start=settle if starting is not None else None,
+        )
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)

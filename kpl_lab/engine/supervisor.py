@@ -216,7 +216,7 @@ class Worker:
     limits: JobLimits
     devices: dict[str, list[int]] = field(default_factory=dict)
     process: subprocess.Popen | Spawned | None = None  # None when adopted: only its pid is known
-    output: int | None = None  # its log, opened ahead of the start (closed once started)
+    output: int | None = None  # its log while it starts
     pid: int = 0
     pid_start: int | None = None
 
@@ -254,10 +254,11 @@ def end_reason(exit_code: int | None, lines: str, shell_cmd: str | None) -> str:
 class Supervisor:
     """Own one job's process groups (one per worker) from start to recorded end."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, launch: JobLaunch | None = None, config: dict | None = None) -> None:
+        """Read the job and how to supervise it from the run folder, unless given (a folder still to come)."""
         self.run_dir = run_dir
-        self.config = read_json(run_dir / "supervisor.json") or {}
-        self.launch = JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
+        self.config = (read_json(run_dir / "supervisor.json") or {}) if config is None else config
+        self.launch = launch or JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
         self.grace = float(self.config.get("grace_seconds", 10.0))
         self.tick_seconds = float(self.config.get("tick_seconds", 1.0))
         self.usage_seconds = float(self.config.get("usage_seconds", 5.0))
@@ -287,17 +288,8 @@ class Supervisor:
         except Exception as error:
             self.ready = error
 
-    def release(self) -> None:
-        """Close the logs `prepare` opened: the forkserver's copies, once the supervisor forked."""
-        if isinstance(self.ready, tuple):
-            for worker in self.ready[3]:
-                if worker.output is not None:
-                    os.close(worker.output)
-                    worker.output = None
-
     def discard(self) -> None:
-        """Close the logs and remove the cgroups `prepare` made for a job this supervisor will not start."""
-        self.release()
+        """Remove the cgroups `prepare` created for a job this supervisor will not start."""
         if isinstance(self.ready, tuple):
             for worker in self.ready[3]:
                 worker.limits.remove()
@@ -370,8 +362,7 @@ class Supervisor:
             worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
             if identity:
                 worker_env = identity.job_env(worker_env)
-            if worker.output is None:
-                worker.output = _open_log(worker.log)
+            worker.output = _open_log(worker.log)
             if identity:  # the run folder is the submitter's: so are the workers' logs
                 identity.own(worker.log.parent, worker.log)
             try:
@@ -451,9 +442,8 @@ class Supervisor:
                 use_cgroups=bool(self.config.get("use_cgroups", True)),
             )
             limits.find_home()
-            log_path = worker_log(self.run_dir, rank)
             workers.append(
-                Worker(rank, log_path, limits, worker_devices(self.launch, rank), output=_open_log(log_path))
+                Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
             )
         return argv, shell, env, workers
 

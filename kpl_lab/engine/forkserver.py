@@ -8,13 +8,17 @@ else. It is a fresh process started with exec, never a fork of the server, so it
 holds no threads, database connections or locks that a fork could copy in a bad state.
 
 For each job the launcher sends one JSON line over a Unix socket pair (run folder,
-arguments, its current environment and working directory); the forkserver reads the
-run folder and prepares the job's start (command, environment, cgroups: work that would
-cost more in the child, which copies every page it touches), then forks, and the child
-starts a new session, points stdin/stdout at /dev/null and stderr at the run folder's
-`supervisor.log`, and starts the job before anything else. The reply is the
-supervisor's pid and start time. Supervisors are in their own sessions and hold no end of the
-socket, so they outlive the forkserver and the server, as before.
+arguments, its current environment and working directory); the forkserver prepares the
+job's start (command, environment, cgroups: work that would cost more in the child,
+which copies every page it touches), then forks, and the child points stdin/stdout at
+/dev/null and stderr at the run folder's `supervisor.log` and starts the job before
+anything else, then starts a session of its own. With `ForkServer.prepare` the request
+comes before the run folder exists (the job and its supervision in the line, the read
+end of a "go" pipe alongside): the child waits for go (`Pending.go`) before it touches
+the run folder, or leaves when the pipe closes without it (`Pending.abort`, a launcher
+gone). The reply, the supervisor's pid and start time, comes once the job started.
+Supervisors hold no end of the socket, so they outlive the forkserver and the server,
+as before.
 
 The forkserver exits when the launcher's end of the socket closes (the server
 exited). A launcher whose forkserver died starts a new one and asks again; when it

@@ -36,6 +36,11 @@ class Executor(LoggingConfigurable):
         """Start the job and return its handle."""
         raise NotImplementedError
 
+    async def start(self, launch: JobLaunch) -> dict:
+        """Prepare and start the job, return its handle: `before_start`, then `execute` (or both at once)."""
+        await self.before_start(launch)
+        return await self.execute(launch)
+
     async def poll(self, launch: JobLaunch, handle: dict) -> ExecutionState:
         """Return the job's current state."""
         raise NotImplementedError

@@ -8,13 +8,17 @@ else. It is a fresh process started with exec, never a fork of the server, so it
 holds no threads, database connections or locks that a fork could copy in a bad state.
 
 For each job the launcher sends one JSON line over a Unix socket pair (run folder,
-arguments, its current environment and working directory); the forkserver reads the
-run folder and prepares the job's start (command, environment, cgroups: work that would
-cost more in the child, which copies every page it touches), then forks, and the child
-starts a new session, points stdin/stdout at /dev/null and stderr at the run folder's
-`supervisor.log`, and starts the job before anything else. The reply is the
-supervisor's pid and start time. Supervisors are in their own sessions and hold no end of the
-socket, so they outlive the forkserver and the server, as before.
+arguments, its current environment and working directory); the forkserver prepares the
+job's start (command, environment, cgroups: work that would cost more in the child,
+which copies every page it touches), then forks, and the child points stdin/stdout at
+/dev/null and stderr at the run folder's `supervisor.log` and starts the job before
+anything else, then starts a session of its own. With `ForkServer.prepare` the request
+comes before the run folder exists (the job and its supervision in the line, the read
+end of a "go" pipe alongside): the child waits for go (`Pending.go`) before it touches
+the run folder, or leaves when the pipe closes without it (`Pending.abort`, a launcher
+gone). The reply, the supervisor's pid and start time, comes once the job started.
+Supervisors hold no end of the socket, so they outlive the forkserver and the server,
+as before.
 
 The forkserver exits when the launcher's end of the socket closes (the server
 exited). A launcher whose forkserver died starts a new one and asks again; when it
@@ -43,6 +47,7 @@ BOOTSTRAP = (
 )
 REPLY_SECONDS = 60.0  # the first reply waits for the forkserver's own start
 REAP_SECONDS = 1.0  # how often ended supervisors are reaped while no request comes
+START_SECONDS = 10.0  # the longest a reply waits for the supervisor to start its job
 
 
 class ForkServerError(Exception):
@@ -90,6 +95,41 @@ class ForkServer:
         if "error" in reply:
             raise ForkServerError(reply["error"])
         return reply
+
+    def prepare(self, run_dir: Path, job: dict, supervision: dict) -> Pending:
+        """Fork the supervisor of a run folder still to be made, its job's start prepared; it waits for `go`.
+
+        `job` and `supervision` are what job.json and supervisor.json will hold. Until
+        `Pending.go` (or `abort`) this launcher's forkserver serves nobody else. No retry:
+        a launcher whose forkserver failed here makes the run folder and calls `spawn`.
+        """
+        request = {
+            "run_dir": str(Path(run_dir).absolute()),
+            "adopt": False,
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "job": job,
+            "supervision": supervision,
+        }
+        payload = json.dumps(request).encode() + b"\n"
+        wait, go = os.pipe()  # the supervisor waits on `wait`; a close of `go` without a byte aborts
+        self._lock.acquire()
+        try:
+            self._ensure_started()
+            sent = socket.send_fds(self._socket, [payload], [wait])
+            self._socket.sendall(payload[sent:])
+        except (OSError, ValueError, ForkServerError) as error:
+            self._discard()
+            self._lock.release()
+            os.close(go)
+            raise ForkServerError(f"the forkserver is unavailable: {error}") from error
+        except BaseException:
+            self._lock.release()
+            os.close(go)
+            raise
+        finally:
+            os.close(wait)
+        return Pending(self, go)
 
     def close(self) -> None:
         """Let the forkserver exit (supervisors it started keep running)."""
@@ -140,6 +180,42 @@ class ForkServer:
             self.process = None
 
 
+class Pending:
+    """A supervisor forked ahead of its run folder: tell it to start its job, or to leave."""
+
+    def __init__(self, server: ForkServer, go: int) -> None:
+        self.server = server
+        self._go: int | None = go
+
+    def go(self) -> dict:
+        """Let the supervisor start its job (the run folder is in place); return its {"pid", "start"}."""
+        return self._end(b"g")
+
+    def abort(self) -> dict:
+        """Make the supervisor exit without starting anything; it removes the cgroups it made."""
+        return self._end(b"")
+
+    def _end(self, word: bytes) -> dict:
+        if self._go is None:
+            raise ForkServerError("already told")
+        try:
+            if word:
+                with contextlib.suppress(BrokenPipeError):  # a supervisor that never forked: see the reply
+                    os.write(self._go, word)
+            os.close(self._go)
+            self._go = None
+            try:
+                reply = self.server._read_reply()
+            except (OSError, ValueError, ForkServerError) as error:
+                self.server._discard()
+                raise ForkServerError(f"the forkserver is unavailable: {error}") from error
+        finally:
+            self.server._lock.release()
+        if "error" in reply:
+            raise ForkServerError(reply["error"])
+        return reply
+
+
 _shared: dict[str, ForkServer] = {}
 _shared_lock = threading.Lock()
 
@@ -183,19 +259,22 @@ def serve(fd: int) -> None:
     configure_logging()  # once: the children inherit it (their stderr is their supervisor.log)
     gc.freeze()  # children never scan (and so never copy) the objects imported above
     channel = socket.socket(fileno=fd)
-    pending = b""
+    pending, fds = b"", []
     while True:
         while b"\n" not in pending:
             readable, _, _ = select.select([channel], [], [], REAP_SECONDS)
             _reap()
             if readable:
-                chunk = channel.recv(65536)
+                chunk, received, _, _ = socket.recv_fds(channel, 65536, 1)
                 if not chunk:
                     return  # the launcher is gone: supervisors already started run on
                 pending += chunk
+                fds += received
         line, _, pending = pending.partition(b"\n")
+        request = json.loads(line)
+        wait = fds.pop(0) if "job" in request and fds else None
         try:
-            pid = _fork_supervisor(json.loads(line), channel)
+            pid = _fork_supervisor(request, channel, wait)
             reply = {"pid": pid, "start": process_start_time(pid)}
         except Exception as error:  # e.g. fork refused (EAGAIN): the launcher falls back
             reply = {"error": f"{type(error).__name__}: {error}"}
@@ -219,53 +298,106 @@ def _prepared(request: dict):
     Done here, the preparation costs less than in the forked child, which would first
     copy every page it touches; a run folder that cannot be read is the child's to report.
     """
+    from .launch import JobLaunch
     from .supervisor import Supervisor
 
     if request["adopt"]:
         return None
     try:
-        supervisor = Supervisor(Path(request["run_dir"]))
+        if "job" in request:  # the run folder is still to come
+            supervisor = Supervisor(
+                Path(request["run_dir"]), JobLaunch.from_json(request["job"]), request["supervision"]
+            )
+        else:
+            supervisor = Supervisor(Path(request["run_dir"]))
     except Exception:
         return None
     supervisor.prepare(request["env"])
     return supervisor
 
 
-def _fork_supervisor(request: dict, channel: socket.socket) -> int:
-    """Fork a supervisor for the request and return its pid (the child never returns)."""
+def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) -> int:
+    """Fork a supervisor for the request and return its pid (the child never returns).
+
+    `wait`: for a run folder still to come, the pipe on which the launcher says go (a
+    byte) or abort (closed without one); the supervisor touches the run folder only
+    after go. For a prepared job the reply waits until the supervisor started it (or
+    could not, or left): the launcher, whose work after the reply (the commit, the next
+    spare run folder) would take a CPU from the supervisor, waits without one meanwhile.
+    """
     run_dir = request["run_dir"]
-    supervisor = _prepared(request)
-    log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        supervisor = _prepared(request)
+    except BaseException:
+        if wait is not None:
+            os.close(wait)
+        raise
+    log = None
+    if wait is None:
+        log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    started, starting = os.pipe() if supervisor is not None and supervisor.ready is not None else (None, None)
     try:
         pid = os.fork()
     except BaseException:
-        os.close(log)
+        for end in (log, wait, started, starting):
+            if end is not None:
+                os.close(end)
         if supervisor is not None:
             supervisor.discard()
         raise
     if pid:
-        os.close(log)
+        for end in (log, wait):
+            if end is not None:
+                os.close(end)
+        if starting is not None:
+            os.close(starting)
+            select.select([started], [], [], START_SECONDS)  # readable at the child's close (or exit)
+            os.close(started)
         return pid
     code = 1
     try:
         channel.close()  # only the forkserver and the launcher hold the socket
-        os.setsid()
-        os.chdir(request["cwd"])
-        env = request["env"]
-        for key in os.environ.keys() - env.keys():
-            del os.environ[key]
-        for key, value in env.items():  # mostly what it was: set only what changed
-            if os.environ.get(key) != value:
-                os.environ[key] = value
+        if started is not None:
+            os.close(started)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
-        os.dup2(log, 2)
         os.close(devnull)
+        if wait is not None:
+            if not os.read(wait, 1):  # aborted, or the launcher died: leave nothing behind
+                if supervisor is not None:
+                    supervisor.discard()
+                os._exit(0)
+            os.close(wait)
+            log = os.open(
+                os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+            )
+        os.dup2(log, 2)
         os.close(log)
+
+        def settle() -> None:
+            """Let the forkserver reply; become a process of its own (session, folder, environment)."""
+            if starting is not None:
+                os.close(starting)
+            os.setsid()
+            os.chdir(request["cwd"])
+            env = request["env"]
+            for key in os.environ.keys() - env.keys():
+                del os.environ[key]
+            for key, value in env.items():  # mostly what it was: set only what changed
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+
         from .supervisor import supervise
 
-        supervise(Path(run_dir), adopt=request["adopt"], supervisor=supervisor)
+        if starting is None:  # an unprepared job builds its environment from this process's
+            settle()
+        supervise(
+            Path(run_dir),
+            adopt=request["adopt"],
+            supervisor=supervisor,
+            after_start=settle if starting is not None else None,
+        )
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)

@@ -59,6 +59,8 @@ class JobLimits:
     version: int = 0  # 2 or 1 for cgroups, 0 for the fallback
     paths: dict[str, Path] = field(default_factory=dict)  # controller (or "unified") -> job cgroup
     enforcement: str = FALLBACK
+    # the starting thread's own cgroups, found ahead (`find_home`): it moves back to them
+    home: list[Path] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def create(
@@ -155,7 +157,9 @@ class JobLimits:
         than a fork that runs Python code before exec (several ms per job). When the
         caller's own cgroups are not writable, it could not move back: `enter` it is.
         """
-        home = self._own_cgroups_v1() if self.version == 1 else None
+        home = self.home
+        if home is None and self.version == 1:
+            home = self._own_cgroups_v1()
         if home is None:
             yield self.enter
             return
@@ -166,6 +170,11 @@ class JobLimits:
         finally:
             for tasks in home:
                 _write(tasks, "0")
+
+    def find_home(self) -> None:
+        """Find the cgroups `starting` moves back to, ahead: this thread's, and so a fork's of it."""
+        if self.version == 1:
+            self.home = self._own_cgroups_v1()
 
     def _own_cgroups_v1(self) -> list[Path] | None:
         """Return the `tasks` files of the calling thread's cgroups of the job's hierarchies."""

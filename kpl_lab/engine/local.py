@@ -115,15 +115,7 @@ class LocalExecutor(Executor):
         # no fsync: a job whose run folder a crash lost is reported lost (no job.json) by reconcile()
         write(folder / "parameter.yml", yaml.dump(launch.parameters, Dumper=SAFE_DUMPER, allow_unicode=True))
         write(folder / "job.json", json.dumps(launch.to_json(), indent=1))
-        supervision = {
-            "use_cgroups": self.use_cgroups,
-            "grace_seconds": self.grace_seconds,
-            "tick_seconds": self.tick_seconds,
-            "usage_seconds": self.usage_seconds,
-            "environments_dir": self.environments_dir or None,
-            "callbacks": self.callbacks or None,
-            "callbacks_config": self.callbacks_config,
-        }
+        supervision = self._supervision()
         if not spare:
             for name in ("output.log", "events.jsonl"):
                 (folder / name).touch()
@@ -136,6 +128,54 @@ class LocalExecutor(Executor):
             except OSError:  # the run folder appeared meanwhile: fill it the usual way
                 shutil.rmtree(spare, ignore_errors=True)
                 await self.before_start(launch)
+
+    def _supervision(self) -> dict:
+        """Return how a supervisor supervises (supervisor.json), identity aside."""
+        return {
+            "use_cgroups": self.use_cgroups,
+            "grace_seconds": self.grace_seconds,
+            "tick_seconds": self.tick_seconds,
+            "usage_seconds": self.usage_seconds,
+            "environments_dir": self.environments_dir or None,
+            "callbacks": self.callbacks or None,
+            "callbacks_config": self.callbacks_config,
+        }
+
+    async def start(self, launch: JobLaunch) -> dict:
+        """Start the job's supervisor and make its run folder at the same time; return the handle.
+
+        The forkserver forks the supervisor and prepares the job's start (command,
+        environment, cgroups) while this process makes the run folder; then the
+        supervisor starts the job. A run folder that could not be made sends it away.
+        Jobs that run as their users' accounts (the identity comes with their run folder)
+        and launchers without a forkserver start one step after the other.
+        """
+        if not self.use_forkserver or (self.run_as_users and launch.user):
+            return await super().start(launch)
+        try:
+            pending = forkserver.shared(self.python).prepare(
+                launch.run_dir, launch.to_json(), self._supervision()
+            )
+        except ForkServerError as error:
+            self.log.warning("preparing the supervisor ahead failed: %s", error)
+            return await super().start(launch)
+        try:
+            await self.before_start(launch)
+        except BaseException:
+            with contextlib.suppress(ForkServerError):
+                pending.abort()
+            raise
+        try:
+            started = pending.go()
+        except ForkServerError as error:  # a supervisor that did start finds the run folder claimed
+            self.log.warning("the supervisor prepared ahead did not start: %s", error)
+            return await self.execute(launch)
+        self._spares.make(launch.run_dir.parent)
+        return {
+            "supervisor_pid": started["pid"],
+            "supervisor_start": started["start"],
+            "run_dir": str(launch.run_dir),
+        }
 
     def _give_run_folder(self, launch: JobLaunch, folder: Path) -> identity.Identity:
         """Return the submitter's identity in the project's group; the run folder becomes theirs (0700).

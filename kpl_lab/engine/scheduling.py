@@ -99,7 +99,7 @@ class Scheduler:
         job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
         try:
             launch = self._launch_of(job, project, version)
-            job.handle = run_sync(self._start(launch))
+            job.handle = run_sync(self.executor.start(launch))
         except Exception as error:
             self.log.exception("job %s could not start", job.id)
             job.state, job.reason, job.finished = "failed", f"could not start: {error}", now()
@@ -165,7 +165,7 @@ class Scheduler:
     def _launch(self, job: Job) -> None:
         try:
             launch = self._launch_of(job)
-            handle = run_sync(self._start(launch))
+            handle = run_sync(self.executor.start(launch))
         except Exception as error:
             self.log.exception("job %s could not start", job.id)
             end_job(self.ledger, job.id, "failed", reason=f"could not start: {error}")
@@ -175,8 +175,3 @@ class Scheduler:
             row.handle = {
                 key: value for key, value in {**(row.handle or {}), **handle}.items() if key != "launcher"
             }
-
-    async def _start(self, launch: JobLaunch) -> dict:
-        """Prepare and start a job through the executor, both in one event loop."""
-        await self.executor.before_start(launch)
-        return await self.executor.execute(launch)

@@ -65,6 +65,10 @@ BOOTSTRAP = (
 )
 LAST_LINES = 20
 SHELL_SYNTAX = set("|&;<>()$`*?~\n")
+RESTORED_SIGNALS = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+)  # Python ignores them; a Popen restores them for its child
 
 
 class CommandNotFound(Exception):
@@ -140,6 +144,69 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+class Spawned:
+    """A job process started with `posix_spawn`: the part of a Popen the supervisor uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], output: int, preexec
+) -> subprocess.Popen | Spawned:
+    """Start a process group with stdout and stderr on `output`, stdin on /dev/null.
+
+    Without a `preexec` step, `posix_spawn` (vfork, no Python between fork and exec, a
+    few hundred microseconds less than a Popen); it has no working folder of its own, so
+    this thread steps into `cwd` for the call. Only 0-2 reach the child: every other
+    descriptor of a supervisor is close-on-exec.
+    """
+    if preexec is not None:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    here = os.open(".", os.O_PATH | os.O_CLOEXEC)
+    try:
+        os.chdir(cwd)
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, output, 1),
+                (os.POSIX_SPAWN_DUP2, output, 2),
+            ],
+            setsid=True,
+            setsigdef=RESTORED_SIGNALS,
+        )
+    finally:
+        os.fchdir(here)
+        os.close(here)
+    return Spawned(pid)
+
+
 @dataclass
 class Worker:
     """One process group of the job: rank 0 alone, or one of several distributed workers."""
@@ -148,7 +215,8 @@ class Worker:
     log: Path
     limits: JobLimits
     devices: dict[str, list[int]] = field(default_factory=dict)
-    process: subprocess.Popen | None = None  # None when adopted: only its pid is known
+    process: subprocess.Popen | Spawned | None = None  # None when adopted: only its pid is known
+    output: int | None = None  # its log while it starts
     pid: int = 0
     pid_start: int | None = None
 
@@ -186,10 +254,11 @@ def end_reason(exit_code: int | None, lines: str, shell_cmd: str | None) -> str:
 class Supervisor:
     """Own one job's process groups (one per worker) from start to recorded end."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, launch: JobLaunch | None = None, config: dict | None = None) -> None:
+        """Read the job and how to supervise it from the run folder, unless given (a folder still to come)."""
         self.run_dir = run_dir
-        self.config = read_json(run_dir / "supervisor.json") or {}
-        self.launch = JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
+        self.config = (read_json(run_dir / "supervisor.json") or {}) if config is None else config
+        self.launch = launch or JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
         self.grace = float(self.config.get("grace_seconds", 10.0))
         self.tick_seconds = float(self.config.get("tick_seconds", 1.0))
         self.usage_seconds = float(self.config.get("usage_seconds", 5.0))
@@ -202,6 +271,7 @@ class Supervisor:
         self.memory_exceeded: int | None = None  # the rank the RSS watchdog killed
         self.failed: Worker | None = None  # the first worker that failed while the others ran
         self.ready: tuple | Exception | None = None  # what `prepare` built, or why it could not
+        self.after_start = None  # see `run`
 
     def prepare(self, base: dict[str, str]) -> None:
         """Build the job's command, environment (over `base`) and limits ahead of `run`.
@@ -232,9 +302,29 @@ class Supervisor:
             factory = getattr(importlib.import_module(module), name)
             self.callbacks = factory(self.config.get("callbacks_config") or {})
 
-    def run(self, adopt: bool = False) -> None:
-        """Supervise the job to its end and record it."""
+    def run(self, adopt: bool = False, after_start=None) -> None:
+        """Supervise the job to its end and record it.
+
+        `after_start` is called once, as soon as the job's processes exist (before this
+        thread leaves their cgroups) or once it is clear they will not.
+        """
         signal.signal(signal.SIGUSR1, self._on_wake)
+        self.after_start = after_start
+        try:
+            workers, shell = self._start(adopt)
+        finally:
+            self._started()
+        if workers:
+            self._watch(workers)
+            self._finish(workers, shell=shell)
+
+    def _started(self) -> None:
+        if self.after_start is not None:
+            after_start, self.after_start = self.after_start, None
+            after_start()
+
+    def _start(self, adopt: bool) -> tuple[list[Worker], bool]:
+        """Start (or adopt) the job's workers and write the handle; no workers when it could not start."""
         if adopt:
             handle = read_json(self.run_dir / "handle.json") or {}
             workers = [
@@ -250,9 +340,7 @@ class Supervisor:
             ]
             handle.update(supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))
             write_atomic(self.run_dir / "handle.json", json.dumps(handle), durable=False)
-            self._watch(workers)
-            self._finish(workers, shell=False)
-            return
+            return workers, False
         try:
             if self.ready is None:
                 self.ready = self._prepare()
@@ -260,43 +348,49 @@ class Supervisor:
                 raise self.ready
             argv, shell, env, workers = self.ready
         except CommandNotFound as missing:
+            self._started()  # before the callbacks' transaction: the launcher holds the ledger lock
             self._record(127, f"command not found: {missing}", stopped=False)
-            return
+            return [], False
         except Exception as error:  # the environment could not be built: say why, as the job's end
             log.exception("could not start the job")
+            self._started()
             self._record(None, f"could not start: {error}", stopped=False)
-            return
+            return [], False
         identity = Identity.from_json(self.config.get("identity"))  # the submitter's account (multi-user)
         port = free_port() if len(workers) > 1 else 0
         for worker in workers:
             worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
             if identity:
                 worker_env = identity.job_env(worker_env)
-            worker.log.parent.mkdir(exist_ok=True)
-            with open(worker.log, "ab") as output:
-                if identity:  # the run folder is the submitter's: so are the workers' logs
-                    identity.own(worker.log.parent, worker.log)
-                try:
-                    with worker.limits.starting() as preexec:  # the child is under the limits before exec
-                        worker.process = subprocess.Popen(
-                            argv,
-                            cwd=self.launch.algorithm_dir,
-                            env=worker_env,
-                            stdin=subprocess.DEVNULL,
-                            stdout=output,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            # joined the limits (no escape window), then dropped to the submitter
-                            preexec_fn=identity.preexec(preexec) if identity else preexec,
-                        )
-                except (FileNotFoundError, PermissionError):
-                    for started in workers[: worker.rank]:
-                        self._signal(started.pid, signal.SIGKILL)
-                        started.process.wait()
-                    for each in workers:
-                        each.limits.remove()
-                    self._record(127, f"command not found: {argv[0]}", stopped=False)
-                    return
+            worker.output = _open_log(worker.log)
+            if identity:  # the run folder is the submitter's: so are the workers' logs
+                identity.own(worker.log.parent, worker.log)
+            try:
+                with worker.limits.starting() as preexec:  # the child is under the limits before exec
+                    worker.process = spawn(
+                        argv,
+                        self.launch.algorithm_dir,
+                        worker_env,
+                        worker.output,
+                        # joined the limits (no escape window), then dropped to the submitter
+                        identity.preexec(preexec) if identity else preexec,
+                    )
+                    if worker is workers[-1]:
+                        self._started()
+            except (FileNotFoundError, PermissionError):
+                for started in workers[: worker.rank]:
+                    self._signal(started.pid, signal.SIGKILL)
+                    started.process.wait()
+                for each in workers:
+                    each.limits.remove()
+                    if each.output is not None:
+                        os.close(each.output)
+                        each.output = None
+                self._started()
+                self._record(127, f"command not found: {argv[0]}", stopped=False)
+                return [], False
+            os.close(worker.output)
+            worker.output = None
             worker.pid = worker.process.pid
             worker.pid_start = process_start_time(worker.pid)
         first = workers[0]
@@ -314,8 +408,7 @@ class Supervisor:
             handle.update(workers=[worker.to_json() for worker in workers], master_port=port)
         # pids mean nothing after a reboot: no fsync while the job starts
         write_atomic(self.run_dir / "handle.json", json.dumps(handle), durable=False)
-        self._watch(workers)
-        self._finish(workers, shell=shell)
+        return workers, shell
 
     def _prepare(
         self, base: dict[str, str] | None = None
@@ -348,6 +441,7 @@ class Supervisor:
                 self.launch.limits.cpu,
                 use_cgroups=bool(self.config.get("use_cgroups", True)),
             )
+            limits.find_home()
             workers.append(
                 Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
             )
@@ -519,6 +613,12 @@ class Supervisor:
             log.exception("callback %s failed", name)
 
 
+def _open_log(path: Path) -> int:
+    """Open a worker's log for appending (its folder made first): the descriptor its process writes to."""
+    path.parent.mkdir(exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
 def claim(run_dir: Path) -> bool:
     """Lock the run folder for this process's lifetime; False when another supervisor holds it.
 
@@ -563,14 +663,21 @@ def configure_logging() -> None:
     logging.getLogger("kpl_lab").setLevel(logging.INFO)
 
 
-def supervise(run_dir: Path, adopt: bool = False, supervisor: Supervisor | None = None) -> None:
-    """Supervise the job of a run folder in this process (the forkserver's entry, `supervisor` prepared)."""
+def supervise(
+    run_dir: Path, adopt: bool = False, supervisor: Supervisor | None = None, after_start=None
+) -> None:
+    """Supervise the job of a run folder in this process (the forkserver's entry, `supervisor` prepared).
+
+    `after_start` is called once the job started, or could not (see `Supervisor.run`).
+    """
     if not claim(run_dir):
         log.warning("another supervisor owns %s: leaving the job to it", run_dir)
         if supervisor is not None:
             supervisor.discard()
+        if after_start is not None:
+            after_start()
         return
-    (supervisor or Supervisor(run_dir)).run(adopt=adopt)
+    (supervisor or Supervisor(run_dir)).run(adopt=adopt, after_start=after_start)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from kpl_lab.engine import forkserver
-from kpl_lab.engine.limits import PARENT
+from kpl_lab.engine.limits import CGROUP_ROOT, PARENT, JobLimits
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.service import JobRequest
@@ -185,3 +185,55 @@ async def test_a_forked_copy_of_the_server_leaves_the_forkserver_to_it(tmp_path,
     again = make_launch(tmp_path, "python -c 'print(43)'", name="j2")
     assert (await run_to_end(LocalExecutor(), again)).exit_code == 0
     assert forkserver.shared(sys.executable) is server and server.process.poll() is None
+
+
+def job_cgroups(job_id: str) -> list:
+    """Return the cgroup folders of a job that exist (v1 hierarchies or v2)."""
+    return [path for path in CGROUP_ROOT.glob(f"*/{PARENT}/job-{job_id}")] + [
+        path for path in CGROUP_ROOT.glob(f"{PARENT}/job-{job_id}")
+    ]
+
+
+async def test_start_makes_the_run_folder_while_the_supervisor_is_prepared(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'import os; print(os.getcwd())'", job_id="ahead1")
+    executor = LocalExecutor()
+    handle = await executor.start(launch)  # the forkserver prepares the start, then the folder is made
+    while (state := await executor.poll(launch, handle)).running:
+        await asyncio.sleep(0.05)
+    assert (state.exit_code, state.reason) == (0, None)
+    assert (launch.run_dir / "output.log").read_text() == f"{launch.algorithm_dir}\n"
+    assert json.loads((launch.run_dir / "job.json").read_text())["job_id"] == "ahead1"
+    assert parent_of(handle["supervisor_pid"]) != os.getpid()
+
+
+async def test_an_aborted_start_leaves_no_process_cgroup_or_run_folder(tmp_path, fresh):
+    launch = make_launch(tmp_path, "python -c 'print(42)'", job_id="abort1")
+    executor = LocalExecutor()
+    server = forkserver.shared(executor.python)
+    pending = server.prepare(launch.run_dir, launch.to_json(), executor._supervision())
+    probe = JobLimits.create("kpl-test-probe-abort", 64, 0.5)
+    probe.remove()
+    deadline = time.monotonic() + 60
+    while probe.version and not job_cgroups("abort1"):  # prepared: its cgroups are made
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    supervisor = pending.abort()["pid"]  # forked and prepared, then told to leave
+    wait_gone(supervisor)
+    assert not launch.run_dir.exists() and job_cgroups("abort1") == []
+
+    async def no_folder(launch):
+        raise OSError("disk full")
+
+    executor.before_start = no_folder
+    with pytest.raises(OSError, match="disk full"):
+        await executor.start(launch)  # the run folder failed: the prepared supervisor is sent away
+    for child in psutil.Process(server.pid).children():
+        wait_gone(child.pid)
+    assert not launch.run_dir.exists() and job_cgroups("abort1") == []
+    del executor.before_start
+    again = make_launch(tmp_path, "python -c 'print(43)'", job_id="abort2", name="j2")
+    handle = await executor.start(again)  # the forkserver serves the next job as before
+    while (await executor.poll(again, handle)).running:
+        await asyncio.sleep(0.05)
+    assert (again.run_dir / "output.log").read_text() == "43\n"
+    assert forkserver.shared(executor.python) is server and server.process.poll() is None

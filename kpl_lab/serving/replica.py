@@ -5,7 +5,9 @@ CLI that started it, like a job's supervisor. It reads `replica.json` (command, 
 environment) from the run folder and keeps `status.json` there up to date: `state`
 (starting, ready, unhealthy, restarting, failed, stopped), the server's `pid` and `port`,
 `restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
-period) and then the supervisor. Standard library only: it starts quickly.
+period) and then the supervisor; so does the run folder's removal (the platform's home
+deleted under it: nobody could find or stop it any more). Standard library only: it starts
+quickly.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class ReplicaSupervisor:
 
     def write(self, **fields) -> None:
         self.status.update(fields, time=time.time())
-        write_atomic(self.run_dir / "status.json", json.dumps(self.status), durable=False)
+        if self.run_dir.is_dir():
+            write_atomic(self.run_dir / "status.json", json.dumps(self.status), durable=False)
 
     def on_term(self, *_args) -> None:
         self.stopping = True
@@ -118,6 +121,9 @@ class ReplicaSupervisor:
         """Health-check the server until it exits or the supervisor stops; return whether it was ready."""
         ready = False
         while server.poll() is None and not self.stopping:
+            if not self.run_dir.is_dir():  # removed with its platform: stop, as if told to
+                self.stopping = True
+                break
             healthy = is_healthy(self.host, self.status["port"])
             if healthy and self.status["state"] != "ready":
                 ready = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import time
 
@@ -120,3 +121,22 @@ def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(
         assert post(ready_port(again, "default", "pets"), b"img")[0] == 200
     finally:
         again.close()
+
+
+def test_a_replica_whose_run_folder_is_removed_stops(serving_platform, toy):
+    service = serving_platform.deployments
+    service.create("default", "pets", toy("cat"), algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    (row,) = service.get("default", "pets").replica_rows
+    (replica,) = service.replica_states(service.get("default", "pets"))
+    supervisor, server = row.handle["supervisor_pid"], replica["pid"]
+    shutil.rmtree(service.run_dir(row))  # the platform's home deleted under a running replica
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    until(lambda: gone(server) and gone(supervisor))

@@ -241,7 +241,8 @@ def _after_fork_in_child() -> None:
 def _close_all() -> None:
     """Let this process's forkservers exit with it (they would on their own, a moment later)."""
     for server in list(_shared.values()):
-        server.close()
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C at exit: its socket is closed already
+            server.close()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -125,18 +125,13 @@ class Gateway:
         """Send one request body to a replica; raise Unavailable (503) while none is ready."""
         start = time.perf_counter()
         routing = await self.routing(project, name)
-        caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
-        version = pick_version(routing, caller)
+        version = _pick(routing, headers)
         try:
             prediction = await self._forward(project, name, routing, version, body, content_type)
         except Unavailable:
             self.history.record(project, name, version, None, True, time.time())
             raise
-        milliseconds = (time.perf_counter() - start) * 1000
-        self.history.record(
-            project, name, prediction.model_version, milliseconds, prediction.status >= 400, time.time()
-        )
-        return prediction
+        return self._counted(project, name, prediction, start)
 
     def predict_now(
         self,
@@ -155,8 +150,7 @@ class Gateway:
         routing = self._cached(project, name)
         if routing is None:
             return False
-        caller = _header(headers, routing.sticky_header) if routing.sticky_header else None
-        version = pick_version(routing, caller)
+        version = _pick(routing, headers)
         urls = routing.ready.get(version)
         if not urls:
             return False
@@ -169,17 +163,18 @@ class Gateway:
                     lambda task: task.cancelled() or done(task.exception() or task.result())
                 )
                 return
-            if isinstance(outcome, Answer):  # the model's failure, not the gateway's
-                status = outcome.status if outcome.status < 500 else 502
-                prediction = Prediction(status, outcome.body or b"{}", version)
-            else:  # it took the request and died: another replica could die of the same input
-                prediction = Prediction(502, _error(str(outcome)), version)
-            milliseconds = (time.perf_counter() - start) * 1000
-            self.history.record(project, name, version, milliseconds, prediction.status >= 400, time.time())
-            done(prediction)
+            done(self._counted(project, name, _prediction(outcome, version), start))
 
         url = urls[next(self._turn) % len(urls)]
         return self.upstream.post_now(url, "/predict", body, content_type, answered)
+
+    def _counted(self, project: str, name: str, prediction: Prediction, start: float) -> Prediction:
+        """Count a prediction that took since `start` (perf_counter) in the request history; return it."""
+        milliseconds = (time.perf_counter() - start) * 1000
+        self.history.record(
+            project, name, prediction.model_version, milliseconds, prediction.status >= 400, time.time()
+        )
+        return prediction
 
     async def _forward(
         self, project: str, name: str, routing: Routing, version: str, body: bytes, content_type: str
@@ -200,16 +195,25 @@ class Gateway:
             served = version if routing.ready.get(version) else _version_of(routing, urls)
             url = urls[next(self._turn) % len(urls)]
             try:
-                answer = await self.upstream.post(url, "/predict", body, content_type)
+                return _prediction(await self.upstream.post(url, "/predict", body, content_type), served)
             except NoAnswer as error:
                 failure = str(error)
-                if not error.sent:
-                    continue
-                # it took the request and died: another replica could die of the same input
-                return Prediction(502, _error(failure), served)
-            status = answer.status if answer.status < 500 else 502  # the model's failure, not the gateway's
-            return Prediction(status, answer.body or b"{}", served)
+                if error.sent:
+                    return _prediction(error, served)
         raise Unavailable(f"deployment {name!r}: no replica answered ({failure})")
+
+
+def _pick(routing: Routing, headers) -> str:
+    """Return the version a request goes to, by the sticky header when the deployment names one."""
+    return pick_version(routing, _header(headers, routing.sticky_header) if routing.sticky_header else None)
+
+
+def _prediction(outcome: Answer | NoAnswer, version: str) -> Prediction:
+    """Return what a replica's answer (or its dying on the request) means to the caller."""
+    if isinstance(outcome, NoAnswer):  # it took the request and died: another replica could die of it too
+        return Prediction(502, _error(str(outcome)), version)
+    status = outcome.status if outcome.status < 500 else 502  # the model's failure, not the gateway's
+    return Prediction(status, outcome.body or b"{}", version)
 
 
 def _error(message: str) -> bytes:

@@ -175,24 +175,15 @@ class GatewayApp:
             return _error_response(error)
 
     def _predict_now(self, request: http_server.Request) -> bool:
-        """Start a prediction from memory (a cached key or a Jupyter server's token); say whether it started."""
+        """Start a prediction whose caller is known from memory; say whether it started (raise when refused)."""
         path, _, query = request.target.partition("?")
         route = ROUTE.fullmatch(path)
-        if route is None or request.method != "POST" or query:
+        content_type = request.header("Content-Type") or "application/octet-stream"
+        if route is None or request.method != "POST" or content_type.startswith("multipart/form-data"):
             return False
         name = unquote(route[1])
-        key = key_of(request.header)
-        if key is not None:
-            owner = self.keys.cached(key)
-            if owner is None or owner[1] != name:  # the full path looks it up, or says why not
-                return False
-            project = owner[0]
-        elif self.hub is None:
-            project = self._project_of_token(request.header("Authorization"), None)
-        else:
-            return False
-        content_type = request.header("Content-Type") or "application/octet-stream"
-        if content_type.startswith("multipart/form-data"):
+        project = self._project_in_memory(request, name, _asked_project(query))
+        if project is None:
             return False
 
         def done(outcome: Prediction | Exception) -> None:
@@ -215,23 +206,32 @@ class GatewayApp:
         if request.method != "POST":
             message = f"{request.method} is not allowed: POST a body to predict"
             return http_server.json_response(405, _error("HTTPError", message), [("Allow", "POST")])
-        asked = parse_qs(query).get("project", [None])[0]
+        asked = _asked_project(query)
+        project = self._project_in_memory(request, name, asked)
+        if project is None:
+            project = await self._project_looked_up(request, name, asked)
+        body, content_type = _payload(request)
+        return _response(await self.gateway.predict(project, name, body, content_type, request.header))
+
+    def _project_in_memory(self, request: http_server.Request, name: str, asked: str | None) -> str | None:
+        """Return the project the caller may predict in, None when that needs a lookup; raise when refused."""
         key = key_of(request.header)
         if key is not None:
             owner = self.keys.cached(key)
-            if owner is None:
-                owner = await asyncio.get_running_loop().run_in_executor(self.pool, self.keys.find, key)
-            if owner is None:
-                raise Forbidden("this deployment key is unknown or revoked")
-            project, deployment = owner
-            if deployment != name or (asked is not None and asked != project):
-                raise Forbidden(f"this key is for deployment {deployment!r} only")
-        elif self.hub is not None:  # under JupyterHub: a hub user's own API token
-            project = await self.hub.project(request.header("Authorization"), asked)
-        else:
-            project = self._project_of_token(request.header("Authorization"), asked)
-        body, content_type = _payload(request)
-        return _response(await self.gateway.predict(project, name, body, content_type, request.header))
+            return None if owner is None else _project_of_key(owner, name, asked)
+        if self.hub is not None:  # under JupyterHub: a hub user's own API token, asked of the hub
+            return None
+        return self._project_of_token(request.header("Authorization"), asked)
+
+    async def _project_looked_up(self, request: http_server.Request, name: str, asked: str | None) -> str:
+        """Return the project of a key from the catalog, or of a hub user's token from the hub."""
+        key = key_of(request.header)
+        if key is None:
+            return await self.hub.project(request.header("Authorization"), asked)
+        owner = await asyncio.get_running_loop().run_in_executor(self.pool, self.keys.find, key)
+        if owner is None:
+            raise Forbidden("this deployment key is unknown or revoked")
+        return _project_of_key(owner, name, asked)
 
     def _project_of_token(self, authorization: str | None, asked: str | None) -> str:
         """Return the project a Jupyter server's token opens for this request; refuse anything else."""
@@ -278,6 +278,19 @@ def _live_servers(where: Path) -> dict[str, list[str]]:
             if is_alive(entry["pid"], entry["pid_start"]):
                 found[entry["digest"]] = list(entry["projects"])
     return found
+
+
+def _asked_project(query: str) -> str | None:
+    """Return the project a request's query names (`?project=P`), or None."""
+    return parse_qs(query).get("project", [None])[0] if query else None
+
+
+def _project_of_key(owner: tuple[str, str], name: str, asked: str | None) -> str:
+    """Return the project of a key's deployment; refuse a key of another deployment or project."""
+    project, deployment = owner
+    if deployment != name or (asked is not None and asked != project):
+        raise Forbidden(f"this key is for deployment {deployment!r} only")
+    return project
 
 
 def _response(prediction: Prediction) -> http_server.Response:

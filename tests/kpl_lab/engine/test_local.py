@@ -172,17 +172,19 @@ async def test_job_and_its_children_run_in_its_cgroups(tmp_path):
 
 
 @pytest.mark.parametrize("use_cgroups", [True, False])  # posix_spawn, and a Popen with RLIMIT_DATA
-async def test_job_process_gets_its_session_folder_signals_and_three_descriptors(tmp_path, use_cgroups):
-    """Whichever way it starts, the job has its own session and folder, default SIGPIPE, only fds 0-2."""
+async def test_job_process_gets_its_group_folder_signals_and_three_descriptors(tmp_path, use_cgroups):
+    """Whichever way it starts, the job has its own process group, no terminal, its folder, default SIGPIPE, fds 0-2."""
     launch = make_launch(
-        tmp_path, "grep SigIgn /proc/self/status; cut -d' ' -f6 /proc/self/stat; pwd; ls /proc/self/fd"
+        tmp_path, "grep SigIgn /proc/self/status; cut -d' ' -f5-7 /proc/self/stat; pwd; ls /proc/self/fd"
     )
     state = await run_to_end(LocalExecutor(use_cgroups=use_cgroups), launch)
     assert state.exit_code == 0
     lines = (launch.run_dir / "output.log").read_text().split("\n")
     ignored = int(lines[0].split()[1], 16)
     assert ignored & (1 << (signal.SIGPIPE - 1)) == 0  # Python ignores SIGPIPE; the job must not
-    assert int(lines[1]) == state.handle["pgid"]  # the session of the job's first process
+    group, session, terminal = map(int, lines[1].split())
+    assert group == state.handle["pgid"]  # the group of the job's first process
+    assert session != os.getsid(0) and terminal == 0  # no Ctrl-C of the server's terminal reaches it
     assert lines[2] == str(launch.algorithm_dir)
     assert lines[3:] == ["0", "1", "2", "3", ""]  # 3: the listing ls opened
 

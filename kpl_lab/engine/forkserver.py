@@ -8,11 +8,12 @@ else. It is a fresh process started with exec, never a fork of the server, so it
 holds no threads, database connections or locks that a fork could copy in a bad state.
 
 For each job the launcher sends one JSON line over a Unix socket pair (run folder,
-arguments, its current environment and working directory); the forkserver prepares the
-job's start (command, environment, cgroups: work that would cost more in the child,
-which copies every page it touches), then forks, and the child points stdin/stdout at
-/dev/null and stderr at the run folder's `supervisor.log` and starts the job before
-anything else, then starts a session of its own. With `ForkServer.prepare` the request
+arguments, its current environment and working directory). A spare supervisor, forked
+and rehearsed while the forkserver was idle (`Spare`), takes it; without one the
+forkserver prepares the job's start (command, environment, cgroups: work that would
+cost more in a fresh child, which copies every page it touches), then forks. The
+supervisor points stdin/stdout at /dev/null and stderr at the run folder's
+`supervisor.log` and starts the job before anything else. With `ForkServer.prepare` the request
 comes before the run folder exists (the job and its supervision in the line, the read
 end of a "go" pipe alongside): the child waits for go (`Pending.go`) before it touches
 the run folder, or leaves when the pipe closes without it (`Pending.abort`, a launcher
@@ -48,6 +49,7 @@ BOOTSTRAP = (
 REPLY_SECONDS = 60.0  # the first reply waits for the forkserver's own start
 REAP_SECONDS = 1.0  # how often ended supervisors are reaped while no request comes
 START_SECONDS = 10.0  # the longest a reply waits for the supervisor to start its job
+SPARE_SECONDS = 0.1  # how long the forkserver idles before it forks a spare supervisor
 
 
 class ForkServerError(Exception):
@@ -261,9 +263,12 @@ def serve(fd: int) -> None:
     gc.freeze()  # children never scan (and so never copy) the objects imported above
     channel = socket.socket(fileno=fd)
     pending, fds = b"", []
+    spare: Spare | None = None
+    rehearsal: dict | None = None  # the last job's request, for the next spare to rehearse
     while True:
         while b"\n" not in pending:
-            readable, _, _ = select.select([channel], [], [], REAP_SECONDS)
+            idle = REAP_SECONDS if spare is not None else SPARE_SECONDS
+            readable, _, _ = select.select([channel], [], [], idle)
             _reap()
             if readable:
                 chunk, received, _, _ = socket.recv_fds(channel, 65536, 1)
@@ -271,11 +276,19 @@ def serve(fd: int) -> None:
                     return  # the launcher is gone: supervisors already started run on
                 pending += chunk
                 fds += received
+            elif spare is None:
+                spare = Spare.fork(channel, rehearsal)
         line, _, pending = pending.partition(b"\n")
         request = json.loads(line)
         wait = fds.pop(0) if "job" in request and fds else None
+        if "job" in request:
+            rehearsal = request
         try:
-            pid = _fork_supervisor(request, channel, wait)
+            pid = None
+            if spare is not None and not request["adopt"]:
+                pid, spare = spare.take(line, wait), None  # None: the spare was gone (killed)
+            if pid is None:
+                pid = _fork_supervisor(request, channel, wait)
             reply = {"pid": pid, "start": process_start_time(pid)}
         except Exception as error:  # e.g. fork refused (EAGAIN): the launcher falls back
             reply = {"error": f"{type(error).__name__}: {error}"}
@@ -293,11 +306,121 @@ def _reap() -> None:
             return
 
 
-def _prepared(request: dict):
-    """Return the request's supervisor with its job's start prepared, or None to leave it all to the child.
+class Spare:
+    """A supervisor forked ahead of any request, while the forkserver is idle, waiting for its job.
 
-    Done here, the preparation costs less than in the forked child, which would first
-    copy every page it touches; a run folder that cannot be read is the child's to report.
+    The next request that is not an adoption goes to it: its start then costs no fork,
+    and none of the first writes to pages a fork shares, which a child pays for in page
+    faults. It exits when the forkserver does.
+    """
+
+    def __init__(self, pid: int, link: socket.socket, started: int) -> None:
+        self.pid = pid
+        self._link = link
+        self._started = started
+
+    @classmethod
+    def fork(cls, channel: socket.socket, rehearsal: dict | None) -> Spare | None:
+        """Fork a spare supervisor; None when the fork failed (requests are then forked for)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        started, starting = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for end in (mine, theirs):
+                end.close()
+            for end in (started, starting):
+                os.close(end)
+            return None
+        if pid:
+            theirs.close()
+            os.close(starting)
+            return cls(pid, mine, started)
+        try:
+            channel.close()  # only the forkserver and the launcher hold the socket
+            mine.close()
+            os.close(started)
+            _quiet_stdio()
+            os.setsid()  # now, not after the job's start, where it would take the job's CPU
+            if rehearsal is not None:
+                _rehearse(rehearsal)
+            line, wait = _receive(theirs)
+            theirs.close()
+            if line is None:  # the forkserver exited
+                os._exit(0)
+            request = json.loads(line)
+            supervisor = _prepared(request)
+            log = None if wait is not None else _open_log(request["run_dir"])
+            _supervise(request, supervisor, wait, log, starting)  # never returns
+        finally:
+            os._exit(1)  # only a failure gets here
+
+    def take(self, line: bytes, wait: int | None) -> int | None:
+        """Give the spare its request (and go pipe); return its pid once it started the job (or left).
+
+        None when the spare is gone: the request, and `wait`, are still the caller's.
+        """
+        try:
+            socket.send_fds(self._link, [line + b"\n"], [] if wait is None else [wait])
+        except OSError:
+            self.discard()
+            return None
+        self._link.close()
+        if wait is not None:
+            os.close(wait)
+        select.select([self._started], [], [], START_SECONDS)  # readable at the spare's close (or exit)
+        os.close(self._started)
+        return self.pid
+
+    def discard(self) -> None:
+        """Let the spare exit (it sees the end of its link); the forkserver reaps it."""
+        self._link.close()
+        os.close(self._started)
+
+
+def _rehearse(request: dict) -> None:
+    """Prepare a copy of an earlier job's start, under a name of its own, and undo it.
+
+    The real start then finds the pages it writes copied already and its code in the
+    caches: in a forked child, first writes are page faults (about 1 ms per start).
+    """
+    job = dict(request["job"], job_id=f"rehearsal-{os.getpid()}")
+    with contextlib.suppress(Exception):
+        supervisor = _prepared(dict(request, job=job))
+        if supervisor is not None:
+            supervisor.discard()
+
+
+def _receive(link: socket.socket) -> tuple[bytes | None, int | None]:
+    """Read one request line, and the go pipe sent with it, from the forkserver; None at its exit."""
+    data, wait = b"", None
+    while not data.endswith(b"\n"):
+        chunk, fds, _, _ = socket.recv_fds(link, 1 << 20, 1)
+        if fds:
+            wait = fds[0]
+        if not chunk:
+            return None, None
+        data += chunk
+    return data[:-1], wait
+
+
+def _quiet_stdio() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _open_log(run_dir: str) -> int:
+    return os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+
+def _prepared(request: dict):
+    """Return the request's supervisor with its job's start prepared, or None to leave it all to `run`.
+
+    In the forkserver, before the fork, it costs less than in a forked child, which first
+    copies every page it touches (a spare rehearses it instead); a run folder that cannot
+    be read is the supervisor's to report.
     """
     from .launch import JobLaunch
     from .supervisor import Supervisor
@@ -326,16 +449,13 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
     could not, or left): the launcher, whose work after the reply (the commit, the next
     spare run folder) would take a CPU from the supervisor, waits without one meanwhile.
     """
-    run_dir = request["run_dir"]
     try:
         supervisor = _prepared(request)
     except BaseException:
         if wait is not None:
             os.close(wait)
         raise
-    log = None
-    if wait is None:
-        log = os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = _open_log(request["run_dir"]) if wait is None else None
     started, starting = os.pipe() if supervisor is not None and supervisor.ready is not None else (None, None)
     try:
         pid = os.fork()
@@ -355,24 +475,33 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
             select.select([started], [], [], START_SECONDS)  # readable at the child's close (or exit)
             os.close(started)
         return pid
-    code = 1
     try:
         channel.close()  # only the forkserver and the launcher hold the socket
         if started is not None:
             os.close(started)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.close(devnull)
+        _quiet_stdio()
+        _supervise(request, supervisor, wait, log, starting)  # never returns
+    finally:
+        os._exit(1)
+
+
+def _supervise(request: dict, supervisor, wait: int | None, log: int | None, starting: int | None) -> None:
+    """In a forked supervisor: wait for go (`wait`), then supervise the job and exit (never returns).
+
+    `log`: supervisor.log, opened already when the run folder was; `starting`: closed
+    once the job started (a prepared one) or at once (anything else) for the reply.
+    """
+    run_dir = request["run_dir"]
+    prepared = supervisor is not None and supervisor.ready is not None
+    code = 1
+    try:
         if wait is not None:
             if not os.read(wait, 1):  # aborted, or the launcher died: leave nothing behind
                 if supervisor is not None:
                     supervisor.discard()
                 os._exit(0)
             os.close(wait)
-            log = os.open(
-                os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
-            )
+            log = _open_log(run_dir)
         os.dup2(log, 2)
         os.close(log)
 
@@ -380,7 +509,8 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
             """Let the forkserver reply; become a process of its own (session, folder, environment)."""
             if starting is not None:
                 os.close(starting)
-            os.setsid()
+            if os.getsid(0) != os.getpid():  # a spare has a session of its own already
+                os.setsid()
             os.chdir(request["cwd"])
             env = request["env"]
             for key in os.environ.keys() - env.keys():
@@ -391,13 +521,13 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
 
         from .supervisor import supervise
 
-        if starting is None:  # an unprepared job builds its environment from this process's
+        if not prepared:  # an unprepared job builds its environment from this process's
             settle()
         supervise(
             Path(run_dir),
             adopt=request["adopt"],
             supervisor=supervisor,
-            after_start=settle if starting is not None else None,
+            after_start=settle if prepared else None,
         )
         code = 0
     except SystemExit as exit_:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -54,6 +55,20 @@ def fresh(monkeypatch):
 
 def parent_of(pid: int) -> int:
     return psutil.Process(pid).ppid()
+
+
+def spare_of(server: forkserver.ForkServer) -> int:
+    """Return the pid of the forkserver's spare supervisor once it has one (its stderr is no supervisor.log)."""
+    deadline = time.monotonic() + 60
+    while True:
+        for child in psutil.Process(server.pid).children():
+            try:
+                if not os.readlink(f"/proc/{child.pid}/fd/2").endswith("supervisor.log"):
+                    return child.pid
+            except OSError:  # ended meanwhile
+                pass
+        assert time.monotonic() < deadline, "no spare supervisor"
+        time.sleep(0.02)
 
 
 def wait_gone(pid: int) -> None:
@@ -206,7 +221,7 @@ async def test_start_makes_the_run_folder_while_the_supervisor_is_prepared(tmp_p
     assert parent_of(handle["supervisor_pid"]) != os.getpid()
 
 
-async def test_an_aborted_start_leaves_no_process_cgroup_or_run_folder(tmp_path, fresh):
+async def test_an_aborted_start_leaves_no_process_cgroup_or_run_folder(tmp_path, fresh, monkeypatch):
     launch = make_launch(tmp_path, "python -c 'print(42)'", job_id="abort1")
     executor = LocalExecutor()
     server = forkserver.shared(executor.python)
@@ -224,15 +239,57 @@ async def test_an_aborted_start_leaves_no_process_cgroup_or_run_folder(tmp_path,
     async def no_folder(launch):
         raise OSError("disk full")
 
+    aborted = []
+    abort = forkserver.Pending.abort
+    monkeypatch.setattr(forkserver.Pending, "abort", lambda pending: aborted.append(abort(pending)))
     executor.before_start = no_folder
     with pytest.raises(OSError, match="disk full"):
         await executor.start(launch)  # the run folder failed: the prepared supervisor is sent away
-    for child in psutil.Process(server.pid).children():
-        wait_gone(child.pid)
+    wait_gone(aborted[0]["pid"])
     assert not launch.run_dir.exists() and job_cgroups("abort1") == []
     del executor.before_start
     again = make_launch(tmp_path, "python -c 'print(43)'", job_id="abort2", name="j2")
     handle = await executor.start(again)  # the forkserver serves the next job as before
+    while (await executor.poll(again, handle)).running:
+        await asyncio.sleep(0.05)
+    assert (again.run_dir / "output.log").read_text() == "43\n"
+    assert forkserver.shared(executor.python) is server and server.process.poll() is None
+
+
+async def test_the_next_job_starts_in_a_spare_supervisor(tmp_path, fresh):
+    """Forked and rehearsed while the forkserver idles, a spare takes the next start: no fork on its path."""
+    executor = LocalExecutor()
+    first = make_launch(tmp_path, "python -c 'print(42)'", job_id="spare1")
+    assert (await run_to_end(executor, first)).exit_code == 0
+    server = forkserver.shared(executor.python)
+    spare = spare_of(server)
+    assert os.getsid(spare) == spare
+    second = make_launch(tmp_path, "python -c 'import os; print(os.getcwd())'", job_id="spare2", name="j2")
+    handle = await executor.start(second)
+    assert handle["supervisor_pid"] == spare
+    while (state := await executor.poll(second, handle)).running:
+        await asyncio.sleep(0.05)
+    assert (state.exit_code, state.reason) == (0, None)
+    assert (second.run_dir / "output.log").read_text() == f"{second.algorithm_dir}\n"
+    assert job_cgroups(f"rehearsal-{spare}") == []  # its rehearsal's, made and removed before
+    replaced = spare_of(server)  # the next one
+    assert replaced != spare
+    server.close()
+    wait_gone(replaced)  # a spare leaves with its forkserver
+
+
+async def test_a_killed_spare_is_replaced_by_a_fork(tmp_path, fresh, caplog):
+    executor = LocalExecutor()
+    assert (await run_to_end(executor, make_launch(tmp_path, "python -c 'print(42)'"))).exit_code == 0
+    server = forkserver.shared(executor.python)
+    spare = spare_of(server)
+    os.kill(spare, signal.SIGKILL)
+    wait_gone(spare)
+    again = make_launch(tmp_path, "python -c 'print(43)'", name="j2")
+    with caplog.at_level(logging.WARNING):
+        handle = await executor.start(again)  # the forkserver finds the spare gone and forks
+    assert [record.message for record in caplog.records] == []  # no fallback in the launcher
+    assert handle["supervisor_pid"] != spare
     while (await executor.poll(again, handle)).running:
         await asyncio.sleep(0.05)
     assert (again.run_dir / "output.log").read_text() == "43\n"

@@ -136,7 +136,7 @@ class Catalog:
             raise NotFound(f"{kind.word} version {name}:{version} {problem} (versions: {known})")
         return matches[0]
 
-    def _pinned(self, kind: _Kind, project: str, ref: str):
+    def _pinned(self, kind: _Kind, project: str, ref: str, session: Session | None = None):
         """Return a version as `_get` does, in one query that reads no other version of the name.
 
         For the job's start (submit, launch): the returned version's named object is loaded
@@ -158,9 +158,11 @@ class Catalog:
             query = query.order_by(kind.version.id.desc()).limit(1)
         else:
             query = query.where(kind.version.version == version)
-        with self.platform.session() as session:
-            row = session.scalar(query)
-        return row if row is not None else self._get(kind, project, ref)
+        if session is None:
+            with self.platform.session() as session:
+                return self._pinned(kind, project, ref, session)
+        row = session.scalar(query)
+        return row if row is not None else self._get(kind, project, ref, session)
 
     def _list(self, kind: _Kind, project: str) -> list:
         with self.platform.session() as session:
@@ -456,9 +458,9 @@ class Catalog:
         """Return an algorithm version: `NAME` (the latest) or `NAME:VERSION`."""
         return self._get(ALGORITHM, project, ref)
 
-    def algorithm_version(self, project: str, ref: str) -> AlgorithmVersion:
+    def algorithm_version(self, project: str, ref: str, session: Session | None = None) -> AlgorithmVersion:
         """Return an algorithm version as `get_algorithm` does, without reading its algorithm's other versions."""
-        return self._pinned(ALGORITHM, project, ref)
+        return self._pinned(ALGORITHM, project, ref, session)
 
     def list_algorithms(self, project: str) -> list[Algorithm]:
         """Return the project's algorithms, each with its versions (oldest first)."""

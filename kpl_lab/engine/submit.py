@@ -61,12 +61,42 @@ class Submitter:
         `user`: the hub user who submits it; the job runs as their OS account where the
         executor runs jobs as their users (docs/multi-user.md).
         """
+        project = check_name(request.project, "project")
+        started, launched, job = [], None, None
+        try:
+            # one transaction from the version's lookup to the start (a session of its own
+            # costs more than the lookup); queued and scheduled together, and one that starts
+            # at once starts before the commit (Scheduler.start_now)
+            with self.ledger.locked() as session:
+                version = self.platform.catalog.algorithm_version(project, request.algorithm, session)
+                job = self._checked_job(request, project, version, copied_from, resumed_from, user)
+                if session.scalar(select(Job.id).where(Job.id == job.id)) is not None:
+                    job.id = self._new_id(session)
+                launched = self.scheduler.start_now(session, job, project, version)
+                if launched is None and job.state == "queued":
+                    session.add(job)
+                    started = self.scheduler.reserve_queued(session)
+        except Exception:
+            if launched is not None:
+                self.scheduler.abandon(launched, job.handle)
+            raise
+        self.scheduler.launch(started)
+        return self.records.get(project, job.id)
+
+    def _checked_job(
+        self,
+        request: JobRequest,
+        project: str,
+        version,
+        copied_from: str | None,
+        resumed_from: str | None,
+        user: str,
+    ) -> Job:
+        """Return the queued job a request asks for, or say every field at fault."""
         from ..algorithms.errors import AlgorithmError, ParameterError
         from ..algorithms.parameters import apply_overrides
 
         catalog = self.platform.catalog
-        project = check_name(request.project, "project")
-        version = catalog.algorithm_version(project, request.algorithm)  # that version alone: the start waits
         algorithm = self.scheduler.read_algorithm(version)
         try:
             function = algorithm.spec.function(request.function)
@@ -121,8 +151,8 @@ class Submitter:
                 )
             )
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
-        job = Job(
-            id=secrets.token_hex(5),  # 40 random bits; one already taken is drawn again below
+        return Job(
+            id=secrets.token_hex(5),  # 40 random bits; one already taken is drawn again by `submit`
             project_id=version.algorithm.project_id,  # the algorithm's project exists
             algorithm_version_id=version.id,
             algorithm_ref=version.ref,
@@ -139,23 +169,6 @@ class Submitter:
             copied_from=copied_from,
             resumed_from=resumed_from,
         )
-        started, launched = [], None
-        try:
-            # queued and scheduled in one transaction: the job starts without a second round trip;
-            # one that starts at once starts before the commit (Scheduler.start_now)
-            with self.ledger.locked() as session:
-                if session.scalar(select(Job.id).where(Job.id == job.id)) is not None:
-                    job.id = self._new_id(session)
-                launched = self.scheduler.start_now(session, job, project, version)
-                if launched is None and job.state == "queued":
-                    session.add(job)
-                    started = self.scheduler.reserve_queued(session)
-        except Exception:
-            if launched is not None:
-                self.scheduler.abandon(launched, job.handle)
-            raise
-        self.scheduler.launch(started)
-        return self.records.get(project, job.id)
 
     def _new_id(self, session) -> str:
         while True:

@@ -132,8 +132,10 @@ def make_server(predict, port: int | None = None, host: str = "127.0.0.1"):
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the gateway reuses its connections
-        # headers and body go out in two writes: with Nagle each answer would wait for a delayed ACK
-        disable_nagle_algorithm = True
+        # buffered: headers and body leave in one send when the request is done (handle_one_request
+        # flushes), so a caller wakes once per answer, not once for the headers and again for the body
+        wbufsize = -1
+        disable_nagle_algorithm = True  # an answer larger than the buffer goes out in several sends
 
         def _answer(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()

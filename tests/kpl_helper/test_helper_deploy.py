@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 
 import numpy as np
@@ -91,3 +92,26 @@ def test_serve_answers_health_predict_bad_input_and_metrics():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_answer_leaves_in_one_send(monkeypatch):
+    """Head and body together: a caller (the gateway) wakes once per answer, not once for each part."""
+    server = deploy.make_server(lambda data, content_type: {"label": "x" * 200}, port=0)
+    port = server.server_address[1]
+    sends = []
+    for method in ("send", "sendall"):
+        original = getattr(socket.socket, method)
+
+        def counted(sock, data, *args, _original=original):
+            if sock.getsockname()[1] == port:  # the server's end of the connection
+                sends.append(bytes(data))
+            return _original(sock, data, *args)
+
+        monkeypatch.setattr(socket.socket, method, counted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert _call(port, "POST", "/predict", b"img") == (200, {"label": "x" * 200})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(sends) == 1 and sends[0].startswith(b"HTTP/1.1 200") and sends[0].endswith(b"x" * 200 + b'"}')

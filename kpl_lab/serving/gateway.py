@@ -163,7 +163,9 @@ class Gateway:
                     lambda task: task.cancelled() or done(task.exception() or task.result())
                 )
                 return
-            done(self._counted(project, name, _prediction(outcome, version), start))
+            prediction = _prediction(outcome, version)
+            done(prediction)  # the caller's answer goes out first: counting is off its path
+            self._counted(project, name, prediction, start)
 
         url = urls[next(self._turn) % len(urls)]
         return self.upstream.post_now(url, "/predict", body, content_type, answered)

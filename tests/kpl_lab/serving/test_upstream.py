@@ -166,3 +166,39 @@ def test_a_request_sent_at_once_on_an_idle_connection_is_answered_by_callback():
         third, StaleConnection
     )  # indistinguishable from closed while idle: `post` sends it again
     assert len(connections) == 1 and seen[-1].endswith(b"\r\n\r\nc")
+
+
+def test_a_replica_that_never_answers_fails_the_request_after_the_timeout():
+    """One sweep a second checks the requests in flight; the late one fails, the next one is answered."""
+    seen, connections = [], []
+
+    async def scenario():
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await reader.read(65536)  # the request, never answered
+                await asyncio.sleep(30)
+            finally:  # cancelled when the test's loop ends
+                writer.close()
+
+        quiet = await asyncio.start_server(silent, "127.0.0.1", 0)
+        quiet_url = f"http://127.0.0.1:{quiet.sockets[0].getsockname()[1]}"
+        server, url = await _serve([_ok(b"1"), _ok(b"2")], seen, connections)
+        upstream = Upstream(5.0, 0.2)
+        await upstream.post(url, "/predict", b"warm", "x")  # an idle connection for post_now
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(NoAnswer, match="no answer within 0.2 s") as late:
+            await upstream.post(quiet_url, "/predict", b"a", "x")
+        waited = loop.time() - started
+        outcomes: list = []
+        assert upstream.post_now(url, "/predict", b"b", "x", outcomes.append)
+        while not outcomes:
+            await asyncio.sleep(0.01)
+        upstream.close()
+        quiet.close()
+        server.close()
+        return late.value, waited, outcomes[0]
+
+    error, waited, answer = asyncio.run(scenario())
+    assert error.sent and 0.2 <= waited < 3.0
+    assert (answer.status, answer.body) == (200, b"2")

@@ -81,6 +81,14 @@ def test_algorithm_version_reads_only_the_version_a_job_runs(platform, algo_dir)
     pinned = catalog.algorithm_version("p", f"classify:{first.version[:6]}")  # a hash prefix
     assert (pinned.id, pinned.ref, pinned.parameters) == (first.id, first.ref, {"epochs": 2, "lr": 0.1})
     assert catalog.algorithm_version("p", "classify").algorithm.name == "classify"
+    # one row of columns made into objects: the same values as the ORM's, JSON columns decoded
+    latest, loaded = catalog.algorithm_version("p", first.ref), catalog.get_algorithm("p", first.ref)
+    for column in ("id", "version", "path", "functions", "parameters", "lineage", "created", "algorithm_id"):
+        assert getattr(latest, column) == getattr(loaded, column), column
+    assert (latest.algorithm.id, latest.algorithm.project_id) == (
+        loaded.algorithm.id,
+        loaded.algorithm.project_id,
+    )
     for project, ref, message in (
         ("p", "nope", "algorithm 'nope' not found in project 'p'"),
         ("q", "classify", "not found in project 'q'"),

@@ -360,11 +360,14 @@ class Spare:
 
         None when the spare is gone: the request, and `wait`, are still the caller's.
         """
+        data = line + b"\n"
         try:
-            socket.send_fds(self._link, [line + b"\n"], [] if wait is None else [wait])
+            sent = socket.send_fds(self._link, [data], [] if wait is None else [wait])
         except OSError:
             self.discard()
             return None
+        with contextlib.suppress(OSError):  # it died reading: `started` says so
+            self._link.sendall(data[sent:])  # a large environment fills the socket's buffer
         self._link.close()
         if wait is not None:
             os.close(wait)

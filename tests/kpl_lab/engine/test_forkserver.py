@@ -294,3 +294,21 @@ async def test_a_killed_spare_is_replaced_by_a_fork(tmp_path, fresh, caplog):
         await asyncio.sleep(0.05)
     assert (again.run_dir / "output.log").read_text() == "43\n"
     assert forkserver.shared(executor.python) is server and server.process.poll() is None
+
+
+async def test_a_spare_takes_a_request_larger_than_the_sockets_buffer(tmp_path, fresh, monkeypatch):
+    for i in range(6):  # the launcher's environment goes with each request (one variable: 128 KiB at most)
+        monkeypatch.setenv(f"KPL_TEST_LARGE_{i}", "x" * 100_000)
+    executor = LocalExecutor()
+    assert (await run_to_end(executor, make_launch(tmp_path, "python -c 'print(42)'"))).exit_code == 0
+    spare = spare_of(forkserver.shared(executor.python))
+    again = make_launch(
+        tmp_path,
+        "python -c 'import os; print(sum(len(v) for k, v in os.environ.items() if \"_LARGE_\" in k))'",
+        name="j2",
+    )
+    handle = await executor.start(again)
+    assert handle["supervisor_pid"] == spare
+    while (await executor.poll(again, handle)).running:
+        await asyncio.sleep(0.05)
+    assert (again.run_dir / "output.log").read_text() == "600000\n"

@@ -118,8 +118,7 @@ class ForkServer:
         self._lock.acquire()
         try:
             self._ensure_started()
-            sent = socket.send_fds(self._socket, [payload], [wait])
-            self._socket.sendall(payload[sent:])
+            _send_with_fds(self._socket, payload, [wait])
         except (OSError, ValueError, ForkServerError) as error:
             self._discard()
             self._lock.release()
@@ -280,8 +279,9 @@ def serve(fd: int) -> None:
                 spare = Spare.fork(channel, rehearsal)
         line, _, pending = pending.partition(b"\n")
         request = json.loads(line)
-        wait = fds.pop(0) if "job" in request and fds else None
+        wait = None
         if "job" in request:
+            wait = fds.pop(0) if fds else None
             rehearsal = request
         try:
             pid = None
@@ -360,14 +360,11 @@ class Spare:
 
         None when the spare is gone: the request, and `wait`, are still the caller's.
         """
-        data = line + b"\n"
         try:
-            sent = socket.send_fds(self._link, [data], [] if wait is None else [wait])
-        except OSError:
+            _send_with_fds(self._link, line + b"\n", [] if wait is None else [wait])
+        except OSError:  # gone before it read the whole line: it started nothing
             self.discard()
             return None
-        with contextlib.suppress(OSError):  # it died reading: `started` says so
-            self._link.sendall(data[sent:])  # a large environment fills the socket's buffer
         self._link.close()
         if wait is not None:
             os.close(wait)
@@ -379,6 +376,12 @@ class Spare:
         """Let the spare exit (it sees the end of its link); the forkserver reaps it."""
         self._link.close()
         os.close(self._started)
+
+
+def _send_with_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+    """Send all of `data`, the descriptors with its first bytes (one sendmsg may not take it all)."""
+    sent = socket.send_fds(sock, [data], fds)
+    sock.sendall(data[sent:])
 
 
 def _rehearse(request: dict) -> None:

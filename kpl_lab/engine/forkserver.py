@@ -32,6 +32,7 @@ import atexit
 import contextlib
 import gc
 import json
+import mmap
 import os
 import select
 import socket
@@ -39,6 +40,9 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from .limits import remove_cgroups
+from .runfolder import process_start_time
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
 # `python -S -c BOOTSTRAP PACKAGE_PARENT FD`: serve on the inherited socket, without site-packages
@@ -254,8 +258,11 @@ atexit.register(_close_all)
 
 
 def serve(fd: int) -> None:
-    """Answer spawn requests on the socket `fd` until the launcher closes its end."""
-    from .runfolder import process_start_time
+    """Answer spawn requests on the socket `fd` until the launcher closes its end.
+
+    While a spare supervisor waits, the spare reads the next request from the socket and
+    replies itself (no hop through this process); this process waits for it to be done.
+    """
     from .supervisor import configure_logging
 
     configure_logging()  # once: the children inherit it (their stderr is their supervisor.log)
@@ -263,11 +270,19 @@ def serve(fd: int) -> None:
     channel = socket.socket(fileno=fd)
     pending, fds = b"", []
     spare: Spare | None = None
-    rehearsal: dict | None = None  # the last job's request, for the next spare to rehearse
+    rehearsal: bytes | None = None  # the last job's request, for the next spare to rehearse
     while True:
+        if spare is not None:
+            readable, _, _ = select.select([spare.link], [], [], REAP_SECONDS)
+            _reap()
+            if readable:
+                served, spare = spare.end(), None
+                if served is None:  # it died part-way through a request: the launcher starts anew
+                    return
+                rehearsal = served or rehearsal
+            continue
         while b"\n" not in pending:
-            idle = REAP_SECONDS if spare is not None else SPARE_SECONDS
-            readable, _, _ = select.select([channel], [], [], idle)
+            readable, _, _ = select.select([channel], [], [], SPARE_SECONDS)
             _reap()
             if readable:
                 chunk, received, _, _ = socket.recv_fds(channel, 65536, 1)
@@ -275,20 +290,20 @@ def serve(fd: int) -> None:
                     return  # the launcher is gone: supervisors already started run on
                 pending += chunk
                 fds += received
-            elif spare is None:
+            elif not pending:
                 spare = Spare.fork(channel, rehearsal)
+                if spare is not None:
+                    break
+        if spare is not None:
+            continue
         line, _, pending = pending.partition(b"\n")
         request = json.loads(line)
         wait = None
         if "job" in request:
             wait = fds.pop(0) if fds else None
-            rehearsal = request
+            rehearsal = line
         try:
-            pid = None
-            if spare is not None and not request["adopt"]:
-                pid, spare = spare.take(line, wait), None  # None: the spare was gone (killed)
-            if pid is None:
-                pid = _fork_supervisor(request, channel, wait)
+            pid = _fork_supervisor(request, channel, wait)
             reply = {"pid": pid, "start": process_start_time(pid)}
         except Exception as error:  # e.g. fork refused (EAGAIN): the launcher falls back
             reply = {"error": f"{type(error).__name__}: {error}"}
@@ -309,73 +324,81 @@ def _reap() -> None:
 class Spare:
     """A supervisor forked ahead of any request, while the forkserver is idle, waiting for its job.
 
-    The next request that is not an adoption goes to it: its start then costs no fork,
-    and none of the first writes to pages a fork shares, which a child pays for in page
-    faults. It exits when the forkserver does.
+    It reads the next request from the launcher's socket itself and replies once the job
+    started: its start costs no fork, none of the first writes to pages a fork shares
+    (page faults in a child), and no hop through the forkserver. Then it tells the
+    forkserver, through its link, that the socket is the forkserver's again, with the
+    request for the next spare's rehearsal. A shared byte (`state`) says how far it got,
+    for the forkserver to tell a spare killed while waiting (it reads the socket again)
+    from one killed part-way through a request. It exits when the forkserver does.
     """
 
-    def __init__(self, pid: int, link: socket.socket, started: int) -> None:
+    WAITING, TAKING, REPLIED = 0, 1, 2
+
+    def __init__(self, pid: int, link: socket.socket, state: mmap.mmap) -> None:
         self.pid = pid
-        self._link = link
-        self._started = started
+        self.link = link
+        self.state = state
 
     @classmethod
-    def fork(cls, channel: socket.socket, rehearsal: dict | None) -> Spare | None:
+    def fork(cls, channel: socket.socket, rehearsal: bytes | None) -> Spare | None:
         """Fork a spare supervisor; None when the fork failed (requests are then forked for)."""
+        state = mmap.mmap(-1, 1)  # shared with the child: anonymous and MAP_SHARED
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        started, starting = os.pipe()
         try:
             pid = os.fork()
         except OSError:
             for end in (mine, theirs):
                 end.close()
-            for end in (started, starting):
-                os.close(end)
             return None
         if pid:
             theirs.close()
-            os.close(starting)
-            return cls(pid, mine, started)
+            return cls(pid, mine, state)
         try:
-            channel.close()  # only the forkserver and the launcher hold the socket
             mine.close()
-            os.close(started)
             _quiet_stdio()
             os.setsid()  # now, not after the job's start, where it would take the job's CPU
-            if rehearsal is not None:
-                _rehearse(rehearsal)
-            line, wait = _receive(theirs)
-            theirs.close()
-            if line is None:  # the forkserver exited
+            ahead = _rehearse(json.loads(rehearsal)) if rehearsal is not None else []
+            readable, _, _ = select.select([channel, theirs], [], [])
+            state[0] = cls.TAKING
+            line, wait = (None, None) if theirs in readable else _receive(channel)
+            if line is None:  # the forkserver or the launcher is gone
+                for limits in ahead:
+                    limits.remove()
                 os._exit(0)
             request = json.loads(line)
-            supervisor = _prepared(request)
+
+            def reply() -> None:
+                """Answer the launcher; hand the socket back to the forkserver with the request."""
+                pid = os.getpid()
+                channel.sendall(json.dumps({"pid": pid, "start": process_start_time(pid)}).encode() + b"\n")
+                state[0] = cls.REPLIED
+                channel.close()
+                with contextlib.suppress(OSError):
+                    theirs.sendall(line if "job" in request else b"")
+                theirs.close()
+
+            supervisor = _prepared(request, ahead)
             log = None if wait is not None else _open_log(request["run_dir"])
-            _supervise(request, supervisor, wait, log, starting)  # never returns
+            _supervise(request, supervisor, wait, log, reply)  # never returns
         finally:
             os._exit(1)  # only a failure gets here
 
-    def take(self, line: bytes, wait: int | None) -> int | None:
-        """Give the spare its request (and go pipe); return its pid once it started the job (or left).
-
-        None when the spare is gone: the request, and `wait`, are still the caller's.
-        """
-        try:
-            _send_with_fds(self._link, line + b"\n", [] if wait is None else [wait])
-        except OSError:  # gone before it read the whole line: it started nothing
-            self.discard()
+    def end(self) -> bytes | None:
+        """Read what the spare handed back at its end: the request it served (b"" for none), None when it died mid-request."""
+        data = b""
+        with contextlib.suppress(OSError):
+            while chunk := self.link.recv(1 << 20):
+                data += chunk
+        self.link.close()
+        state = self.state[0]
+        self.state.close()
+        if state == self.WAITING:  # killed while it waited: its cgroups made ahead are left
+            for name in _rehearsal_names(self.pid):
+                remove_cgroups(name)
+        if state == self.TAKING:
             return None
-        self._link.close()
-        if wait is not None:
-            os.close(wait)
-        select.select([self._started], [], [], START_SECONDS)  # readable at the spare's close (or exit)
-        os.close(self._started)
-        return self.pid
-
-    def discard(self) -> None:
-        """Let the spare exit (it sees the end of its link); the forkserver reaps it."""
-        self._link.close()
-        os.close(self._started)
+        return data if state == self.REPLIED else b""
 
 
 def _send_with_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
@@ -384,17 +407,27 @@ def _send_with_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
     sock.sendall(data[sent:])
 
 
-def _rehearse(request: dict) -> None:
-    """Prepare a copy of an earlier job's start, under a name of its own, and undo it.
+def _rehearse(request: dict) -> list:
+    """Prepare a copy of an earlier job's start under a name of its own; return its cgroups to take over.
 
     The real start then finds the pages it writes copied already and its code in the
-    caches: in a forked child, first writes are page faults (about 1 ms per start).
+    caches: in a forked child, first writes are page faults (about 1 ms per start). Its
+    cgroups are kept when the next start can rename them (`JobLimits.renamable`), else removed.
     """
-    job = dict(request["job"], job_id=f"rehearsal-{os.getpid()}")
+    job = dict(request["job"], job_id=_rehearsal_names(os.getpid())[0].removeprefix("job-"))
     with contextlib.suppress(Exception):
         supervisor = _prepared(dict(request, job=job))
         if supervisor is not None:
+            ahead = supervisor.limits()
+            if ahead and all(limits.renamable for limits in ahead):
+                return ahead
             supervisor.discard()
+    return []
+
+
+def _rehearsal_names(pid: int) -> tuple[str, str]:
+    """Return the cgroup names (globs) of a spare's rehearsal: one worker's, and several workers'."""
+    return f"job-rehearsal-{pid}", f"job-rehearsal-{pid}-worker-*"
 
 
 def _receive(link: socket.socket) -> tuple[bytes | None, int | None]:
@@ -421,7 +454,7 @@ def _open_log(run_dir: str) -> int:
     return os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
 
-def _prepared(request: dict):
+def _prepared(request: dict, ahead: list | None = None):
     """Return the request's supervisor with its job's start prepared, or None to leave it all to `run`.
 
     In the forkserver, before the fork, it costs less than in a forked child, which first
@@ -431,18 +464,19 @@ def _prepared(request: dict):
     from .launch import JobLaunch
     from .supervisor import Supervisor
 
-    if request["adopt"]:
-        return None
-    try:
+    supervisor = None
+    with contextlib.suppress(Exception):
         if "job" in request:  # the run folder is still to come
             supervisor = Supervisor(
                 Path(request["run_dir"]), JobLaunch.from_json(request["job"]), request["supervision"]
             )
-        else:
+        elif not request["adopt"]:
             supervisor = Supervisor(Path(request["run_dir"]))
-    except Exception:
+    if supervisor is None:
+        for limits in ahead or ():
+            limits.remove()
         return None
-    supervisor.prepare(request["env"])
+    supervisor.prepare(request["env"], ahead)
     return supervisor
 
 
@@ -486,16 +520,16 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
         if started is not None:
             os.close(started)
         _quiet_stdio()
-        _supervise(request, supervisor, wait, log, starting)  # never returns
+        _supervise(request, supervisor, wait, log, None if starting is None else lambda: os.close(starting))
     finally:
         os._exit(1)
 
 
-def _supervise(request: dict, supervisor, wait: int | None, log: int | None, starting: int | None) -> None:
+def _supervise(request: dict, supervisor, wait: int | None, log: int | None, started) -> None:
     """In a forked supervisor: wait for go (`wait`), then supervise the job and exit (never returns).
 
-    `log`: supervisor.log, opened already when the run folder was; `starting`: closed
-    once the job started (a prepared one) or at once (anything else) for the reply.
+    `log`: supervisor.log, opened already when the run folder was; `started`: called
+    once the job started (a prepared one) or at once (anything else), for the reply.
     """
     run_dir = request["run_dir"]
     prepared = supervisor is not None and supervisor.ready is not None
@@ -505,6 +539,9 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
             if not os.read(wait, 1):  # aborted, or the launcher died: leave nothing behind
                 if supervisor is not None:
                     supervisor.discard()
+                if started is not None:
+                    with contextlib.suppress(OSError):
+                        started()
                 os._exit(0)
             os.close(wait)
             log = _open_log(run_dir)
@@ -512,9 +549,9 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
         os.close(log)
 
         def settle() -> None:
-            """Let the forkserver reply; become a process of its own (session, folder, environment)."""
-            if starting is not None:
-                os.close(starting)
+            """Let the launcher have its reply; become a process of its own (session, folder, environment)."""
+            if started is not None:
+                started()
             if os.getsid(0) != os.getpid():  # a spare has a session of its own already
                 os.setsid()
             os.chdir(request["cwd"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -18,6 +18,16 @@ class Resources:
     shm: int = 64
     devices: dict[str, int] = field(default_factory=dict)  # e.g. {"gpu": 1, "npu": 0}
     workers: int = 1  # distributed training: processes (pods) started together as one job
+
+    def to_json(self) -> dict:
+        """Return the JSON form, which `Resources(**data)` reads."""
+        return {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "shm": self.shm,
+            "devices": dict(self.devices),
+            "workers": self.workers,
+        }
 
     def total(self) -> Resources:
         """Return what all the workers hold together."""
@@ -51,11 +61,25 @@ class JobLaunch:
     user: str = ""  # the hub user who submitted it ("": the platform's own account runs it)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        for key in ("algorithm_dir", "run_dir"):
-            data[key] = str(data[key])
-        data["inputs"] = {k: str(v) for k, v in self.inputs.items()}
-        return data
+        """Return the JSON form, which `from_json` reads (written out: `dataclasses.asdict` deep-copies, on every start)."""
+        return {
+            "job_id": self.job_id,
+            "project": self.project,
+            "function": self.function,
+            "cmd": self.cmd,
+            "algorithm_dir": str(self.algorithm_dir),
+            "run_dir": str(self.run_dir),
+            "image": self.image,
+            "runs": list(self.runs),
+            "inputs": {key: str(path) for key, path in self.inputs.items()},
+            "outputs": list(self.outputs),
+            "parameters": self.parameters,
+            "limits": self.limits.to_json(),
+            "requests": None if self.requests is None else self.requests.to_json(),
+            "assigned_devices": {kind: list(indexes) for kind, indexes in self.assigned_devices.items()},
+            "env": dict(self.env),
+            "user": self.user,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> JobLaunch:

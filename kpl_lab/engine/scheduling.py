@@ -81,7 +81,7 @@ class Scheduler:
         return started
 
     def start_now(self, session, job: Job, project: str, version) -> JobLaunch | None:
-        """Start a new job at once when nothing queued is ahead and it fits (ledger locked); else None.
+        """Start a new job at once when it fits (ledger locked; the caller saw no job queued ahead); else None.
 
         The job (transient, `queued`) is started before its record is written: the caller
         commits `session` while the job's interpreter starts, and calls `abandon` when that
@@ -90,8 +90,6 @@ class Scheduler:
         A job that could not start is recorded `failed` in the same transaction.
         """
         if not self.supervised:  # a cluster's job has no supervisor to stop it if the commit fails
-            return None
-        if session.scalar(select(Job.id).where(Job.state == "queued").limit(1)) is not None:
             return None
         reservation = self.ledger.try_reserve(session, project, "job", job.id, Resources(**job.limits))
         if reservation is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, exists, select
 
 from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
@@ -20,14 +20,8 @@ if TYPE_CHECKING:
     from ..platform import Platform
 
 
-def _resources_json(resources: Resources) -> dict:
-    return {
-        "cpu": resources.cpu,
-        "memory": resources.memory,
-        "shm": resources.shm,
-        "devices": resources.devices,
-        "workers": resources.workers,
-    }
+# one query for two questions on the path of every start: is the drawn id taken, is any job queued
+TAKEN_AND_QUEUED = select(exists().where(Job.id == bindparam("id")), exists().where(Job.state == "queued"))
 
 
 class Submitter:
@@ -70,9 +64,10 @@ class Submitter:
             with self.ledger.locked() as session:
                 version = self.platform.catalog.algorithm_version(project, request.algorithm, session)
                 job = self._checked_job(request, project, version, copied_from, resumed_from, user)
-                if session.scalar(select(Job.id).where(Job.id == job.id)) is not None:
+                taken, queued = session.execute(TAKEN_AND_QUEUED, {"id": job.id}).one()
+                if taken:
                     job.id = self._new_id(session)
-                launched = self.scheduler.start_now(session, job, project, version)
+                launched = None if queued else self.scheduler.start_now(session, job, project, version)
                 if launched is None and job.state == "queued":
                     session.add(job)
                     started = self.scheduler.reserve_queued(session)
@@ -142,14 +137,12 @@ class Submitter:
         requests = None
         if function.resource.requests is not None:
             asked = function.resource.requests
-            requests = _resources_json(
-                Resources(
-                    cpu=asked.cpu or limits.cpu,
-                    memory=asked.memory or limits.memory,
-                    shm=asked.shm or limits.shm,
-                    devices=dict(limits.devices),
-                )
-            )
+            requests = Resources(
+                cpu=asked.cpu or limits.cpu,
+                memory=asked.memory or limits.memory,
+                shm=asked.shm or limits.shm,
+                devices=dict(limits.devices),
+            ).to_json()
         outputs = {port.key: {"name": port.name, "registered": None} for port in function.outputs}
         return Job(
             id=secrets.token_hex(5),  # 40 random bits; one already taken is drawn again by `submit`
@@ -163,7 +156,7 @@ class Submitter:
             inputs=inputs,
             parameters=parameters,
             outputs=outputs,
-            limits=_resources_json(limits),
+            limits=limits.to_json(),
             requests=requests,
             executor=self.executor_name,
             copied_from=copied_from,

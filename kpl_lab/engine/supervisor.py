@@ -275,26 +275,33 @@ class Supervisor:
         self.ready: tuple | Exception | None = None  # what `prepare` built, or why it could not
         self.after_start = None  # see `run`
 
-    def prepare(self, base: dict[str, str]) -> None:
+    def prepare(self, base: dict[str, str], ahead: list[JobLimits] | None = None) -> None:
         """Build the job's command, environment (over `base`) and limits ahead of `run`.
 
         The forkserver calls it before forking, where the work costs least and the
         supervisor it forks only has to start the job. A failure is kept: `run` records it
         as the job's end. A job whose environment is built from `image.runs` (which can
-        take minutes) is left to `run`.
+        take minutes) is left to `run`. `ahead`: cgroups made earlier, taken over by rank
+        (`JobLimits.create`); those left over are removed.
         """
-        if self.launch.runs:
-            return
+        ahead = list(ahead or ())
         try:
-            self.ready = self._prepare(base)
+            if not self.launch.runs:
+                self.ready = self._prepare(base, ahead)
         except Exception as error:
             self.ready = error
+        finally:
+            for limits in ahead:
+                limits.remove()
+
+    def limits(self) -> list[JobLimits]:
+        """Return the limits `prepare` made, one per worker (none when it did not make them)."""
+        return [worker.limits for worker in self.ready[3]] if isinstance(self.ready, tuple) else []
 
     def discard(self) -> None:
         """Remove the cgroups `prepare` created for a job this supervisor will not start."""
-        if isinstance(self.ready, tuple):
-            for worker in self.ready[3]:
-                worker.limits.remove()
+        for limits in self.limits():
+            limits.remove()
 
     def _load_callbacks(self) -> None:
         spec = self.config.get("callbacks")
@@ -413,7 +420,7 @@ class Supervisor:
         return workers, shell
 
     def _prepare(
-        self, base: dict[str, str] | None = None
+        self, base: dict[str, str] | None = None, ahead: list[JobLimits] | None = None
     ) -> tuple[list[str], bool, dict[str, str], list[Worker]]:
         env = job_environment(self.launch, base)
         if self.launch.runs:  # a cached virtual environment built from image.runs
@@ -442,8 +449,10 @@ class Supervisor:
                 self.launch.limits.memory,
                 self.launch.limits.cpu,
                 use_cgroups=bool(self.config.get("use_cgroups", True)),
+                ahead=ahead.pop(0) if ahead else None,
             )
-            limits.find_home()
+            if limits.home is None:  # found already for cgroups made ahead by this thread
+                limits.find_home()
             workers.append(
                 Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
             )

@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from kpl_lab.engine import forkserver
+from kpl_lab.engine.launch import Resources
 from kpl_lab.engine.limits import CGROUP_ROOT, PARENT, JobLimits
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
@@ -275,7 +277,42 @@ async def test_the_next_job_starts_in_a_spare_supervisor(tmp_path, fresh):
     replaced = spare_of(server)  # the next one
     assert replaced != spare
     server.close()
-    wait_gone(replaced)  # a spare leaves with its forkserver
+    wait_gone(replaced)  # a spare leaves with its forkserver, and removes the cgroups it made ahead
+    assert job_cgroups(f"rehearsal-{replaced}") == []
+
+
+async def test_a_spare_takes_over_its_rehearsals_cgroups(tmp_path, fresh):
+    """Where cgroups can be renamed (v1) the spare keeps its rehearsal's, and renames them to the next job's."""
+    executor = LocalExecutor()
+    first = make_launch(tmp_path, "python -c 'print(42)'", job_id="ahead2")
+    handle = await executor.start(first)  # prepared: the next spare rehearses it
+    while (await executor.poll(first, handle)).running:
+        await asyncio.sleep(0.05)
+    spare = spare_of(forkserver.shared(executor.python))
+    probe = JobLimits.create("kpl-test-probe", 64, 0.5)
+    probe.remove()
+    deadline = time.monotonic() + 30
+    while probe.renamable and not job_cgroups(f"rehearsal-{spare}"):
+        assert time.monotonic() < deadline, "the spare made no cgroups ahead"
+        time.sleep(0.02)
+    rehearsed = job_cgroups(f"rehearsal-{spare}")
+    assert len(rehearsed) == (len(probe.paths) if probe.renamable else 0)
+    launch = make_launch(
+        tmp_path, "sleep 30", job_id="ahead3", name="j3", limits=Resources(memory=300, cpu=0.5)
+    )
+    handle = await executor.start(launch)
+    assert handle["supervisor_pid"] == spare
+    while "limits" not in (full := read_json(launch.run_dir / "handle.json") or {}):
+        await asyncio.sleep(0.02)
+    paths = {controller: Path(path) for controller, path in full["limits"]["paths"].items()}
+    assert all(path.name == "job-ahead3" for path in paths.values())
+    assert job_cgroups(f"rehearsal-{spare}") == []
+    if "memory" in paths:  # v1: the job's limits, not the rehearsal's (1024 MB, 1 CPU)
+        assert (paths["memory"] / "memory.limit_in_bytes").read_text().strip() == str(300 * 1024 * 1024)
+        assert (paths["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    await executor.stop(launch, handle, grace_seconds=0)
+    while (await executor.poll(launch, handle)).running:
+        await asyncio.sleep(0.05)
 
 
 async def test_a_killed_spare_is_replaced_by_a_fork(tmp_path, fresh, caplog):
@@ -290,6 +327,7 @@ async def test_a_killed_spare_is_replaced_by_a_fork(tmp_path, fresh, caplog):
         handle = await executor.start(again)  # the forkserver finds the spare gone and forks
     assert [record.message for record in caplog.records] == []  # no fallback in the launcher
     assert handle["supervisor_pid"] != spare
+    assert job_cgroups(f"rehearsal-{spare}") == []  # the forkserver removed those it made ahead
     while (await executor.poll(again, handle)).running:
         await asyncio.sleep(0.05)
     assert (again.run_dir / "output.log").read_text() == "43\n"
@@ -312,3 +350,32 @@ async def test_a_spare_takes_a_request_larger_than_the_sockets_buffer(tmp_path, 
     while (await executor.poll(again, handle)).running:
         await asyncio.sleep(0.05)
     assert (again.run_dir / "output.log").read_text() == "600000\n"
+
+
+def test_a_spare_killed_mid_request_takes_the_forkserver_with_it(tmp_path, fresh):
+    """Part of a request read by a spare that died is lost: the forkserver exits, the launcher starts a new one."""
+    executor = LocalExecutor()
+    launch = make_launch(tmp_path, "python -c 'print(42)'")
+    asyncio.run(run_to_end(executor, launch))
+    server = forkserver.shared(executor.python)
+    spare, first = spare_of(server), server.pid
+    deadline = time.monotonic() + 30
+    while (waiting := _blocked_in(spare)) is None:  # still rehearsing
+        assert time.monotonic() < deadline, "the spare does not wait"
+        time.sleep(0.02)
+    server._socket.sendall(b'{"run_dir": ')  # the spare reads it and waits for the rest of the line
+    while _blocked_in(spare) in (None, waiting):
+        assert time.monotonic() < deadline, "the spare did not take the request"
+        time.sleep(0.02)
+    os.kill(spare, signal.SIGKILL)
+    assert server.process.wait(timeout=30) == 0
+    again = make_launch(tmp_path, "python -c 'print(43)'", name="j2")
+    state = asyncio.run(run_to_end(executor, again))  # a new forkserver starts it
+    assert (state.exit_code, (again.run_dir / "output.log").read_text()) == (0, "43\n")
+    assert server.pid not in (None, first)
+
+
+def _blocked_in(pid: int) -> str | None:
+    """Return the system call a sleeping process waits in (its number), None while it runs."""
+    call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    return call if call.isdigit() and psutil.Process(pid).status() == psutil.STATUS_SLEEPING else None

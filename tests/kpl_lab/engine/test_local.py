@@ -333,3 +333,22 @@ def test_a_job_weighs_the_cpus_it_holds_under_contention(tmp_path, version):
         assert (job / "cpu.shares").read_text() == "2560"
         assert (job.parent / "cpu.shares").read_text() == str(1024 * cpus)
         assert (job / "cpu.cfs_quota_us").read_text() == "250000"
+
+
+def test_cgroups_made_ahead_are_renamed_and_set_to_the_jobs_limits(tmp_path):
+    """A spare supervisor's cgroups (v1) become the job's by a rename, with the job's limits written."""
+    for controller in ("memory", "cpu", "pids"):  # a v1 tree laid out as the kernel's, in a folder
+        (tmp_path / controller).mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("max\n")
+    ahead = JobLimits.create("job-rehearsal-1", 1024, 1.0, root=tmp_path)
+    assert ahead.renamable
+    limits = JobLimits.create("job-x", 300, 0.5, root=tmp_path, ahead=ahead)
+    assert limits is ahead and set(limits.paths) == {"memory", "cpu", "pids"}
+    assert all(path.name == "job-x" and path.is_dir() for path in limits.paths.values())
+    assert not list(tmp_path.glob(f"*/{PARENT}/job-rehearsal-1"))
+    assert (limits.paths["memory"] / "memory.limit_in_bytes").read_text() == str(300 * 1024 * 1024)
+    assert (limits.paths["cpu"] / "cpu.cfs_quota_us").read_text() == "50000"
+    assert (limits.paths["cpu"] / "cpu.shares").read_text() == "512"
+    ahead = JobLimits.create("kpl-test-ahead", 64, 1.0)  # real ones: a fake tree's folders cannot be removed
+    assert JobLimits.create("kpl-test-y", 64, 1.0, use_cgroups=False, ahead=ahead).version == 0
+    assert not any(path.exists() for path in ahead.paths.values())  # taken over by nobody: removed

@@ -498,8 +498,10 @@ class Catalog:
 
     # inputs of jobs
 
-    def resolve_input(self, project: str, ref: str) -> tuple[str, DatasetVersion | ModelVersion, Path]:
-        """Resolve `dataset:NAME[:VERSION]`, `model:NAME[:VERSION]` or a bare `NAME[:VERSION]`.
+    def resolve_input(
+        self, project: str, ref: str, session: Session | None = None
+    ) -> tuple[str, DatasetVersion | ModelVersion, Path]:
+        """Resolve `dataset:NAME[:VERSION]`, `model:NAME[:VERSION]` or a bare `NAME[:VERSION]` (in `session`).
 
         A bare name is looked up as a dataset, then as a model; a name that is both is ambiguous.
         """
@@ -507,12 +509,12 @@ class Catalog:
         if "@" in ref and kind not in INPUT_KINDS:  # NAME@ALIAS: only models have aliases
             kind, rest = "model", ref
         if kind in INPUT_KINDS and rest:
-            row = self._pinned(KINDS[kind], project, rest)
+            row = self._pinned(KINDS[kind], project, rest, session)
             return kind, row, self.path(row)
         found = []
         for word in INPUT_KINDS:
             with contextlib.suppress(NotFound):
-                found.append((word, self._get(KINDS[word], project, ref)))
+                found.append((word, self._get(KINDS[word], project, ref, session)))
         if not found:
             raise NotFound(f"no dataset or model {ref!r} in project {project!r}")
         if len(found) > 1:

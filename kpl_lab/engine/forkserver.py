@@ -369,26 +369,33 @@ class Spare:
             request = json.loads(line)
 
             def reply() -> None:
-                """Answer the launcher; hand the socket back to the forkserver with the request."""
+                """Answer the launcher (the socket is the forkserver's again)."""
                 pid = os.getpid()
                 channel.sendall(json.dumps({"pid": pid, "start": process_start_time(pid)}).encode() + b"\n")
                 state[0] = cls.REPLIED
                 channel.close()
+
+            def hand_back() -> None:
+                """Wake the forkserver with the request to rehearse, once the job's start is behind us.
+
+                Right at the reply it would take the CPU of a job still in its exec; until
+                then a next request waits in the socket (the launcher commits meanwhile).
+                """
                 with contextlib.suppress(OSError):
-                    theirs.sendall(line if "job" in request else b"")
+                    theirs.sendall((line if "job" in request else b"") + b"\n")
                 theirs.close()
 
             supervisor = _prepared(request, ahead)
             log = None if wait is not None else _open_log(request["run_dir"])
-            _supervise(request, supervisor, wait, log, reply)  # never returns
+            _supervise(request, supervisor, wait, log, reply, hand_back)  # never returns
         finally:
             os._exit(1)  # only a failure gets here
 
     def end(self) -> bytes | None:
-        """Read what the spare handed back at its end: the request it served (b"" for none), None when it died mid-request."""
+        """Read what the spare handed back: the request it served (b"" for none), None when it died mid-request."""
         data = b""
         with contextlib.suppress(OSError):
-            while chunk := self.link.recv(1 << 20):
+            while not data.endswith(b"\n") and (chunk := self.link.recv(65536)):
                 data += chunk
         self.link.close()
         state = self.state[0]
@@ -398,7 +405,7 @@ class Spare:
                 remove_cgroups(name)
         if state == self.TAKING:
             return None
-        return data if state == self.REPLIED else b""
+        return data[:-1] if state == self.REPLIED and data.endswith(b"\n") else b""
 
 
 def _send_with_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
@@ -525,11 +532,12 @@ def _fork_supervisor(request: dict, channel: socket.socket, wait: int | None) ->
         os._exit(1)
 
 
-def _supervise(request: dict, supervisor, wait: int | None, log: int | None, started) -> None:
+def _supervise(request: dict, supervisor, wait: int | None, log: int | None, started, handed=None) -> None:
     """In a forked supervisor: wait for go (`wait`), then supervise the job and exit (never returns).
 
     `log`: supervisor.log, opened already when the run folder was; `started`: called
-    once the job started (a prepared one) or at once (anything else), for the reply.
+    once the job started (a prepared one) or at once (anything else), for the reply;
+    `handed`: once its handle is written (`Supervisor.run`'s `after_handle`).
     """
     run_dir = request["run_dir"]
     prepared = supervisor is not None and supervisor.ready is not None
@@ -539,9 +547,10 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
             if not os.read(wait, 1):  # aborted, or the launcher died: leave nothing behind
                 if supervisor is not None:
                     supervisor.discard()
-                if started is not None:
-                    with contextlib.suppress(OSError):
-                        started()
+                for call in (started, handed):
+                    if call is not None:
+                        with contextlib.suppress(OSError):
+                            call()
                 os._exit(0)
             os.close(wait)
             log = _open_log(run_dir)
@@ -571,6 +580,7 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
             adopt=request["adopt"],
             supervisor=supervisor,
             after_start=settle if prepared else None,
+            after_handle=handed,
         )
         code = 0
     except SystemExit as exit_:

@@ -96,7 +96,7 @@ class Scheduler:
             return None
         job.state, job.started, job.assigned_devices = "running", now(), reservation.devices
         try:
-            launch = self._launch_of(job, project, version)
+            launch = self._launch_of(job, project, version, session)
             job.handle = run_sync(self.executor.start(launch))
         except Exception as error:
             self.log.exception("job %s could not start", job.id)
@@ -129,8 +129,8 @@ class Scheduler:
             self._algorithms[key] = self.platform.catalog.read_algorithm(version)
         return self._algorithms[key]
 
-    def _launch_of(self, job: Job, project: str | None = None, version=None) -> JobLaunch:
-        """Return a job's launch; `project` and `version` for a job not yet in a session."""
+    def _launch_of(self, job: Job, project: str | None = None, version=None, session=None) -> JobLaunch:
+        """Return a job's launch; `project` and `version` for a job not yet in a session (`session`: the caller's)."""
         catalog = self.platform.catalog
         project = project or job.project.name
         version = version or job.algorithm_version
@@ -138,7 +138,7 @@ class Scheduler:
         function = algorithm.spec.function(job.function)
         inputs = {}
         for key, spec in job.inputs.items():
-            _, _, path = catalog.resolve_input(project, f"{spec['kind']}:{spec['version']}")
+            _, _, path = catalog.resolve_input(project, f"{spec['kind']}:{spec['version']}", session)
             inputs[key] = path
         limits = Resources(**job.limits)
         return JobLaunch(

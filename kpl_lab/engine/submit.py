@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, exists, select
+from sqlalchemy import bindparam, exists, inspect, select
 
 from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
+from ..catalog.models import Algorithm, AlgorithmVersion, Project
 from ..catalog.storage import check_name
 from ..errors import BadRequest, KPLError, NotFound, invalid, parameter_error
 from .launch import Resources
@@ -20,8 +22,29 @@ if TYPE_CHECKING:
     from ..platform import Platform
 
 
-# one query for two questions on the path of every start: is the drawn id taken, is any job queued
-TAKEN_AND_QUEUED = select(exists().where(Job.id == bindparam("id")), exists().where(Job.state == "queued"))
+VERSIONS_KEPT = 64  # algorithm versions found by earlier submits, each checked again by the next
+
+
+@functools.cache
+def _checks(pinned: bool):
+    """Return the one query of a start's checks: is the drawn id taken, is any job queued, and the
+    id and path of the version the algorithm ref names now (NAME:VERSION, or NAME's latest)."""
+    named = (
+        select(AlgorithmVersion.id, AlgorithmVersion.path)
+        .join(Algorithm, AlgorithmVersion.algorithm_id == Algorithm.id)
+        .join(Project, Algorithm.project_id == Project.id)
+        .where(Project.name == bindparam("project"), Algorithm.name == bindparam("name"))
+    )
+    if pinned:
+        named = named.where(AlgorithmVersion.version == bindparam("version"))
+    else:
+        named = named.order_by(AlgorithmVersion.id.desc()).limit(1)
+    return select(
+        exists().where(Job.id == bindparam("id")),
+        exists().where(Job.state == "queued"),
+        named.with_only_columns(AlgorithmVersion.id).scalar_subquery(),
+        named.with_only_columns(AlgorithmVersion.path).scalar_subquery(),
+    )
 
 
 class Submitter:
@@ -42,6 +65,7 @@ class Submitter:
         self.scheduler = scheduler
         self.executor_name = executor_name
         self.default_resources = default_resources
+        self._versions: dict[tuple[str, str], Any] = {}  # (project, algorithm ref) -> version, see `submit`
 
     def submit(
         self,
@@ -62,9 +86,19 @@ class Submitter:
             # costs more than the lookup); queued and scheduled together, and one that starts
             # at once starts before the commit (Scheduler.start_now)
             with self.ledger.locked() as session:
-                version = self.platform.catalog.algorithm_version(project, request.algorithm, session)
-                job = self._checked_job(request, project, version, copied_from, resumed_from, user)
-                taken, queued = session.execute(TAKEN_AND_QUEUED, {"id": job.id}).one()
+                key = (project, request.algorithm)
+                version = cached = self._versions.get(key)
+                if version is None:
+                    version = self.platform.catalog.algorithm_version(project, request.algorithm, session)
+                job = self._checked_job(request, project, version, copied_from, resumed_from, user, session)
+                taken, queued, found = self._checks(session, job.id, project, request.algorithm)
+                if cached is not None and found != (cached.id, cached.path):  # its versions changed since
+                    version = self.platform.catalog.algorithm_version(project, request.algorithm, session)
+                    job = self._checked_job(
+                        request, project, version, copied_from, resumed_from, user, session
+                    )
+                    taken, queued, found = self._checks(session, job.id, project, request.algorithm)
+                self._remember(key, version, found)
                 if taken:
                     job.id = self._new_id(session)
                 launched = None if queued else self.scheduler.start_now(session, job, project, version)
@@ -78,6 +112,22 @@ class Submitter:
         self.scheduler.launch(started)
         return self.records.get(project, job.id)
 
+    def _checks(self, session, job_id: str, project: str, ref: str) -> tuple[bool, bool, tuple | None]:
+        """Say whether `job_id` is taken and any job is queued; return the (id, path) of the version `ref` names."""
+        name, _, version = ref.partition(":")
+        values = {"id": job_id, "project": project, "name": name, "version": version}
+        taken, queued, version_id, path = session.execute(_checks(bool(version)), values).one()
+        return taken, queued, None if version_id is None else (version_id, path)
+
+    def _remember(self, key: tuple[str, str], version, found: tuple | None) -> None:
+        """Keep a version for the next submit of the same ref: one of no session, that the checks found."""
+        if found == (version.id, version.path) and inspect(version).transient:
+            if key not in self._versions and len(self._versions) >= VERSIONS_KEPT:
+                self._versions.pop(next(iter(self._versions)))
+            self._versions[key] = version
+        else:  # e.g. a version given by a hash prefix: looked up each time
+            self._versions.pop(key, None)
+
     def _checked_job(
         self,
         request: JobRequest,
@@ -86,6 +136,7 @@ class Submitter:
         copied_from: str | None,
         resumed_from: str | None,
         user: str,
+        session,
     ) -> Job:
         """Return the queued job a request asks for, or say every field at fault."""
         from ..algorithms.errors import AlgorithmError, ParameterError
@@ -117,7 +168,7 @@ class Submitter:
         inputs = {}
         for key, ref in request.inputs.items():
             try:
-                kind, row, _ = catalog.resolve_input(project, ref)
+                kind, row, _ = catalog.resolve_input(project, ref, session)
             except KPLError as error:
                 raise type(error)(f"input {key!r}: {error.message}", field=f"inputs.{key}") from error
             inputs[key] = {"ref": ref, "kind": kind, "version_id": row.id, "version": row.ref}

@@ -311,11 +311,12 @@ class Supervisor:
             factory = getattr(importlib.import_module(module), name)
             self.callbacks = factory(self.config.get("callbacks_config") or {})
 
-    def run(self, adopt: bool = False, after_start=None) -> None:
+    def run(self, adopt: bool = False, after_start=None, after_handle=None) -> None:
         """Supervise the job to its end and record it.
 
         `after_start` is called once, as soon as the job's processes exist (before this
-        thread leaves their cgroups) or once it is clear they will not.
+        thread leaves their cgroups) or once it is clear they will not; `after_handle`
+        once handle.json is written (or the start failed), the job's start behind it.
         """
         signal.signal(signal.SIGUSR1, self._on_wake)
         self.after_start = after_start
@@ -323,6 +324,8 @@ class Supervisor:
             workers, shell = self._start(adopt)
         finally:
             self._started()
+        if after_handle is not None:
+            after_handle()
         if workers:
             self._watch(workers)
             self._finish(workers, shell=shell)
@@ -675,20 +678,25 @@ def configure_logging() -> None:
 
 
 def supervise(
-    run_dir: Path, adopt: bool = False, supervisor: Supervisor | None = None, after_start=None
+    run_dir: Path,
+    adopt: bool = False,
+    supervisor: Supervisor | None = None,
+    after_start=None,
+    after_handle=None,
 ) -> None:
     """Supervise the job of a run folder in this process (the forkserver's entry, `supervisor` prepared).
 
-    `after_start` is called once the job started, or could not (see `Supervisor.run`).
+    `after_start` and `after_handle` are called once each (see `Supervisor.run`).
     """
     if not claim(run_dir):
         log.warning("another supervisor owns %s: leaving the job to it", run_dir)
         if supervisor is not None:
             supervisor.discard()
-        if after_start is not None:
-            after_start()
+        for call in (after_start, after_handle):
+            if call is not None:
+                call()
         return
-    (supervisor or Supervisor(run_dir)).run(adopt=adopt, after_start=after_start)
+    (supervisor or Supervisor(run_dir)).run(adopt=adopt, after_start=after_start, after_handle=after_handle)
 
 
 if __name__ == "__main__":

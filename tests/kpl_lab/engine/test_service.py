@@ -17,6 +17,8 @@ from kpl_lab.engine.runfolder import is_alive, process_start_time
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.errors import BadRequest, Conflict, NotFound
 
+from .conftest import environment
+
 pytestmark = pytest.mark.databases
 
 TRAIN = """\
@@ -462,3 +464,34 @@ def test_events_any_database_can_store(lab):
     metrics = lab.jobs.metrics("p", job.id)
     assert metrics["loss"]["train"] == [(2.0, 0.5)]
     assert metrics["t" * 200]["s" * 200] == [(0.0, 2.0)]  # names are cut to the columns' 200 characters
+
+
+def test_each_submit_runs_the_version_its_algorithm_ref_names_now(lab):
+    """A version found by one submit is checked again by the next: a new version, a pinned one, a deleted one."""
+    lab = lab()
+    first = lab.algorithm("v", "python -c 'print(1)'")
+
+    def submit(ref: str) -> Job:
+        job = lab.jobs.submit(JobRequest(project="p", algorithm=ref))
+        assert lab.wait(job.id).state == "succeeded"
+        return job
+
+    assert submit("v").algorithm_ref == first.ref
+    assert submit("v").algorithm_ref == first.ref  # from the kept version
+    folder = lab.tmp_path / "src-2" / "v"
+    folder.mkdir(parents=True)
+    (folder / "environment.yml").write_text(environment("python -c 'print(2)'"))
+    (folder / "parameter.yml").write_text("x: 2\n")
+    second = lab.platform.catalog.add_algorithm("p", folder)
+    latest = submit("v")
+    assert (latest.algorithm_ref, latest.parameters) == (second.ref, {"x": 2})
+    assert submit(first.ref).algorithm_ref == first.ref
+    assert submit(first.ref).algorithm_ref == first.ref
+    assert submit(f"v:{second.version[:8]}").algorithm_ref == second.ref  # a hash prefix
+    lab.platform.catalog.delete_algorithm("p", second.ref)
+    assert submit("v").algorithm_ref == first.ref
+    lab.platform.catalog.delete_algorithm("p", first.ref)
+    with pytest.raises(NotFound):
+        lab.jobs.submit(JobRequest(project="p", algorithm="v"))
+    with pytest.raises(NotFound):
+        lab.jobs.submit(JobRequest(project="p", algorithm=first.ref))

@@ -358,6 +358,8 @@ class Spare:
             mine.close()
             _quiet_stdio()
             os.setsid()  # now, not after the job's start, where it would take the job's CPU
+            pid = os.getpid()
+            answer = json.dumps({"pid": pid, "start": process_start_time(pid)}).encode() + b"\n"
             ahead = _rehearse(json.loads(rehearsal)) if rehearsal is not None else []
             readable, _, _ = select.select([channel, theirs], [], [])
             state[0] = cls.TAKING
@@ -370,8 +372,7 @@ class Spare:
 
             def reply() -> None:
                 """Answer the launcher (the socket is the forkserver's again)."""
-                pid = os.getpid()
-                channel.sendall(json.dumps({"pid": pid, "start": process_start_time(pid)}).encode() + b"\n")
+                channel.sendall(answer)
                 state[0] = cls.REPLIED
                 channel.close()
 
@@ -558,9 +559,7 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
         os.close(log)
 
         def settle() -> None:
-            """Let the launcher have its reply; become a process of its own (session, folder, environment)."""
-            if started is not None:
-                started()
+            """Become a process of its own: a session, the launcher's folder and environment."""
             if os.getsid(0) != os.getpid():  # a spare has a session of its own already
                 os.setsid()
             os.chdir(request["cwd"])
@@ -571,16 +570,26 @@ def _supervise(request: dict, supervisor, wait: int | None, log: int | None, sta
                 if os.environ.get(key) != value:
                     os.environ[key] = value
 
+        def after_handle() -> None:
+            if prepared:
+                settle()
+            if handed is not None:
+                handed()
+
         from .supervisor import supervise
 
         if not prepared:  # an unprepared job builds its environment from this process's
+            if started is not None:
+                started()
             settle()
+        # a prepared job's reply is all that comes between its spawn and its exec (the job's
+        # child has to wait for the CPU this process takes then); the rest comes after its handle
         supervise(
             Path(run_dir),
             adopt=request["adopt"],
             supervisor=supervisor,
-            after_start=settle if prepared else None,
-            after_handle=handed,
+            after_start=started if prepared else None,
+            after_handle=after_handle,
         )
         code = 0
     except SystemExit as exit_:

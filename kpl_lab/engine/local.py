@@ -102,8 +102,9 @@ class LocalExecutor(Executor):
         run_dir = launch.run_dir
         spare = None if run_dir.exists() else self._spares.take(run_dir.parent)
         folder = spare or run_dir
-        (folder / "inputs").mkdir(parents=True, exist_ok=True)
-        (folder / "outputs").mkdir(exist_ok=True)
+        if not spare:  # a spare one has them
+            (folder / "inputs").mkdir(parents=True, exist_ok=True)
+            (folder / "outputs").mkdir(exist_ok=True)
         for key, path in launch.inputs.items():
             link = folder / "inputs" / key
             if not link.is_symlink():

@@ -629,8 +629,12 @@ class Supervisor:
 
 def _open_log(path: Path) -> int:
     """Open a worker's log for appending (its folder made first): the descriptor its process writes to."""
-    path.parent.mkdir(exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:  # logs/ of the other workers
+        path.parent.mkdir(exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 def claim(run_dir: Path) -> bool:

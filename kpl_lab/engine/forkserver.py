@@ -9,9 +9,10 @@ holds no threads, database connections or locks that a fork could copy in a bad 
 
 For each job the launcher sends one JSON line over a Unix socket pair (run folder,
 arguments, its current environment and working directory). A spare supervisor, forked
-and rehearsed while the forkserver was idle (`Spare`), takes it; without one the
-forkserver prepares the job's start (command, environment, cgroups: work that would
-cost more in a fresh child, which copies every page it touches), then forks. The
+and rehearsed while the forkserver was idle (`Spare`), reads it from the socket itself
+and replies; without one the forkserver prepares the job's start (command, environment,
+cgroups: work that would cost more in a fresh child, which copies every page it
+touches), then forks. The
 supervisor points stdin/stdout at /dev/null and stderr at the run folder's
 `supervisor.log` and starts the job before anything else. With `ForkServer.prepare` the request
 comes before the run folder exists (the job and its supervision in the line, the read
@@ -326,11 +327,11 @@ class Spare:
 
     It reads the next request from the launcher's socket itself and replies once the job
     started: its start costs no fork, none of the first writes to pages a fork shares
-    (page faults in a child), and no hop through the forkserver. Then it tells the
-    forkserver, through its link, that the socket is the forkserver's again, with the
-    request for the next spare's rehearsal. A shared byte (`state`) says how far it got,
-    for the forkserver to tell a spare killed while waiting (it reads the socket again)
-    from one killed part-way through a request. It exits when the forkserver does.
+    (page faults in a child), and no hop through the forkserver. Once the job's handle is
+    written it hands the socket back to the forkserver through its link, with the request
+    for the next spare's rehearsal. A shared byte (`state`) says how far it got, for the
+    forkserver to tell a spare killed while waiting (it reads the socket again) from one
+    killed part-way through a request. It exits when the forkserver does.
     """
 
     WAITING, TAKING, REPLIED = 0, 1, 2
@@ -371,7 +372,7 @@ class Spare:
             request = json.loads(line)
 
             def reply() -> None:
-                """Answer the launcher (the socket is the forkserver's again)."""
+                """Answer the launcher; the spare reads no more from the socket."""
                 channel.sendall(answer)
                 state[0] = cls.REPLIED
                 channel.close()

@@ -106,8 +106,8 @@ class JobLimits:
             os.rename(path, renamed)
             self.paths[controller] = renamed
         if memory_mb != self.memory_mb:
-            self.memory_mb = memory_mb
-            self._limit_memory_v1()
+            raising, self.memory_mb = memory_mb > self.memory_mb, memory_mb
+            self._limit_memory_v1(raising)
         if cpu != self.cpu and "cpu" in self.paths:
             self.cpu = cpu
             self._limit_cpu_v1()
@@ -156,14 +156,20 @@ class JobLimits:
             applied.append("pids.max")
         self.enforcement = "cgroup v1: " + ", ".join(applied)
 
-    def _limit_memory_v1(self) -> None:
+    def _limit_memory_v1(self, raising: bool = False) -> None:
+        """Write the memory limit, and memory+swap at the same value: an overrun is killed, not swapped out.
+
+        The kernel keeps memory+swap at or above the memory limit: a raised limit goes second.
+        """
         memory = self.paths["memory"]
         limit = str(self.memory_mb * 1024 * 1024)
-        _write(memory / "memory.limit_in_bytes", limit)
-        # memory+swap at the same value: an overrun is killed, not swapped out
+        if not raising:
+            _write(memory / "memory.limit_in_bytes", limit)
         if (memory / "memory.memsw.limit_in_bytes").exists():
             with contextlib.suppress(OSError):
                 _write(memory / "memory.memsw.limit_in_bytes", limit)
+        if raising:
+            _write(memory / "memory.limit_in_bytes", limit)
 
     def _limit_cpu_v1(self) -> None:
         cpu = self.paths["cpu"]

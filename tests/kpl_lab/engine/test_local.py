@@ -349,6 +349,16 @@ def test_cgroups_made_ahead_are_renamed_and_set_to_the_jobs_limits(tmp_path):
     assert (limits.paths["memory"] / "memory.limit_in_bytes").read_text() == str(300 * 1024 * 1024)
     assert (limits.paths["cpu"] / "cpu.cfs_quota_us").read_text() == "50000"
     assert (limits.paths["cpu"] / "cpu.shares").read_text() == "512"
+    ahead = JobLimits.create(
+        "kpl-test-ahead", 64, 1.0
+    )  # the kernel's: memory+swap is kept at or over the limit
+    raised = JobLimits.create("kpl-test-raised", 512, 1.0, ahead=ahead)
+    try:
+        assert (raised is ahead) == ahead.renamable
+        if raised.version == 1:
+            assert (raised.paths["memory"] / "memory.limit_in_bytes").read_text().strip() == str(512 << 20)
+    finally:
+        raised.remove()
     ahead = JobLimits.create("kpl-test-ahead", 64, 1.0)  # real ones: a fake tree's folders cannot be removed
     assert JobLimits.create("kpl-test-y", 64, 1.0, use_cgroups=False, ahead=ahead).version == 0
     assert not any(path.exists() for path in ahead.paths.values())  # taken over by nobody: removed

@@ -26,7 +26,7 @@ VERSIONS_KEPT = 64  # algorithm versions found by earlier submits, each checked 
 
 
 @functools.cache
-def _checks(pinned: bool):
+def _checks_query(pinned: bool):
     """Return the one query of a start's checks: is the drawn id taken, is any job queued, and the
     id and path of the version the algorithm ref names now (NAME:VERSION, or NAME's latest)."""
     named = (
@@ -65,7 +65,8 @@ class Submitter:
         self.scheduler = scheduler
         self.executor_name = executor_name
         self.default_resources = default_resources
-        self._versions: dict[tuple[str, str], Any] = {}  # (project, algorithm ref) -> version, see `submit`
+        # (project, algorithm ref) -> version, see `submit`; read and written under the ledger lock
+        self._versions: dict[tuple[str, str], Any] = {}
 
     def submit(
         self,
@@ -116,7 +117,7 @@ class Submitter:
         """Say whether `job_id` is taken and any job is queued; return the (id, path) of the version `ref` names."""
         name, _, version = ref.partition(":")
         values = {"id": job_id, "project": project, "name": name, "version": version}
-        taken, queued, version_id, path = session.execute(_checks(bool(version)), values).one()
+        taken, queued, version_id, path = session.execute(_checks_query(bool(version)), values).one()
         return taken, queued, None if version_id is None else (version_id, path)
 
     def _remember(self, key: tuple[str, str], version, found: tuple | None) -> None:

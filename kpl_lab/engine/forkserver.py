@@ -42,7 +42,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .limits import remove_cgroups
+from .limits import cgroup_name, remove_cgroups
 from .runfolder import process_start_time
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
@@ -403,8 +403,8 @@ class Spare:
         state = self.state[0]
         self.state.close()
         if state == self.WAITING:  # killed while it waited: its cgroups made ahead are left
-            for name in _rehearsal_names(self.pid):
-                remove_cgroups(name)
+            for worker in (None, "*"):
+                remove_cgroups(cgroup_name(_rehearsal_id(self.pid), worker))
         if state == self.TAKING:
             return None
         return data[:-1] if state == self.REPLIED and data.endswith(b"\n") else b""
@@ -423,7 +423,7 @@ def _rehearse(request: dict) -> list:
     caches: in a forked child, first writes are page faults (about 1 ms per start). Its
     cgroups are kept when the next start can rename them (`JobLimits.renamable`), else removed.
     """
-    job = dict(request["job"], job_id=_rehearsal_names(os.getpid())[0].removeprefix("job-"))
+    job = dict(request["job"], job_id=_rehearsal_id(os.getpid()))
     with contextlib.suppress(Exception):
         supervisor = _prepared(dict(request, job=job))
         if supervisor is not None:
@@ -434,9 +434,9 @@ def _rehearse(request: dict) -> list:
     return []
 
 
-def _rehearsal_names(pid: int) -> tuple[str, str]:
-    """Return the cgroup names (globs) of a spare's rehearsal: one worker's, and several workers'."""
-    return f"job-rehearsal-{pid}", f"job-rehearsal-{pid}-worker-*"
+def _rehearsal_id(pid: int) -> str:
+    """Return the job id a spare rehearses under (its cgroups are named after it)."""
+    return f"rehearsal-{pid}"
 
 
 def _receive(link: socket.socket) -> tuple[bytes | None, int | None]:

@@ -279,6 +279,11 @@ class JobLimits:
         }
 
 
+def cgroup_name(job_id: str, worker: int | str | None = None) -> str:
+    """Return the cgroup name of a job, or of one of its workers (`worker="*"`: a glob of them all)."""
+    return f"job-{job_id}" if worker is None else f"job-{job_id}-worker-{worker}"
+
+
 def remove_cgroups(pattern: str, root: Path = CGROUP_ROOT) -> None:
     """Remove the empty job cgroups whose names match `pattern` (a glob) in every hierarchy: a killed process's."""
     for path in (*root.glob(f"{PARENT}/{pattern}"), *root.glob(f"*/{PARENT}/{pattern}")):

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from .identity import Identity
 from .launch import JobLaunch
-from .limits import JobLimits, group_rss_bytes
+from .limits import JobLimits, cgroup_name, group_rss_bytes
 from .runfolder import (
     is_alive,
     job_environment,
@@ -446,7 +446,7 @@ class Supervisor:
         workers = []
         for rank in range(count):
             # each worker its own cgroup with the per-worker limits: one cannot starve another
-            name = f"job-{self.launch.job_id}" if count == 1 else f"job-{self.launch.job_id}-worker-{rank}"
+            name = cgroup_name(self.launch.job_id, None if count == 1 else rank)
             limits = JobLimits.create(
                 name,
                 self.launch.limits.memory,

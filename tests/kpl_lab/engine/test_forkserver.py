@@ -73,9 +73,16 @@ def spare_of(server: forkserver.ForkServer) -> int:
         time.sleep(0.02)
 
 
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # reaped between two looks
+        return False
+
+
 def wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 60
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while running(pid):
         assert time.monotonic() < deadline, f"process {pid} still there"
         time.sleep(0.05)
 

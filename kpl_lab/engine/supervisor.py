@@ -443,22 +443,30 @@ class Supervisor:
             env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         argv, shell = command_argv(self.launch.cmd, env.get("PATH", ""), self.launch.algorithm_dir)
         count = max(1, self.launch.limits.workers)
-        workers = []
-        for rank in range(count):
-            # each worker its own cgroup with the per-worker limits: one cannot starve another
-            name = cgroup_name(self.launch.job_id, None if count == 1 else rank)
-            limits = JobLimits.create(
-                name,
-                self.launch.limits.memory,
-                self.launch.limits.cpu,
-                use_cgroups=bool(self.config.get("use_cgroups", True)),
-                ahead=ahead.pop(0) if ahead else None,
-            )
-            if limits.home is None:  # found already for cgroups made ahead by this thread
-                limits.find_home()
-            workers.append(
-                Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
-            )
+        made: list[JobLimits] = []
+        try:
+            for rank in range(count):
+                # each worker its own cgroup with the per-worker limits: one cannot starve another
+                name = cgroup_name(self.launch.job_id, None if count == 1 else rank)
+                made.append(
+                    JobLimits.create(
+                        name,
+                        self.launch.limits.memory,
+                        self.launch.limits.cpu,
+                        use_cgroups=bool(self.config.get("use_cgroups", True)),
+                        ahead=ahead.pop(0) if ahead else None,
+                    )
+                )
+                if made[-1].home is None:  # found already for cgroups made ahead by this thread
+                    made[-1].find_home()
+        except BaseException:  # the job will not start: no cgroup of an earlier rank is left behind
+            for limits in made:
+                limits.remove()
+            raise
+        workers = [
+            Worker(rank, worker_log(self.run_dir, rank), limits, worker_devices(self.launch, rank))
+            for rank, limits in enumerate(made)
+        ]
         return argv, shell, env, workers
 
     def _limits_from(self, handle: dict) -> JobLimits:

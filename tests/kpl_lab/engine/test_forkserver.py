@@ -17,11 +17,12 @@ import pytest
 
 from kpl_lab.engine import forkserver
 from kpl_lab.engine.launch import Resources
-from kpl_lab.engine.limits import CGROUP_ROOT, PARENT, JobLimits
+from kpl_lab.engine.limits import CGROUP_ROOT, PARENT, JobLimits, remove_cgroups
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.engine.spares import PREFIX
+from kpl_lab.engine.supervisor import Supervisor
 
 from .test_local import make_launch, run_to_end
 from .test_service import WAIT_RELEASE
@@ -229,6 +230,29 @@ async def test_start_makes_the_run_folder_while_the_supervisor_is_prepared(tmp_p
     assert (state.exit_code, state.reason) == (0, None)
     assert (launch.run_dir / "output.log").read_text() == f"{launch.algorithm_dir}\n"
     assert json.loads((launch.run_dir / "job.json").read_text())["job_id"] == "ahead1"
+
+
+def test_a_start_failing_part_way_through_its_workers_leaves_no_cgroup(tmp_path, monkeypatch):
+    launch = make_launch(
+        tmp_path, "python -c 'print(42)'", job_id="partway1", limits=Resources(cpu=0.5, memory=64, workers=2)
+    )
+    remove_cgroups("job-partway1-*")  # what a failed run of this test left
+    made = []
+    find_home = JobLimits.find_home
+
+    def failing_on_the_second(limits):
+        made.append(limits)
+        if len(made) == 2:
+            raise RuntimeError("cannot read this thread's cgroups")
+        find_home(limits)
+
+    monkeypatch.setattr(JobLimits, "find_home", failing_on_the_second)
+    supervisor = Supervisor(launch.run_dir, launch, {})
+    supervisor.prepare(dict(os.environ))
+    assert isinstance(supervisor.ready, RuntimeError) and len(made) == 2
+    if made[0].version:  # cgroups here: the first rank's were made, then removed
+        assert {path.name for path in made[0].paths.values()} == {"job-partway1-worker-0"}
+    assert job_cgroups("partway1-worker-0") == job_cgroups("partway1-worker-1") == []
 
 
 async def test_an_aborted_start_leaves_no_process_cgroup_or_run_folder(tmp_path, fresh, monkeypatch):

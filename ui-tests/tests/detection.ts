@@ -1,9 +1,8 @@
 /**
  * What the deployment and model browser tests share: the detection example's files, trained through the
- * REST API as a user's CLI would, and small request and screenshot helpers.
+ * REST API as a user's CLI would, and small request helpers.
  */
 import { expect, IJupyterLabPageFixture } from '@jupyterlab/galata';
-import type { TestInfo } from '@playwright/test';
 import { execFileSync } from 'child_process';
 import { mkdtempSync, readFileSync } from 'fs';
 import { tmpdir } from 'os';
@@ -20,17 +19,6 @@ export const file = (name: string): string => path.join(FILES, name);
 
 export const unique = (prefix: string): string =>
   `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
-
-export async function shot(
-  page: IJupyterLabPageFixture,
-  testInfo: TestInfo,
-  name: string
-): Promise<void> {
-  const target = process.env.KPL_SCREENSHOTS
-    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
-    : testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path: target });
-}
 
 export async function getJSON(
   page: IJupyterLabPageFixture,

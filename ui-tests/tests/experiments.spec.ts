@@ -4,6 +4,8 @@ import { mkdtempSync, readFileSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
 
+import { shot } from './screenshots';
+
 const ARCHIVES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-experiments-'));
 execFileSync('python3', [
   path.join(__dirname, '..', 'fixtures', 'make_archives.py'),
@@ -65,7 +67,7 @@ async function openExperiment(page: IJupyterLabPageFixture, name: string) {
 
 test('the Experiments panel opens a search with its trials table and optimisation history', async ({
   page
-}) => {
+}, testInfo) => {
   test.setTimeout(180_000);
   const name = await createExperiment(page, { steps: 3, delay: 0 }, 4);
   await expect
@@ -103,16 +105,7 @@ test('the Experiments panel opens a search with its trials table and optimisatio
   await expect(chart).toHaveAttribute('data-points', '4');
   await expect(view.locator('button.kpl-stop')).toBeDisabled();
   await expect(view.locator('button.kpl-resume')).toBeDisabled();
-  await page.screenshot({
-    path: path.join(
-      __dirname,
-      '..',
-      '..',
-      'docs',
-      'images',
-      'experiment-view.png'
-    )
-  });
+  await shot(page, testInfo, 'experiment-view');
 
   // a trial's job link opens its job view
   const jobId = experiment.trials[0].job_id;

@@ -1,7 +1,8 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
 import { execFileSync } from 'child_process';
-import { getJSON, shot, trainDetector, unique } from './detection';
+import { getJSON, trainDetector, unique } from './detection';
+import { shot } from './screenshots';
 
 // An action that cannot happen fails at once, leaving time to delete the deployment.
 test.use({ actionTimeout: 30_000 });

@@ -1,9 +1,11 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
-import type { Locator, TestInfo } from '@playwright/test';
+import type { Locator } from '@playwright/test';
 import { execFileSync } from 'child_process';
 import { mkdtempSync, readFileSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
+
+import { shot } from './screenshots';
 
 /**
  * The archives the tests upload, written once by fixtures/make_archives.py.
@@ -20,20 +22,6 @@ const archive = (name: string) => path.join(ARCHIVES, name);
  */
 const unique = (prefix: string) =>
   `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
-
-/**
- * Save a screenshot in the test output, and into docs/images when KPL_SCREENSHOTS=1.
- */
-async function shot(
-  page: IJupyterLabPageFixture,
-  testInfo: TestInfo,
-  name: string
-): Promise<void> {
-  const target = process.env.KPL_SCREENSHOTS
-    ? path.join(__dirname, '..', '..', 'docs', 'images', `${name}.png`)
-    : testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path: target });
-}
 
 async function openPanel(
   page: IJupyterLabPageFixture,

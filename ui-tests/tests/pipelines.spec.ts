@@ -5,6 +5,8 @@ import { mkdtempSync, readFileSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
 
+import { shot } from './screenshots';
+
 const ARCHIVES = mkdtempSync(path.join(tmpdir(), 'kpl-ui-archives-'));
 execFileSync('python3', [
   path.join(__dirname, '..', 'fixtures', 'make_archives.py'),
@@ -44,7 +46,7 @@ async function openPipelines(page: IJupyterLabPageFixture): Promise<Locator> {
 
 test('a pipeline built by dragging runs and its output opens in the dataset viewer', async ({
   page
-}) => {
+}, testInfo) => {
   const dataset = unique('shapes');
   const upload = await page.request.post(
     `/kpl/api/datasets?name=${dataset}&format=imagefolder&filename=shapes.zip`,
@@ -134,18 +136,7 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   const shown = editor.locator('.kpl-PipelineEditor-records');
   await expect(shown).toContainText('5 of 6 records');
   await expect(shown.locator('tbody tr')).toHaveCount(5);
-  if (process.env.KPL_SCREENSHOTS) {
-    await page.screenshot({
-      path: path.join(
-        __dirname,
-        '..',
-        '..',
-        'docs',
-        'images',
-        'pipeline-editor.png'
-      )
-    });
-  }
+  await shot(page, testInfo, 'pipeline-editor');
 
   // The file on disk is what the CLI runs: the nodes, their input and their positions.
   const saved = await page.request.get(

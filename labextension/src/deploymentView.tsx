@@ -16,7 +16,14 @@ import { MetricChart } from './charts';
 import { formatTime } from './format';
 import { StateBadge } from './jobs';
 import { PollingListModel } from './model';
-import { Drawable, drawable, IDrawableMask } from './prediction';
+import {
+  boxesAbove,
+  DEFAULT_MIN_SCORE,
+  Drawable,
+  drawable,
+  IDrawableBox,
+  IDrawableMask
+} from './prediction';
 import { historyFigures } from './requestCurves';
 import { replicaSummary } from './services';
 
@@ -118,6 +125,92 @@ function MaskOverlay(props: { mask: IDrawableMask }): JSX.Element {
 }
 
 /**
+ * A box's label on a tag of its color, above the box (inside it at the image's top edge).
+ */
+function BoxLabel(props: { box: IDrawableBox; fontSize: number }): JSX.Element {
+  const { box, fontSize } = props;
+  const tag = fontSize * 1.2;
+  const top = box.y >= tag ? box.y - tag : box.y;
+  return (
+    <>
+      <rect
+        className="kpl-label"
+        x={box.x}
+        y={top}
+        width={box.label.length * fontSize * 0.6 + fontSize * 0.3}
+        height={tag}
+        fill={box.color}
+      />
+      <text
+        x={box.x + fontSize * 0.15}
+        y={top + fontSize * 0.95}
+        fill="white"
+        fontSize={fontSize}
+      >
+        {box.label}
+      </text>
+    </>
+  );
+}
+
+/**
+ * A slider of the lowest score a box shows with, in percent.
+ */
+function MinScore(props: {
+  value: number;
+  onChange: (value: number) => void;
+}): JSX.Element {
+  const percent = Math.round(props.value * 100);
+  return (
+    <label className="kpl-min-score">
+      Minimum score
+      <input
+        type="range"
+        min={0}
+        max={100}
+        step={5}
+        value={percent}
+        onChange={event => props.onChange(Number(event.target.value) / 100)}
+      />
+      <span>{percent}%</span>
+    </label>
+  );
+}
+
+/**
+ * The boxes shown, in words, and how many the minimum score hides.
+ */
+function BoxList(props: {
+  boxes: IDrawableBox[];
+  hidden: number;
+  minScore: number;
+}): JSX.Element {
+  const { boxes, hidden } = props;
+  const percent = Math.round(props.minScore * 100);
+  return (
+    <ul className="kpl-box-list">
+      {boxes.length === 0 && (
+        <li>
+          {hidden
+            ? `no objects scored ${percent}% or more`
+            : 'no objects found'}
+        </li>
+      )}
+      {boxes.map((box, index) => (
+        <li key={index} style={{ color: box.color }}>
+          {`${box.label} at (${box.x}, ${box.y}) ${box.width}×${box.height}`}
+        </li>
+      ))}
+      {hidden > 0 && (
+        <li className="kpl-meta kpl-hidden-boxes">
+          {`${hidden} more under ${percent}% hidden`}
+        </li>
+      )}
+    </ul>
+  );
+}
+
+/**
  * The image with the prediction drawn over it, and what it says in words.
  */
 function PredictionView(props: {
@@ -126,7 +219,12 @@ function PredictionView(props: {
 }): JSX.Element {
   const { image, prediction } = props;
   const [size, setSize] = useState<[number, number] | null>(null);
+  const [minScore, setMinScore] = useState(DEFAULT_MIN_SCORE);
   const draw: Drawable = drawable(prediction.response);
+  const boxes =
+    draw.kind === 'detection' ? boxesAbove(draw.boxes, minScore) : [];
+  const hidden =
+    draw.kind === 'detection' ? draw.boxes.length - boxes.length : 0;
   // Boxes are in the model's pixel coordinates: the size it reports, else the image's.
   const width = (draw.kind === 'detection' && draw.width) || size?.[0] || 1;
   const height = (draw.kind === 'detection' && draw.height) || size?.[1] || 1;
@@ -149,28 +247,24 @@ function PredictionView(props: {
             viewBox={`0 0 ${width} ${height}`}
             preserveAspectRatio="none"
           >
-            {draw.boxes.map((box, index) => (
-              <g key={index} className="kpl-box" data-name={box.name}>
-                <rect
-                  x={box.x}
-                  y={box.y}
-                  width={box.width}
-                  height={box.height}
-                  stroke={box.color}
-                  fill="none"
-                  vectorEffect="non-scaling-stroke"
-                />
-                <text
-                  x={box.x}
-                  y={box.y}
-                  fill={box.color}
-                  fontSize={height / 18}
-                  dy="-0.2em"
-                >
-                  {box.label}
-                </text>
-              </g>
-            ))}
+            {/* the surest box last: on top, its label readable where boxes overlap */}
+            {[...boxes]
+              .sort((a, b) => (a.score ?? 1) - (b.score ?? 1))
+              .map((box, index) => (
+                <g key={index} className="kpl-box" data-name={box.name}>
+                  <rect
+                    className="kpl-outline"
+                    x={box.x}
+                    y={box.y}
+                    width={box.width}
+                    height={box.height}
+                    stroke={box.color}
+                    fill="none"
+                    vectorEffect="non-scaling-stroke"
+                  />
+                  <BoxLabel box={box} fontSize={height / 18} />
+                </g>
+              ))}
           </svg>
         )}
         {draw.kind === 'segmentation' && <MaskOverlay mask={draw.mask} />}
@@ -185,14 +279,12 @@ function PredictionView(props: {
           <div className="kpl-class">{draw.label}</div>
         )}
         {draw.kind === 'detection' && (
-          <ul className="kpl-box-list">
-            {draw.boxes.length === 0 && <li>no objects found</li>}
-            {draw.boxes.map((box, index) => (
-              <li key={index} style={{ color: box.color }}>
-                {`${box.label} at (${box.x}, ${box.y}) ${box.width}×${box.height}`}
-              </li>
-            ))}
-          </ul>
+          <>
+            {draw.boxes.some(box => box.score !== null) && (
+              <MinScore value={minScore} onChange={setMinScore} />
+            )}
+            <BoxList boxes={boxes} hidden={hidden} minScore={minScore} />
+          </>
         )}
         {draw.kind === 'segmentation' && (
           <ul className="kpl-mask-classes">

@@ -1,6 +1,7 @@
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { readFileSync } from 'fs';
-import { file, shot, trainDetector, unique } from './detection';
+import { file, trainDetector, unique } from './detection';
+import { shot } from './screenshots';
 
 /**
  * Train the detection example through the REST API and deploy its first model version, as a user's CLI would.
@@ -62,10 +63,20 @@ test('the deployment view draws the boxes the detection example answers for a dr
     expect(body.type).toBe('rectangle_box_detection');
     expect(body.objects.length).toBeGreaterThan(0);
 
-    // One rectangle per returned object, at the returned coordinates, over the image.
+    // At first the boxes scored 25 % or more; the slider down to 0 % shows every returned object.
     const prediction = view.locator('.kpl-prediction[data-kind="detection"]');
     await expect(prediction.locator('img')).toBeVisible();
-    const rects = prediction.locator('svg.kpl-boxes rect');
+    const rects = prediction.locator('svg.kpl-boxes rect.kpl-outline');
+    const faint = body.objects.filter((o: any) => o.score < 0.25).length;
+    await expect(rects).toHaveCount(body.objects.length - faint);
+    const hiddenNote = prediction.locator('.kpl-hidden-boxes');
+    await expect(hiddenNote).toHaveCount(faint ? 1 : 0);
+    if (faint) {
+      await expect(hiddenNote).toHaveText(`${faint} more under 25% hidden`);
+    }
+    await prediction.locator('.kpl-min-score input').fill('0');
+    await expect(prediction.locator('.kpl-min-score')).toContainText('0%');
+    // One rectangle per returned object, at the returned coordinates, over the image.
     await expect(rects).toHaveCount(body.objects.length);
     const drawn = await rects.evaluateAll(nodes =>
       nodes.map(node =>
@@ -79,17 +90,30 @@ test('the deployment view draws the boxes the detection example answers for a dr
       clip(Math.min(a, b), max),
       clip(Math.max(a, b), max)
     ];
-    expect(drawn).toEqual(
-      body.objects.map((o: any) => {
-        const [x0, x1] = span(o.xmin, o.xmax, body.width);
-        const [y0, y1] = span(o.ymin, o.ymax, body.height);
-        return [x0, y0, x1 - x0, y1 - y0];
-      })
+    // Drawn surest last (on top where boxes overlap): compared in one order.
+    const inOrder = (boxes: number[][]) =>
+      boxes.map(box => JSON.stringify(box)).sort();
+    expect(inOrder(drawn)).toEqual(
+      inOrder(
+        body.objects.map((o: any) => {
+          const [x0, x1] = span(o.xmin, o.xmax, body.width);
+          const [y0, y1] = span(o.ymin, o.ymax, body.height);
+          return [x0, y0, x1 - x0, y1 - y0];
+        })
+      )
     );
     await expect(prediction.locator('svg.kpl-boxes')).toHaveAttribute(
       'viewBox',
       `0 0 ${body.width} ${body.height}`
     );
+    await prediction.locator('.kpl-min-score input').fill('25');
+    await expect(rects).toHaveCount(body.objects.length - faint);
+    const scores = await prediction
+      .locator('svg.kpl-boxes text')
+      .evaluateAll(nodes =>
+        nodes.map(node => parseFloat(node.textContent!.split(' ').pop()!))
+      );
+    expect(scores).toEqual([...scores].sort((a, b) => a - b));
     await expect(prediction.locator('.kpl-served-by')).toContainText(
       response.headers()['x-kpl-model-version']
     );

@@ -1,5 +1,5 @@
 import { palette } from '../format';
-import { drawable, maskPixels } from '../prediction';
+import { boxesAbove, drawable, maskPixels } from '../prediction';
 import { historyFigures } from '../requestCurves';
 
 describe('drawable', () => {
@@ -60,6 +60,28 @@ describe('drawable', () => {
       palette(1),
       palette(0)
     ]);
+  });
+
+  it('shows the boxes scored at least the minimum, and those without a score', () => {
+    const result = drawable({
+      type: 'rectangle_box_detection',
+      height: 10,
+      width: 10,
+      objects: [
+        { name: 'faint', score: 0.05, xmin: 0, ymin: 0, xmax: 2, ymax: 2 },
+        { name: 'edge', score: 0.25, xmin: 1, ymin: 1, xmax: 3, ymax: 3 },
+        { name: 'sure', score: 0.9, xmin: 2, ymin: 2, xmax: 4, ymax: 4 },
+        { name: 'unscored', xmin: 3, ymin: 3, xmax: 5, ymax: 5 }
+      ]
+    });
+    if (result.kind !== 'detection') {
+      throw new Error(`not a detection: ${result.kind}`);
+    }
+    const names = (minimum: number) =>
+      boxesAbove(result.boxes, minimum).map(box => box.name);
+    expect(names(0)).toEqual(['faint', 'edge', 'sure', 'unscored']);
+    expect(names(0.25)).toEqual(['edge', 'sure', 'unscored']);
+    expect(names(1)).toEqual(['unscored']);
   });
 
   it('colors every non-background pixel of a segmentation mask', () => {

@@ -4,7 +4,7 @@ const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { api, auth, logIn } = require('./hub');
+const { api, auth, logIn, shot } = require('./hub');
 
 // the archives the Lab tests upload (fixtures/make_archives.py)
 const ARCHIVES = fs.mkdtempSync(path.join(os.tmpdir(), 'kpl-hub-archives-'));
@@ -15,7 +15,7 @@ execFileSync('python3', [
 
 test('the spawn form offers only the profiles of the user project and shows a refusal over quota', async ({
   page
-}) => {
+}, testInfo) => {
   await logIn(page, 'alice');
   await page.goto('/hub/spawn');
   const form = page.locator('.kpl-spawn-form');
@@ -34,10 +34,7 @@ test('the spawn form offers only the profiles of the user project and shows a re
     'max',
     '2'
   );
-  await page.screenshot({
-    path: '../docs/images/hub-spawn-form.png',
-    fullPage: true
-  });
+  await shot(page, testInfo, 'hub-spawn-form');
 
   await page.getByRole('button', { name: /start/i }).click();
   await expect(
@@ -62,7 +59,7 @@ test('a member of another project sees its own profiles', async ({ page }) => {
 
 test('the admin page lists users, projects and quotas, saves a quota and shows the use', async ({
   page
-}) => {
+}, testInfo) => {
   await logIn(page, 'admin');
   await page.goto('/services/kpl/admin');
   await expect(page.locator('#live')).toContainText('No GPUs');
@@ -104,10 +101,7 @@ test('the admin page lists users, projects and quotas, saves a quota and shows t
   await page.reload();
   await expect(page.locator('#live')).toContainText('No GPUs');
   await expect(vision.locator('input[name="cpu"]')).toHaveValue('6');
-  await page.screenshot({
-    path: '../docs/images/hub-admin.png',
-    fullPage: true
-  });
+  await shot(page, testInfo, 'hub-admin');
 });
 
 test('under the hub, the dataset viewer loads its images through the user server, with no token in a URL', async ({
@@ -171,7 +165,7 @@ test('under the hub, the dataset viewer loads its images through the user server
 
 test('the admin page creates a user and a project and adds the member, in the hub look', async ({
   page
-}) => {
+}, testInfo) => {
   await logIn(page, 'admin');
   await page.goto('/services/kpl/admin');
   await expect(
@@ -203,8 +197,5 @@ test('the admin page creates a user and a project and adds the member, in the hu
   // the 24-hour chart's legend names each line with its unit
   await expect(page.locator('#history .u-legend')).toContainText('CPU (%)');
   await expect(page.locator('#history .u-legend')).toContainText('memory (%)');
-  await page.screenshot({
-    path: '../docs/images/hub-admin-create.png',
-    fullPage: true
-  });
+  await shot(page, testInfo, 'hub-admin-create');
 });

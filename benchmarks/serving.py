@@ -8,7 +8,8 @@ of them in flight at once. Then the clients a gateway could forward with, one re
 a time to the replica: latency and this process's CPU per request. Last, the gateway
 process against nginx (the reverse proxy users put in front of model servers; one worker,
 kept-alive upstream connections, no access log) in front of the same replica: `--rounds`
-interleaved rounds of direct, gateway process and nginx, medians of them.
+interleaved rounds of direct, gateway process, nginx and the floor (`floor_proxy.py`: the
+least an asyncio proxy in Python does, none of the gateway's work), medians of them.
 Debian: `apt-get install nginx-light`; without nginx that table has no nginx columns.
 
     python benchmarks/serving.py                           # 2000 requests per run, 10k for the split
@@ -280,16 +281,31 @@ def start_nginx(replica: str, base: Path) -> tuple[subprocess.Popen, str] | None
         time.sleep(0.05)
 
 
+def start_floor(replica: str) -> tuple[subprocess.Popen, str]:
+    """Start the floor reference proxy (floor_proxy.py) in front of the replica; return it and its URL."""
+    script = Path(__file__).with_name("floor_proxy.py")
+    process = subprocess.Popen([sys.executable, str(script), replica], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    return process, f"http://127.0.0.1:{int(process.stdout.readline())}/"
+
+
 def compare_proxies(
-    direct: str, process: tuple[int, str], nginx: tuple[int, str] | None, headers: dict, args
+    direct: str,
+    process: tuple[int, str],
+    nginx: tuple[int, str] | None,
+    floor: tuple[int, str],
+    headers: dict,
+    args,
 ) -> None:
-    """Print direct, the gateway process and nginx in interleaved rounds: medians of p50 and throughput."""
+    """Print direct, the gateway process, nginx and the floor in interleaved rounds: medians of p50 and throughput."""
     named = [("direct", None, direct, {}), ("process", *process, headers)]
     if nginx is not None:
         named.append(("nginx", *nginx, {}))
+    named.append(("floor", *floor, {}))
     print(
-        f"\nthe gateway process (API key) against nginx in front of the same replica; medians of "
-        f"{args.rounds} interleaved rounds of {args.requests} requests; CPU: ms of the proxy's CPU per request"
+        f"\nthe gateway process (API key) against nginx and the floor (floor_proxy.py) in front of the "
+        f"same replica; medians of {args.rounds} interleaved rounds of {args.requests} requests; "
+        "CPU: ms of the proxy's CPU per request"
     )
     columns = "".join(
         f" {n + ' p50':>11} {'added':>6} {n + '/s':>10} {'ratio':>5} {'CPU':>5}" for n, *_ in named[1:]
@@ -367,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
         service.create("default", "bench", refs[0], algorithm="echo")
-        server = nginx = None
+        server = nginx = floor = None
         try:
             service.wait("default", "bench", START_TIMEOUT)
             (replica,) = service.routing("default", "bench").ready[refs[0]]
@@ -377,11 +393,10 @@ def main(argv: list[str] | None = None) -> int:
             _, key = service.keys.create("default", "bench")
             with_key = {**headers, "X-KPL-API-Key": key}
             nginx = start_nginx(replica, base)
+            floor = start_floor(replica)
+            proxies = (nginx and (nginx[0].pid, nginx[1]), (floor[0].pid, floor[1]), {"X-KPL-API-Key": key})
             if args.only_proxies:
-                process = (process_pid, process_url + "bench/predict")
-                compare_proxies(
-                    direct, process, nginx and (nginx[0].pid, nginx[1]), {"X-KPL-API-Key": key}, args
-                )
+                compare_proxies(direct, (process_pid, process_url + "bench/predict"), *proxies, args)
                 return 0
             server, url, token = start_server(home, base)
             gateway = url + "deployments/bench/predict"
@@ -449,10 +464,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             summary = service.metrics(service.get("default", "bench"))
             print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
-            process = (process_pid, process_url + "bench/predict")
-            compare_proxies(direct, process, nginx and (nginx[0].pid, nginx[1]), {"X-KPL-API-Key": key}, args)
+            compare_proxies(direct, (process_pid, process_url + "bench/predict"), *proxies, args)
         finally:
-            for running in (server, nginx and nginx[0]):
+            for running in (server, nginx and nginx[0], floor and floor[0]):
                 if running is not None:
                     running.terminate()
                     running.wait(timeout=30)

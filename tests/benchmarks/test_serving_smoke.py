@@ -23,10 +23,11 @@ def test_a_small_run_prints_every_row_and_the_split():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["1"], ["4"])]
-    # the full table, then direct against the gateway process and nginx (.ci/run installs nginx-light)
+    # the full table, then direct against the gateway process, nginx (.ci/run installs nginx-light)
+    # and the floor reference proxy
     nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
     assert [row[0] for row in rows] == ["1", "4", "1", "4"]
-    assert [len(row) for row in rows] == [22, 22, *([14 if nginx else 8] * 2)]
+    assert [len(row) for row in rows] == [22, 22, *([19 if nginx else 13] * 2)]
     assert "canary split over 200 requests" in done.stdout
     assert "echo-model:" in done.stdout
     assert "forwarding client asyncio forwarder" in done.stdout

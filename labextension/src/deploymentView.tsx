@@ -216,10 +216,11 @@ function BoxList(props: {
 function PredictionView(props: {
   image: string;
   prediction: IPrediction;
+  minScore: number;
+  setMinScore: (value: number) => void;
 }): JSX.Element {
-  const { image, prediction } = props;
+  const { image, prediction, minScore, setMinScore } = props;
   const [size, setSize] = useState<[number, number] | null>(null);
-  const [minScore, setMinScore] = useState(DEFAULT_MIN_SCORE);
   const draw: Drawable = drawable(prediction.response);
   const boxes =
     draw.kind === 'detection' ? boxesAbove(draw.boxes, minScore) : [];
@@ -320,6 +321,8 @@ function PredictionView(props: {
 function TryIt(props: { client: KPLClient; name: string }): JSX.Element {
   const [image, setImage] = useState<string | null>(null);
   const [prediction, setPrediction] = useState<IPrediction | null>(null);
+  // kept here: the threshold a user chose holds for the next image
+  const [minScore, setMinScore] = useState(DEFAULT_MIN_SCORE);
   const [status, setStatus] = useState('');
   const [over, setOver] = useState(false);
   const input = useRef<HTMLInputElement>(null);
@@ -388,7 +391,12 @@ function TryIt(props: { client: KPLClient; name: string }): JSX.Element {
         {status}
       </div>
       {image && prediction && (
-        <PredictionView image={image} prediction={prediction} />
+        <PredictionView
+          image={image}
+          prediction={prediction}
+          minScore={minScore}
+          setMinScore={setMinScore}
+        />
       )}
     </section>
   );

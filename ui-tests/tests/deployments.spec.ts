@@ -106,6 +106,14 @@ test('the deployment view draws the boxes the detection example answers for a dr
       'viewBox',
       `0 0 ${body.width} ${body.height}`
     );
+    // The threshold chosen holds for the next image dropped.
+    const again = page.waitForResponse(response =>
+      new URL(response.url()).pathname.endsWith(`/deployments/${name}/predict`)
+    );
+    await view.locator('.kpl-dropzone').dispatchEvent('drop', { dataTransfer });
+    expect((await again).status()).toBe(200);
+    await expect(prediction.locator('.kpl-min-score')).toContainText('0%');
+    await expect(rects).toHaveCount(body.objects.length);
     await prediction.locator('.kpl-min-score input').fill('25');
     await expect(rects).toHaveCount(body.objects.length - faint);
     const scores = await prediction

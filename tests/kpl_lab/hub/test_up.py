@@ -441,9 +441,13 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         assert left == [], [p.cmdline() for p in left]
         assert (await fetch_json(f"{base}/hub/api/"))[0] == 0  # nobody listens any more
     finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
+        if up.poll() is None:  # a failure above: stop it as a user would, or its hub outlives it
+            up.terminate()
+            try:
+                up.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait()
 
 
 def test_a_python_without_pytorch_is_told_apart(tmp_path):

@@ -290,18 +290,13 @@ def start_floor(replica: str) -> tuple[subprocess.Popen, str]:
 
 
 def compare_proxies(
-    direct: str,
-    process: tuple[int, str],
-    nginx: tuple[int, str] | None,
-    floor: tuple[int, str],
-    headers: dict,
-    args,
+    direct: str, process: tuple[int, str], references: list[tuple[str, int, str]], headers: dict, args
 ) -> None:
-    """Print direct, the gateway process, nginx and the floor in interleaved rounds: medians of p50 and throughput."""
+    """Print direct, the gateway process and the references (name, pid, URL) in interleaved rounds:
+    medians of p50 and throughput."""
     named = [("direct", None, direct, {}), ("process", *process, headers)]
-    if nginx is not None:
-        named.append(("nginx", *nginx, {}))
-    named.append(("floor", *floor, {}))
+    named += [(name, pid, url, {}) for name, pid, url in references]
+    nginx = any(name == "nginx" for name, *_ in references)
     print(
         f"\nthe gateway process (API key) against nginx and the floor (floor_proxy.py) in front of the "
         f"same replica; medians of {args.rounds} interleaved rounds of {args.requests} requests; "
@@ -332,7 +327,7 @@ def compare_proxies(
         for name, *_ in named[1:]:
             p50, rate, cpu = medians[name]
             line += f" {p50:>11.2f} {p50 - d50:>6.2f} {rate:>10.0f} {rate / d_rate:>5.2f} {cpu:>5.2f}"
-        if nginx is not None:
+        if nginx:
             line += f" {medians['process'][1] / medians['nginx'][1]:>13.2f}"
         print(line)
 
@@ -383,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
         service.create("default", "bench", refs[0], algorithm="echo")
-        server = nginx = floor = None
+        server, references = None, []
         try:
             service.wait("default", "bench", START_TIMEOUT)
             (replica,) = service.routing("default", "bench").ready[refs[0]]
@@ -392,11 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             headers = {"Content-Type": "application/octet-stream"}
             _, key = service.keys.create("default", "bench")
             with_key = {**headers, "X-KPL-API-Key": key}
-            nginx = start_nginx(replica, base)
-            floor = start_floor(replica)
-            proxies = (nginx and (nginx[0].pid, nginx[1]), (floor[0].pid, floor[1]), {"X-KPL-API-Key": key})
+            for name, started in (("nginx", start_nginx(replica, base)), ("floor", start_floor(replica))):
+                if started is not None:  # no nginx installed: no nginx columns
+                    references.append((name, *started))
+            proxies = (
+                (process_pid, process_url + "bench/predict"),
+                [(name, running.pid, url) for name, running, url in references],
+                {"X-KPL-API-Key": key},
+            )
             if args.only_proxies:
-                compare_proxies(direct, (process_pid, process_url + "bench/predict"), *proxies, args)
+                compare_proxies(direct, *proxies, args)
                 return 0
             server, url, token = start_server(home, base)
             gateway = url + "deployments/bench/predict"
@@ -464,9 +464,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             summary = service.metrics(service.get("default", "bench"))
             print("replica-side counts per version:", {v: m["requests"] for v, m in summary.items()})
-            compare_proxies(direct, (process_pid, process_url + "bench/predict"), *proxies, args)
+            compare_proxies(direct, *proxies, args)
         finally:
-            for running in (server, nginx and nginx[0], floor and floor[0]):
+            for running in (server, *(running for _, running, _ in references)):
                 if running is not None:
                     running.terminate()
                     running.wait(timeout=30)

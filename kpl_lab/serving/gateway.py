@@ -74,6 +74,10 @@ class Gateway:
         """Write the request metrics counted so far to the catalog (blocking: run it off the event loop)."""
         return self.history.flush(self.service.platform)
 
+    def sweep(self) -> None:
+        """End the predictions sent from memory (`predict_now`) that had no answer in time (call it every few seconds)."""
+        self.upstream.sweep()
+
     def close(self) -> None:
         """Write the metrics counted so far and close the kept-alive connections."""
         self.flush_metrics()

@@ -10,7 +10,11 @@ caller authenticates with a deployment API key (`Authorization: Bearer kpldk_…
 single-user Jupyter server on this platform (`Authorization: token …`), which opens the
 projects that server opens: each server registers the SHA-256 digest of its token in
 `tokens/` (`register_server`), and a digest counts only while that server's process lives.
-Under JupyterHub it takes a hub user's own API token instead (`hub_tokens`).
+Under JupyterHub it takes a hub user's own API token instead (`hub_tokens`). Credentials let
+in for a target are remembered until they would be checked again (a key's 2 s, the servers'
+list's 2 s), so a kept-alive caller's next request goes to the replica with no digest or parse.
+Metrics, request deadlines and the check whether it is still needed run every
+`FLUSH_SECONDS` in a thread of their own (`_rounds`): the event loop then has no timer.
 
 One per platform (home folder), started by the platform when a deployment is made or found
 (`ensure`, called by `DeploymentService.create` and every `reconcile`: a server's background
@@ -27,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Awaitable
@@ -58,6 +64,7 @@ FLUSH_SECONDS = 2.0
 WORKER_THREADS = 4
 MAX_BODY_BYTES = 256 * 1024 * 1024
 TOKENS_SECONDS = 2.0  # a server that starts or stops is seen within this
+MAX_ADMITTED = 4096  # credentials and targets let in, remembered until their credentials are checked again
 
 
 # the platform's side
@@ -151,6 +158,8 @@ class GatewayApp:
         self.keys = self.service.keys
         self._servers: dict[str, list[str]] = {}  # token digest -> projects, of live servers
         self._servers_read = 0.0
+        # (API key, Authorization, target) -> (until, project, deployment) of predictions let in lately
+        self._admitted: dict[tuple[str | None, str | None, str], tuple[float, str, str]] = {}
         self.hub = hub_tokens.from_environment(platform.default_project)
 
     def handle(
@@ -161,11 +170,27 @@ class GatewayApp:
         A prediction whose caller, routing table and replica connection are all in memory is
         sent at once and answered from the replica's callback (None); any other goes in a task.
         """
-        try:
-            if self._predict_now(request):
-                return None
-        except Exception as error:
-            return _error_response(error)
+        headers = request.headers
+        content_type = headers.get("content-type") or "application/octet-stream"
+        if request.method == "POST" and not content_type.startswith("multipart/form-data"):
+            # the same credentials for the same target were let in lately: no parse, digest or lookup
+            credentials = (headers.get("x-kpl-api-key"), headers.get("authorization"), request.target)
+            admitted = self._admitted.get(credentials)
+            try:
+                if admitted is None or admitted[0] < time.monotonic():
+                    admitted = self._admit(request, credentials)
+                if admitted is not None:
+
+                    def done(outcome: Prediction | Exception) -> None:
+                        request.respond(
+                            _response(outcome) if type(outcome) is Prediction else _error_response(outcome)
+                        )
+
+                    _, project, name = admitted
+                    if self.gateway.predict_now(project, name, request.body, content_type, headers.get, done):
+                        return None
+            except Exception as error:
+                return _error_response(error)
         return self._answer(request)
 
     async def _answer(self, request: http_server.Request) -> http_server.Response:
@@ -174,24 +199,27 @@ class GatewayApp:
         except Exception as error:
             return _error_response(error)
 
-    def _predict_now(self, request: http_server.Request) -> bool:
-        """Start a prediction whose caller is known from memory; say whether it started (raise when refused)."""
+    def _admit(
+        self, request: http_server.Request, credentials: tuple[str | None, str | None, str]
+    ) -> tuple[float, str, str] | None:
+        """Return (until, project, deployment) for a prediction known from memory, None when it needs a lookup.
+
+        It is remembered until its credentials would be checked again (a key's cache, the list of
+        servers' tokens), so a revoked key or a stopped server's token is refused as soon as before.
+        """
         path, _, query = request.target.partition("?")
         route = ROUTE.fullmatch(path)
-        content_type = request.header("Content-Type") or "application/octet-stream"
-        if route is None or request.method != "POST" or content_type.startswith("multipart/form-data"):
-            return False
+        if route is None:
+            return None
         name = unquote(route[1])
-        project = self._project_in_memory(request, name, _asked_project(query))
-        if project is None:
-            return False
-
-        def done(outcome: Prediction | Exception) -> None:
-            request.respond(
-                _error_response(outcome) if isinstance(outcome, Exception) else _response(outcome)
-            )
-
-        return self.gateway.predict_now(project, name, request.body, content_type, request.header, done)
+        found = self._project_in_memory(request, name, _asked_project(query))
+        if found is None:
+            return None
+        if len(self._admitted) >= MAX_ADMITTED:
+            self._admitted.clear()
+        project, until = found
+        admitted = self._admitted[credentials] = (until, project, name)
+        return admitted
 
     async def _handle(self, request: http_server.Request) -> http_server.Response:
         path, _, query = request.target.partition("?")
@@ -207,21 +235,28 @@ class GatewayApp:
             message = f"{request.method} is not allowed: POST a body to predict"
             return http_server.json_response(405, _error("HTTPError", message), [("Allow", "POST")])
         asked = _asked_project(query)
-        project = self._project_in_memory(request, name, asked)
-        if project is None:
-            project = await self._project_looked_up(request, name, asked)
+        found = self._project_in_memory(request, name, asked)
+        project = found[0] if found is not None else await self._project_looked_up(request, name, asked)
         body, content_type = _payload(request)
         return _response(await self.gateway.predict(project, name, body, content_type, request.header))
 
-    def _project_in_memory(self, request: http_server.Request, name: str, asked: str | None) -> str | None:
-        """Return the project the caller may predict in, None when that needs a lookup; raise when refused."""
+    def _project_in_memory(
+        self, request: http_server.Request, name: str, asked: str | None
+    ) -> tuple[str, float] | None:
+        """Return the project the caller may predict in and until when that holds (monotonic time).
+
+        None when that needs a lookup; raise when refused.
+        """
         key = key_of(request.header)
         if key is not None:
-            owner = self.keys.cached(key)
-            return None if owner is None else _project_of_key(owner, name, asked)
+            remembered = self.keys.remembered(key)
+            if remembered is None:
+                return None
+            until, owner = remembered
+            return _project_of_key(owner, name, asked), until
         if self.hub is not None:  # under JupyterHub: a hub user's own API token, asked of the hub
             return None
-        return self._project_of_token(request.header("Authorization"), asked)
+        return self._project_of_token(request.header("Authorization"), asked), self._servers_read
 
     async def _project_looked_up(self, request: http_server.Request, name: str, asked: str | None) -> str:
         """Return the project of a key from the catalog, or of a hub user's token from the hub."""
@@ -295,13 +330,17 @@ def _project_of_key(owner: tuple[str, str], name: str, asked: str | None) -> str
 
 def _response(prediction: Prediction) -> http_server.Response:
     """Return the answer to a prediction: the replica's JSON, or the model's error in the `Error` shape."""
-    version = [(VERSION_HEADER, prediction.model_version)]
     if prediction.status >= 400:
         error = (ModelFailed if prediction.status >= 500 else BadRequest)(_model_error(prediction.body))
+        version = [(VERSION_HEADER, prediction.model_version)]
         return http_server.json_response(min(prediction.status, 502), error.to_json(), version)
-    return http_server.Response(
-        prediction.status, prediction.body, [("Content-Type", "application/json"), *version]
-    )
+    return http_server.Response(prediction.status, prediction.body, _answer_headers(prediction.model_version))
+
+
+@functools.lru_cache(maxsize=1024)
+def _answer_headers(version: str) -> tuple[tuple[str, str], ...]:
+    """Return the headers of a prediction's answer (one tuple per version: the server keeps its head)."""
+    return (("Content-Type", "application/json"), (VERSION_HEADER, version))
 
 
 def _error_response(error: Exception) -> http_server.Response:
@@ -342,7 +381,7 @@ def _model_error(body: bytes) -> str:
 
 
 async def run(where: Path) -> None:
-    """Serve until SIGTERM, or until no deployment is left; write metrics every FLUSH_SECONDS."""
+    """Serve until SIGTERM, or until no deployment is left; write metrics every FLUSH_SECONDS (`_rounds`)."""
     from ..platform import Platform
 
     lock = open(where / "running.lock", "w")  # noqa: SIM115 - held for the process's life
@@ -370,23 +409,46 @@ async def run(where: Path) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
     loop.add_signal_handler(signal.SIGINT, stopping.set)
+    stopped = threading.Event()
+    rounds = threading.Thread(
+        target=_rounds, args=(app, where, record, loop, stopping, stopped), name="kpl-gateway-rounds"
+    )
+    rounds.start()
     try:
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), FLUSH_SECONDS)
-            try:
-                await loop.run_in_executor(app.pool, app.gateway.flush_metrics)
-                if read_json(where / "gateway.json") != record:  # the starter's note came after ours
-                    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
-                if not kept(where) and not await loop.run_in_executor(app.pool, app.any_deployment):
-                    break
-            except Exception as error:  # the platform's folder or database is gone: nothing to serve
-                print(f"kpl_lab: the gateway stops: {error!r}", file=sys.stderr)
-                break
+        await stopping.wait()
     finally:
+        stopped.set()
+        await loop.run_in_executor(None, rounds.join)
         server.close()
         with contextlib.suppress(Exception):
             app.close()
+
+
+def _rounds(
+    app: GatewayApp,
+    where: Path,
+    record: dict,
+    loop: asyncio.AbstractEventLoop,
+    stopping: asyncio.Event,
+    stopped: threading.Event,
+) -> None:
+    """Every FLUSH_SECONDS: write the metrics, end requests past their deadline, stop once not needed.
+
+    In a thread of its own, so that the event loop has no timer: with one, every wait for the
+    next request would arm a kernel timer too (about 6 µs a request; see benchmarks/README.md).
+    """
+    while not stopped.wait(FLUSH_SECONDS):
+        loop.call_soon_threadsafe(app.gateway.sweep)
+        try:
+            app.gateway.flush_metrics()
+            if read_json(where / "gateway.json") != record:  # the starter's note came after ours
+                write_atomic(where / "gateway.json", json.dumps(record), durable=False)
+            if not kept(where) and not app.any_deployment():
+                break
+        except Exception as error:  # the platform's folder or database is gone: nothing to serve
+            print(f"kpl_lab: the gateway stops: {error!r}", file=sys.stderr)
+            break
+    loop.call_soon_threadsafe(stopping.set)
 
 
 def main() -> None:

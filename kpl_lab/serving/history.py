@@ -1,7 +1,7 @@
 """Request metrics over time: what the gateway saw per deployment and model version, in 10 s buckets.
 
-The gateway counts each request in memory (`RequestHistory.record`: a lock and a few dict
-operations, no database on the request path); the platform's background round writes the
+The gateway counts each request in memory (`RequestHistory.record`: one append to a queue,
+binned by `buckets` off the request path, no database); the platform's background round writes the
 buckets to the catalog (`flush`, table `deployment_metrics`), adding to a bucket another
 process (the CLI, another server) wrote. A bucket keeps requests, errors (any answer but
 2xx, and 503s while no replica was ready) and a latency histogram with bins 10 % wide, so
@@ -12,8 +12,7 @@ Buckets older than `RETENTION_DAYS` are dropped as new ones are written.
 from __future__ import annotations
 
 import math
-import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
@@ -72,27 +71,33 @@ class RequestHistory:
     """Count requests in memory; write them to the catalog off the request path."""
 
     def __init__(self) -> None:
-        self._pending: dict[tuple[str, str, str, int], Bucket] = {}
-        self._lock = threading.Lock()
+        self._seen: deque[tuple[str, str, str, float | None, bool, float]] = deque()
 
     def record(
         self, project: str, name: str, version: str, milliseconds: float | None, error: bool, now: float
     ) -> None:
         """Count one request at `now` (epoch seconds); `milliseconds` None: no replica answered it."""
-        key = (project, name, version, int(now // BUCKET_SECONDS) * BUCKET_SECONDS)
-        with self._lock:
-            bucket = self._pending.get(key)
+        self._seen.append((project, name, version, milliseconds, error, now))  # binned by `flush`
+
+    def buckets(self) -> dict[tuple[str, str, str, int], Bucket]:
+        """Take the requests counted so far, binned by project, deployment, version and interval."""
+        pending: dict[tuple[str, str, str, int], Bucket] = {}
+        seen = self._seen
+        for _ in range(len(seen)):  # what is recorded meanwhile waits for the next flush
+            project, name, version, milliseconds, error, now = seen.popleft()
+            key = (project, name, version, int(now // BUCKET_SECONDS) * BUCKET_SECONDS)
+            bucket = pending.get(key)
             if bucket is None:
-                bucket = self._pending[key] = Bucket()
+                bucket = pending[key] = Bucket()
             bucket.requests += 1
             bucket.errors += error
             if milliseconds is not None:
                 bucket.latency[latency_bin(milliseconds)] += 1
+        return pending
 
     def flush(self, platform) -> int:
         """Add the buckets counted so far to the catalog; return how many were written."""
-        with self._lock:
-            pending, self._pending = self._pending, {}
+        pending = self.buckets()
         if not pending:
             return 0
         cutoff = datetime.now(UTC) - timedelta(days=RETENTION_DAYS)

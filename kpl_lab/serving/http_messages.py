@@ -2,7 +2,10 @@
 
 The gateway process's server reads requests with it and its client reads the replicas'
 answers with it, both from asyncio protocols' `data_received`: no stream, task or future
-per message, so a kept-alive connection costs a parse and two writes per request.
+per message, so a kept-alive connection costs a parse and two writes per request. A
+kept-alive caller sends the same head each time but for its Content-Length: such a head is
+parsed once (`_seen_heads`, shared by every reader) and only its length read again; a message
+that one read brings whole is taken from that read without the buffer.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_HEAD_BYTES = 64 * 1024
+MAX_SEEN_HEAD_BYTES = 4096  # heads up to this size are remembered (as parsed) ...
+MAX_SEEN_HEADS = 256  # ... this many of them: a kept-alive caller sends the same head each time
 NO_BODY_STATUSES = (204, 304)
 
 
@@ -21,7 +26,7 @@ class BadMessage(Exception):
         self.status = status
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     """One whole message: its start line's three parts, headers (names lowercased) and body."""
 
@@ -33,6 +38,10 @@ class Message:
     def header(self, name: str) -> str | None:
         """Return a header's value by any spelling of its name."""
         return self.headers.get(name.lower())
+
+
+# (reading answers, a head without its Content-Length line) -> (start, headers, keep) parsed from it
+_seen_heads: dict[tuple[bool, bytes], tuple[tuple[str, str, str], dict[str, str], bool]] = {}
 
 
 class MessageReader:
@@ -48,36 +57,65 @@ class MessageReader:
         self._chunked_bytes = 0
         self._trailers = False  # the zero-size chunk was read: trailers up to an empty line come
 
-    def feed(self, data: bytes) -> None:
-        """Add bytes read from the connection."""
-        self.buffer += data
-
     def expects_continue(self) -> bool:
         """Say whether the message read so far waits for `100 Continue` before its body."""
         return self.head is not None and self.head[1].get("expect", "").lower() == "100-continue"
 
-    def next(self) -> Message | None:
-        """Return the next whole message, or None until more bytes come; raise BadMessage."""
+    def feed(self, data: bytes) -> None:
+        """Add bytes read from the connection (to read later)."""
+        self.buffer += data
+
+    def next(self, data: bytes = b"") -> Message | None:
+        """Add bytes read from the connection; return the next whole message, or None until more come.
+
+        Raise BadMessage for a message that cannot be read.
+        """
+        if data and not self.buffer and self.head is None:
+            message = self._whole(data)  # the common case: one read brought one whole message
+            if message is not None:
+                return message
+        elif data:
+            self.buffer += data
         if self.head is None:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buffer) > MAX_HEAD_BYTES:
                     raise BadMessage(431, f"the head is over {MAX_HEAD_BYTES} bytes")
                 return None
-            self._start(bytes(self.buffer[:end]).decode("latin-1"))
+            self._read_head(bytes(self.buffer[:end]))
             del self.buffer[: end + 4]
         if self._chunks is not None:
             body = self._read_chunks()
             if body is None:
                 return None
         elif self._length is not None:
-            if len(self.buffer) < self._length:
+            length = self._length
+            if len(self.buffer) < length:
                 return None
-            body = bytes(self.buffer[: self._length])
-            del self.buffer[: self._length]
+            if len(self.buffer) == length:  # the common case: nothing sent ahead
+                body = bytes(self.buffer)
+                self.buffer.clear()
+            else:
+                body = bytes(self.buffer[:length])
+                del self.buffer[:length]
         else:
             return None  # till close: `end` hands it out
         return self._done(body)
+
+    def _whole(self, data: bytes) -> Message | None:
+        """Return the message that `data` holds, when it holds one whole Content-Length message and no more.
+
+        Anything else goes to the buffer (None) and is read from there.
+        """
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            self._read_head(data[:end])
+            if self._chunks is None and self._length == len(data) - end - 4:
+                return self._done(data[end + 4 :])
+            self.buffer += data[end + 4 :]
+        else:
+            self.buffer += data
+        return None
 
     def end(self) -> Message | None:
         """Return the message that the connection's end completes (a till-close body), else None."""
@@ -91,7 +129,32 @@ class MessageReader:
         """Say whether bytes of an unfinished message were read."""
         return self.head is not None or bool(bytes(self.buffer).strip())
 
-    def _start(self, text: str) -> None:
+    def _read_head(self, head: bytes) -> None:
+        """Read a head: a head seen lately but for its Content-Length is not parsed again."""
+        at = head.find(b"\r\nContent-Length:")  # as most clients spell it; else any spelling
+        if at < 0:
+            at = head.lower().find(b"\r\ncontent-length:")
+        if at < 0 or len(head) > MAX_SEEN_HEAD_BYTES:
+            self._start(head.decode("latin-1"))
+            return
+        stop = head.find(b"\r\n", at + 2)
+        stop = len(head) if stop < 0 else stop
+        key = (self.answers, head[:at] + head[stop:])
+        seen = _seen_heads.get(key)
+        if seen is None:
+            if self._start(head.decode("latin-1")):
+                if len(_seen_heads) >= MAX_SEEN_HEADS:
+                    _seen_heads.clear()
+                start, headers, keep = self.head  # type: ignore[misc]
+                _seen_heads[key] = (start, dict(headers), keep)  # a copy: the message's own may change
+            return
+        start, headers, keep = seen
+        length = head[at + 17 : stop].decode("latin-1").strip()
+        self.head = (start, {**headers, "content-length": length}, keep)
+        self._length = self._content_length(length)
+
+    def _start(self, text: str) -> bool:
+        """Parse a head; return whether its Content-Length alone sets where the body ends."""
         lines = text.split("\r\n")
         parts = lines[0].split(" ", 2)
         if self.answers:
@@ -120,10 +183,12 @@ class MessageReader:
             self._chunks, self._chunked_bytes, self._trailers = [], 0, False
         elif "content-length" in headers:
             self._length = self._content_length(headers["content-length"])
+            return True
         elif not self.answers:
             self._length = 0  # a request without either has no body
         else:
             self.head = (self.head[0], headers, False)  # the body ends when the server closes
+        return False
 
     def _content_length(self, text: str) -> int:
         try:

@@ -6,17 +6,18 @@ fraction of a general server's work per request (see benchmarks/README.md). Requ
 bodies come with `Content-Length` or chunked; `Expect: 100-continue` is answered; a
 connection stays open for the next request unless the caller says `Connection: close` (or
 speaks HTTP/1.0 without keep-alive); requests sent ahead on one connection are answered in
-order. A malformed request gets its error (400, 413, 431) and the connection closes.
+order. A malformed request gets its error (400, 413, 431) and the connection closes. An
+answer whose headers are a tuple (the gateway's, one per model version) has its head made
+once and filled in with each body's length.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import traceback
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 
 from .http_messages import BadMessage, Message, MessageReader
@@ -25,29 +26,35 @@ REASONS = {status.value: status.phrase for status in HTTPStatus}
 LARGE_BODY_BYTES = 64 * 1024  # larger bodies are written apart from the head, not copied into it
 
 
-@dataclass
 class Request:
     """One request: method, target (path and query), headers (names lowercased), the whole body, and `respond`."""
 
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes
-    # answers this request: for a handler that returned None and answers later, once
-    respond: Callable[[Response], None] = field(default=lambda response: None, repr=False)
+    __slots__ = ("body", "headers", "method", "respond", "target")
+
+    def __init__(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes,
+        respond: Callable[[Response], None] = lambda response: None,
+    ) -> None:
+        self.method, self.target, self.headers, self.body = method, target, headers, body
+        # answers this request: for a handler that returned None and answers later, once
+        self.respond = respond
 
     def header(self, name: str) -> str | None:
         """Return a header's value by any spelling of its name."""
         return self.headers.get(name.lower())
 
 
-@dataclass
+@dataclass(slots=True)
 class Response:
     """One answer: status, body and extra headers (Content-Length is added)."""
 
     status: int
     body: bytes = b""
-    headers: list[tuple[str, str]] = field(default_factory=list)
+    headers: Sequence[tuple[str, str]] = ()
 
 
 def json_response(status: int, document: dict, headers: list[tuple[str, str]] | None = None) -> Response:
@@ -78,6 +85,7 @@ class _Connection(asyncio.Protocol):
         self.reader = MessageReader(max_body_bytes)
         self.transport: asyncio.Transport | None = None
         self.busy = False  # a request is being answered
+        self.keep = True  # the connection stays open after that request's answer
         self.reading = False  # _next runs: an answer given meanwhile lets its loop go on
         self.answering: asyncio.Task | None = None
         self.continued = False  # `100 Continue` was sent for the request being read
@@ -88,8 +96,10 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        self._next()
+        if self.busy or self.reading or self.paused:  # read once the request being answered is
+            self.reader.feed(data)
+        else:
+            self._next(data)
 
     def eof_received(self) -> bool:
         self.ended = True
@@ -107,8 +117,8 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self._next()
 
-    def _next(self) -> None:
-        """Answer the whole requests read so far, one at a time; close when the caller ended or erred."""
+    def _next(self, data: bytes = b"") -> None:
+        """Take bytes read, answer the whole requests read so far one at a time; close when the caller ended or erred."""
         assert self.transport is not None
         if self.reading:
             return
@@ -116,7 +126,7 @@ class _Connection(asyncio.Protocol):
         try:
             while not self.busy and not self.paused and not self.transport.is_closing():
                 try:
-                    message = self.reader.next()
+                    message, data = self.reader.next(data), b""
                 except BadMessage as error:
                     self._fail(error)
                     return
@@ -141,18 +151,18 @@ class _Connection(asyncio.Protocol):
 
     def _start(self, message: Message) -> None:
         self.continued, self.busy = False, True
+        self.keep = message.keep
         method, target, _ = message.start
-        respond = functools.partial(self._respond, message.keep)
         try:
-            outcome = self.handler(Request(method, target, message.headers, message.body, respond))
+            outcome = self.handler(Request(method, target, message.headers, message.body, self.respond))
         except Exception:
             outcome = _internal_error()
         if isinstance(outcome, Response):
-            respond(outcome)
+            self.respond(outcome)
         elif outcome is not None:
-            self.answering = asyncio.get_running_loop().create_task(self._await(outcome, respond))
+            self.answering = asyncio.get_running_loop().create_task(self._await(outcome))
 
-    async def _await(self, outcome: Awaitable[Response], respond: Callable[[Response], None]) -> None:
+    async def _await(self, outcome: Awaitable[Response]) -> None:
         try:
             response = await outcome
         except asyncio.CancelledError:
@@ -160,17 +170,19 @@ class _Connection(asyncio.Protocol):
         except Exception:
             response = _internal_error()
         self.answering = None
-        respond(response)
+        self.respond(response)
 
-    def _respond(self, keep: bool, response: Response) -> None:
+    def respond(self, response: Response) -> None:
+        """Answer the request being answered, unless it was answered or the caller went away."""
         assert self.transport is not None
         if not self.busy or self.transport.is_closing():
             return  # answered already, or the caller went away
+        keep = self.keep
         _write(self.transport, response, keep)
         self.busy = False
         if not keep:
             self.transport.close()
-        else:
+        elif self.reader.buffer or self.ended:  # else nothing is waiting to be answered
             self._next()
 
     def _fail(self, error: BadMessage) -> None:
@@ -190,18 +202,34 @@ def _error(status: int, message: str) -> dict:
 
 
 def _write(transport: asyncio.Transport, response: Response, keep: bool) -> None:
-    lines = [
-        f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}",
-        f"Content-Length: {len(response.body)}",
-    ]
+    body = response.body
+    head = _heads.get((response.status, response.headers, keep)) if type(response.headers) is tuple else None
+    if head is None:
+        head = _head(response, keep)
+    if len(body) <= LARGE_BODY_BYTES:
+        transport.write(head % len(body) + body)
+    else:
+        transport.writelines((head % len(body), body))
+
+
+# heads of answers whose headers are a tuple (answers the gateway gives again and again), by status,
+# headers and keep-alive; `%d` is the Content-Length
+_heads: dict[tuple[int, tuple[tuple[str, str], ...], bool], bytes] = {}
+MAX_HEADS = 1024
+
+
+def _head(response: Response, keep: bool) -> bytes:
+    lines = [f"HTTP/1.1 {response.status} {REASONS.get(response.status, 'Unknown')}"]
     lines.extend(f"{name}: {_value(value)}" for name, value in response.headers)
     if not keep:
         lines.append("Connection: close")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
-    if len(response.body) <= LARGE_BODY_BYTES:
-        transport.write(head + response.body)
-    else:
-        transport.writelines((head, response.body))
+    lines.append("Content-Length: ")
+    head = "\r\n".join(lines).encode("latin-1", "replace").replace(b"%", b"%%") + b"%d\r\n\r\n"
+    if type(response.headers) is tuple:
+        if len(_heads) >= MAX_HEADS:
+            _heads.clear()
+        _heads[(response.status, response.headers, keep)] = head
+    return head
 
 
 def _value(text: str) -> str:

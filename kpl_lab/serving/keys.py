@@ -96,10 +96,15 @@ class DeploymentKeys:
 
     def cached(self, key: str) -> tuple[str, str] | None:
         """Return the (project, deployment) of a key looked up lately, without the database."""
+        found = self.remembered(key)
+        return None if found is None else found[1]
+
+    def remembered(self, key: str) -> tuple[float, tuple[str, str]] | None:
+        """Return (until: monotonic time, (project, deployment)) of a key looked up lately, without the database."""
         found = self._found.get(digest(key))
         if found is None or found[0] < time.monotonic():
             return None
-        return found[1]
+        return found
 
     def find(self, key: str) -> tuple[str, str] | None:
         """Return the (project, deployment) a key belongs to, or None for an unknown key."""

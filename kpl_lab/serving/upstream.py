@@ -6,7 +6,9 @@ it with a fraction of a general client's work per request (tornado's curl client
 curl handle and logs every header line; see benchmarks/README.md). Idle connections are
 kept per replica and reused; one that the replica closed while idle (a restart) is noticed
 before any answer byte came and the request goes once more on a new connection. Answers
-with `Content-Length`, chunked, or ending at close are read.
+with `Content-Length`, chunked, or ending at close are read. `post` times out on its own;
+`post_now` (the gateway process's path) sets no timer per request: its owner calls `sweep`
+every few seconds, so the event loop waits for sockets with no timer armed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .http_messages import BadMessage, Message, MessageReader
 
 MAX_IDLE = 64  # kept-alive connections per replica
 SINGLE_WRITE_BYTES = 64 * 1024  # smaller bodies go out with the head in one write
+MAX_HEADS = 1024
 
 
 class NoAnswer(Exception):
@@ -31,7 +34,7 @@ class NoAnswer(Exception):
         self.sent = sent
 
 
-@dataclass
+@dataclass(slots=True)
 class Answer:
     """A replica's status and body."""
 
@@ -44,43 +47,45 @@ class StaleConnection(Exception):
 
 
 class _Link(asyncio.Protocol):
-    """One kept-alive connection to a replica, carrying one request at a time."""
+    """One kept-alive connection to a replica, carrying one request at a time; idle again once answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: Upstream, url: str) -> None:
+        self.upstream, self.url = upstream, url
         self.reader = MessageReader(None, answers=True)
         self.transport: asyncio.Transport | None = None
-        self.answered: Callable[[Message | Exception], None] | None = None  # the request in flight's
+        self.answered: Callable[[Answer | Exception], None] | None = None  # the request in flight's
         self.answered_any = False  # a byte of the current answer came
         self.closed = False
+        self.deadline = 0.0  # loop time a request of `post_now` must be answered by
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def send(self, data: bytes, body: bytes | None, answered: Callable[[Message | Exception], None]) -> None:
+    def send(self, head: bytes, body: bytes, answered: Callable[[Answer | Exception], None]) -> None:
         """Write a request; `answered` gets its answer, or the exception that stands for none, once."""
         assert self.transport is not None
         self.answered_any = False
         self.answered = answered
-        if body is None:
-            self.transport.write(data)
-        else:
-            self.transport.writelines((data, body))
+        if len(body) <= SINGLE_WRITE_BYTES:
+            self.transport.write(head + body)
+        else:  # no copy of a large body
+            self.transport.writelines((head, body))
 
     def data_received(self, data: bytes) -> None:
         if self.answered is None:  # bytes nobody asked for: the connection is unusable
             self.close()
             return
         self.answered_any = True
-        self.reader.feed(data)
         try:
-            message = self.reader.next()
+            message = self.reader.next(data)
         except BadMessage as error:
             self.fail(NoAnswer(f"the replica's answer is not HTTP: {error}", sent=True))
             return
         if message is not None:
             if not message.keep:
                 self.close()
-            self._settle(message)
+            answered, self.answered = self.answered, None
+            self.upstream.answered(self, answered, message)
 
     def eof_received(self) -> bool:
         message = self.reader.end()
@@ -109,9 +114,16 @@ class _Link(asyncio.Protocol):
             self.transport.close()
 
     def _settle(self, outcome: Message | Exception) -> None:
+        """Hand the outcome to the request in flight."""
         answered, self.answered = self.answered, None
-        if answered is not None:
+        if answered is None:
+            return
+        if isinstance(outcome, Exception):
+            self.upstream.in_flight.discard(self)
+            self.close()
             answered(outcome)
+        else:
+            self.upstream.answered(self, answered, outcome)
 
 
 class Upstream:
@@ -122,7 +134,9 @@ class Upstream:
         self.request_timeout = request_timeout
         self._idle: dict[str, list[_Link]] = {}
         self._addresses: dict[str, tuple[str, int, bytes]] = {}  # URL -> host, port, Host header
+        self._heads: dict[tuple[str, str, str], bytes] = {}  # (URL, path, content type) -> head
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.in_flight: set[_Link] = set()  # links carrying a request of `post_now`, for `sweep`
 
     async def post(self, url: str, path: str, body: bytes, content_type: str) -> Answer:
         """POST `body` to `url` + `path`; raise NoAnswer when no HTTP answer came."""
@@ -136,11 +150,15 @@ class Upstream:
             reused = link is not None
             if link is None:
                 host, port, _ = self._address(url)
-                link = await self._connect(loop, host, port)
+                link = await self._connect(loop, host, port, url)
             answer: asyncio.Future[Answer] = loop.create_future()
-            self._exchange(loop, link, url, head, body, functools.partial(_resolve, answer))
+            link.send(head, body, functools.partial(_resolve, answer))
             try:
-                return await answer
+                async with asyncio.timeout(self.request_timeout):
+                    return await answer
+            except TimeoutError:
+                link.close()
+                raise NoAnswer(f"no answer within {self.request_timeout:g} s", sent=True) from None
             except StaleConnection as error:
                 if reused:
                     continue  # closed while idle: send it again on another connection
@@ -160,44 +178,43 @@ class Upstream:
         """Send on an idle kept-alive connection and return True (`answered` gets the outcome), else False.
 
         The outcome is an Answer, NoAnswer, or StaleConnection (closed while idle: send it again with `post`).
+        No timer is set per request: whoever calls this calls `sweep` every few seconds too.
         """
-        loop = asyncio.get_running_loop()
-        link = self._idle_link(url) if loop is self._loop else None
+        link = self._idle_link(url)  # idle links belong to the running loop: `post` closed any other's
         if link is None:
             return False
-        self._exchange(loop, link, url, self._head(url, path, body, content_type), body, answered)
+        head = self._heads.get((url, path, content_type))
+        link.send(
+            head % len(body) if head is not None else self._head(url, path, body, content_type),
+            body,
+            answered,
+        )
+        # after the write: the replica works on it meanwhile
+        link.deadline = self._loop.time() + self.request_timeout  # type: ignore[union-attr]
+        self.in_flight.add(link)
         return True
 
-    def _exchange(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        link: _Link,
-        url: str,
-        head: bytes,
-        body: bytes,
-        answered: Callable[[Answer | Exception], None],
-    ) -> None:
-        """Send one request on `link`; keep the link for the next one once its answer came whole."""
+    def sweep(self) -> None:
+        """End the requests of `post_now` that had no answer within request_timeout."""
+        if self._loop is None:
+            return
+        now = self._loop.time()
+        for link in [link for link in self.in_flight if link.deadline < now]:
+            link.fail(NoAnswer(f"no answer within {self.request_timeout:g} s", sent=True))
 
-        def finish(outcome: Message | Exception) -> None:
-            timer.cancel()
-            if isinstance(outcome, Exception):
-                link.close()
-                answered(outcome)
-                return
-            idle = self._idle.setdefault(url, [])
+    def answered(self, link: _Link, answered: Callable[[Answer | Exception], None], message: Message) -> None:
+        """Hand an answer that came whole on; keep its link for the next request."""
+        try:
+            answered(Answer(int(message.start[1]), message.body))  # first: the caller waits for it
+        finally:
+            self.in_flight.discard(link)
+            idle = self._idle.get(link.url)
+            if idle is None:
+                idle = self._idle[link.url] = []
             if not link.closed and len(idle) < MAX_IDLE:
                 idle.append(link)
             else:
                 link.close()
-            answered(Answer(int(outcome.start[1]), outcome.body))
-
-        seconds = self.request_timeout
-        timer = loop.call_later(seconds, lambda: link.fail(NoAnswer(f"no answer within {seconds:g} s", True)))
-        if len(body) <= SINGLE_WRITE_BYTES:
-            link.send(head + body, None, finish)
-        else:  # no copy of a large body
-            link.send(head, body, finish)
 
     def _idle_link(self, url: str) -> _Link | None:
         idle = self._idle.get(url)
@@ -208,24 +225,29 @@ class Upstream:
         return None
 
     def _head(self, url: str, path: str, body: bytes, content_type: str) -> bytes:
-        return b"".join(
-            (
-                b"POST ",
-                path.encode(),
-                b" HTTP/1.1\r\nHost: ",
-                self._address(url)[2],
-                b"\r\nContent-Type: ",
-                _header_value(content_type),
-                b"\r\nContent-Length: ",
-                str(len(body)).encode(),
-                b"\r\n\r\n",
+        """Return the head of a POST to a replica (made once per URL, path and content type)."""
+        key = (url, path, content_type)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) >= MAX_HEADS:
+                self._heads.clear()
+            head = self._heads[key] = b"".join(
+                (
+                    b"POST ",
+                    path.encode().replace(b"%", b"%%"),
+                    b" HTTP/1.1\r\nHost: ",
+                    self._address(url)[2],
+                    b"\r\nContent-Type: ",
+                    _header_value(content_type).replace(b"%", b"%%"),
+                    b"\r\nContent-Length: %d\r\n\r\n",
+                )
             )
-        )
+        return head % len(body)
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> _Link:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, host: str, port: int, url: str) -> _Link:
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, link = await loop.create_connection(_Link, host, port)
+                _, link = await loop.create_connection(lambda: _Link(self, url), host, port)
                 return link
         except TimeoutError:
             raise NoAnswer(f"could not connect within {self.connect_timeout:g} s", sent=False) from None

@@ -195,7 +195,7 @@ def test_a_prediction_sent_from_memory_answers_as_predict_does(serving_platform,
         for body, content_type in ((b"img-2", "image/png"), (b"text", "text/plain"), (b"crash", "image/png")):
             started, done = now(body, content_type)
             found.append((started, await done))
-        counted = dict(gateway.history._pending)
+        counted = gateway.history.buckets()
         gateway.close()
         return cold, found, counted
 

@@ -15,7 +15,7 @@ from traitlets.config import Config
 from kpl_lab.cli import main
 from kpl_lab.engine.runfolder import is_alive, process_start_time, read_json
 from kpl_lab.platform import Platform
-from kpl_lab.serving import gateway_process
+from kpl_lab.serving import gateway_process, keys
 
 from .conftest import toy_algorithm
 
@@ -157,6 +157,12 @@ def test_the_gateway_process_predicts_with_a_key_and_refuses_the_rest(kpl_server
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert (status, body["class_name"]) == (200, "dog")
+    # a key revoked by another process is refused once the gateway's memory of it ends (2 s)
+    key_id = client.request("GET", "deployments/alpha/keys")["keys"][0]["id"]
+    client.request("DELETE", f"deployments/alpha/keys/{key_id}")
+    time.sleep(keys.CACHE_SECONDS + 0.5)
+    status, _, body = _call(connection, path, b"img", bearer)
+    assert (status, body["message"]) == (403, "this deployment key is unknown or revoked")
     connection.close()
 
 

@@ -170,3 +170,36 @@ def test_answers_given_at_once_later_or_by_a_task_go_out_in_the_order_asked():
         ("200", "/task", "c"),
     ]
     assert answers[2][2]["message"] == "internal error of the gateway"
+
+
+def test_answers_with_the_same_headers_keep_their_own_length_status_and_connection():
+    """Heads of answers whose headers are a tuple are made once, then filled in with each length."""
+    headers = (("Content-Type", "application/json"), ("X-V", "m:1 100%\r\nX-Evil: 1"))
+
+    def handle(request: http_server.Request) -> http_server.Response:
+        return http_server.Response(int(request.target[1:]), request.body, headers)
+
+    async def run():
+        server = await http_server.serve(handle, "127.0.0.1", 0, 1024)
+        try:
+            return await _exchange(
+                server.sockets[0].getsockname()[1],
+                b"POST /200 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
+                b"POST /200 HTTP/1.1\r\nContent-Length: 9\r\n\r\n[1, 2, 3]"
+                b"POST /404 HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            )
+        finally:
+            server.close()
+
+    answers = _answers(asyncio.run(run()))
+    assert [(line, body) for line, _, body in answers] == [
+        ("HTTP/1.1 200 OK", {}),
+        ("HTTP/1.1 200 OK", [1, 2, 3]),
+        ("HTTP/1.1 404 Not Found", {}),
+    ]
+    assert [(h["content-length"], h["x-v"], h.get("connection")) for _, h, _ in answers] == [
+        ("2", "m:1 100%  X-Evil: 1", None),
+        ("9", "m:1 100%  X-Evil: 1", None),
+        ("2", "m:1 100%  X-Evil: 1", "close"),
+    ]
+    assert all("x-evil" not in h for _, h, _ in answers)

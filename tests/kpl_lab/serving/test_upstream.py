@@ -169,7 +169,7 @@ def test_a_request_sent_at_once_on_an_idle_connection_is_answered_by_callback():
 
 
 def test_a_replica_that_never_answers_fails_the_request_after_the_timeout():
-    """One sweep a second checks the requests in flight; the late one fails, the next one is answered."""
+    """`post` times out on its own; the late request fails, the next one is answered."""
     seen, connections = [], []
 
     async def scenario():
@@ -202,3 +202,38 @@ def test_a_replica_that_never_answers_fails_the_request_after_the_timeout():
     error, waited, answer = asyncio.run(scenario())
     assert error.sent and 0.2 <= waited < 3.0
     assert (answer.status, answer.body) == (200, b"2")
+
+
+def test_a_request_sent_at_once_and_never_answered_fails_at_the_first_sweep_past_its_deadline():
+    """`post_now` sets no timer: its owner's `sweep` ends what is late, and only that."""
+
+    async def scenario():
+        async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await reader.readuntil(b"warm")
+                writer.write(_ok(b"1"))
+                await reader.read(65536)  # the next request, never answered
+                await asyncio.sleep(30)
+            finally:  # cancelled when the test's loop ends
+                writer.close()
+
+        server = await asyncio.start_server(once, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        upstream = Upstream(5.0, 0.3)
+        await upstream.post(url, "/predict", b"warm", "x")
+        outcomes: list = []
+        assert upstream.post_now(url, "/predict", b"a", "x", outcomes.append)
+        upstream.sweep()  # before the deadline: nothing ends
+        await asyncio.sleep(0.05)
+        early = list(outcomes)
+        await asyncio.sleep(0.4)
+        upstream.sweep()
+        await asyncio.sleep(0)
+        upstream.close()
+        server.close()
+        return early, outcomes
+
+    early, outcomes = asyncio.run(scenario())
+    assert early == []
+    (late,) = outcomes
+    assert isinstance(late, NoAnswer) and late.sent and str(late) == "no answer within 0.3 s"

@@ -85,7 +85,7 @@ class _Link(asyncio.Protocol):
             if not message.keep:
                 self.close()
             answered, self.answered = self.answered, None
-            self.upstream.answered(self, answered, message)
+            self.upstream._deliver(self, answered, message)
 
     def eof_received(self) -> bool:
         message = self.reader.end()
@@ -123,7 +123,7 @@ class _Link(asyncio.Protocol):
             self.close()
             answered(outcome)
         else:
-            self.upstream.answered(self, answered, outcome)
+            self.upstream._deliver(self, answered, outcome)
 
 
 class Upstream:
@@ -180,7 +180,9 @@ class Upstream:
         The outcome is an Answer, NoAnswer, or StaleConnection (closed while idle: send it again with `post`).
         No timer is set per request: whoever calls this calls `sweep` every few seconds too.
         """
-        link = self._idle_link(url)  # idle links belong to the running loop: `post` closed any other's
+        if asyncio.get_running_loop() is not self._loop:  # idle links belong to the loop of `post`
+            return False
+        link = self._idle_link(url)
         if link is None:
             return False
         head = self._heads.get((url, path, content_type))
@@ -202,7 +204,7 @@ class Upstream:
         for link in [link for link in self.in_flight if link.deadline < now]:
             link.fail(NoAnswer(f"no answer within {self.request_timeout:g} s", sent=True))
 
-    def answered(self, link: _Link, answered: Callable[[Answer | Exception], None], message: Message) -> None:
+    def _deliver(self, link: _Link, answered: Callable[[Answer | Exception], None], message: Message) -> None:
         """Hand an answer that came whole on; keep its link for the next request."""
         try:
             answered(Answer(int(message.start[1]), message.body))  # first: the caller waits for it

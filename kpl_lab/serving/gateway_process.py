@@ -53,6 +53,7 @@ from ..errors import BadRequest, Forbidden, KPLError, ModelFailed, NotFound, Una
 from . import http_server, hub_tokens
 from .gateway import VERSION_HEADER, Gateway, Prediction
 from .keys import digest, key_of
+from .memo import Memo
 
 HOST = "127.0.0.1"
 FOLDER = "gateway"
@@ -159,7 +160,7 @@ class GatewayApp:
         self._servers: dict[str, list[str]] = {}  # token digest -> projects, of live servers
         self._servers_read = 0.0
         # (API key, Authorization, target) -> (until, project, deployment) of predictions let in lately
-        self._admitted: dict[tuple[str | None, str | None, str], tuple[float, str, str]] = {}
+        self._admitted: Memo[tuple[str | None, str | None, str], tuple[float, str, str]] = Memo(MAX_ADMITTED)
         self.hub = hub_tokens.from_environment(platform.default_project)
 
     def handle(
@@ -215,11 +216,8 @@ class GatewayApp:
         found = self._project_in_memory(request, name, _asked_project(query))
         if found is None:
             return None
-        if len(self._admitted) >= MAX_ADMITTED:
-            self._admitted.clear()
         project, until = found
-        admitted = self._admitted[credentials] = (until, project, name)
-        return admitted
+        return self._admitted.remember(credentials, (until, project, name))
 
     async def _handle(self, request: http_server.Request) -> http_server.Response:
         path, _, query = request.target.partition("?")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .memo import Memo
+
 MAX_HEAD_BYTES = 64 * 1024
 MAX_SEEN_HEAD_BYTES = 4096  # heads up to this size are remembered (as parsed) ...
 MAX_SEEN_HEADS = 256  # ... this many of them: a kept-alive caller sends the same head each time
@@ -41,7 +43,9 @@ class Message:
 
 
 # (reading answers, a head without its Content-Length line) -> (start, headers, keep) parsed from it
-_seen_heads: dict[tuple[bool, bytes], tuple[tuple[str, str, str], dict[str, str], bool]] = {}
+_seen_heads: Memo[tuple[bool, bytes], tuple[tuple[str, str, str], dict[str, str], bool]] = Memo(
+    MAX_SEEN_HEADS
+)
 
 
 class MessageReader:
@@ -143,10 +147,10 @@ class MessageReader:
         seen = _seen_heads.get(key)
         if seen is None:
             if self._start(head.decode("latin-1")):
-                if len(_seen_heads) >= MAX_SEEN_HEADS:
-                    _seen_heads.clear()
                 start, headers, keep = self.head  # type: ignore[misc]
-                _seen_heads[key] = (start, dict(headers), keep)  # a copy: the message's own may change
+                _seen_heads.remember(
+                    key, (start, dict(headers), keep)
+                )  # a copy: the message's own may change
             return
         start, headers, keep = seen
         length = head[at + 17 : stop].decode("latin-1").strip()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from .http_messages import BadMessage, Message, MessageReader
+from .memo import Memo
 
 REASONS = {status.value: status.phrase for status in HTTPStatus}
 LARGE_BODY_BYTES = 64 * 1024  # larger bodies are written apart from the head, not copied into it
@@ -203,19 +204,21 @@ def _error(status: int, message: str) -> dict:
 
 def _write(transport: asyncio.Transport, response: Response, keep: bool) -> None:
     body = response.body
-    head = _heads.get((response.status, response.headers, keep)) if type(response.headers) is tuple else None
+    remembered = type(response.headers) is tuple  # answers the gateway gives again and again
+    key = (response.status, response.headers, keep)
+    head = _heads.get(key) if remembered else None  # type: ignore[arg-type]
     if head is None:
         head = _head(response, keep)
+        if remembered:
+            _heads.remember(key, head)  # type: ignore[arg-type]
     if len(body) <= LARGE_BODY_BYTES:
         transport.write(head % len(body) + body)
     else:
         transport.writelines((head % len(body), body))
 
 
-# heads of answers whose headers are a tuple (answers the gateway gives again and again), by status,
-# headers and keep-alive; `%d` is the Content-Length
-_heads: dict[tuple[int, tuple[tuple[str, str], ...], bool], bytes] = {}
-MAX_HEADS = 1024
+# heads of answers whose headers are a tuple, by status, headers and keep-alive; `%d` is the Content-Length
+_heads: Memo[tuple[int, tuple[tuple[str, str], ...], bool], bytes] = Memo(1024)
 
 
 def _head(response: Response, keep: bool) -> bytes:
@@ -224,12 +227,7 @@ def _head(response: Response, keep: bool) -> bytes:
     if not keep:
         lines.append("Connection: close")
     lines.append("Content-Length: ")
-    head = "\r\n".join(lines).encode("latin-1", "replace").replace(b"%", b"%%") + b"%d\r\n\r\n"
-    if type(response.headers) is tuple:
-        if len(_heads) >= MAX_HEADS:
-            _heads.clear()
-        _heads[(response.status, response.headers, keep)] = head
-    return head
+    return "\r\n".join(lines).encode("latin-1", "replace").replace(b"%", b"%%") + b"%d\r\n\r\n"
 
 
 def _value(text: str) -> str:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .http_messages import BadMessage, Message, MessageReader
+from .memo import Memo
 
 MAX_IDLE = 64  # kept-alive connections per replica
 SINGLE_WRITE_BYTES = 64 * 1024  # smaller bodies go out with the head in one write
-MAX_HEADS = 1024
 
 
 class NoAnswer(Exception):
@@ -84,8 +84,7 @@ class _Link(asyncio.Protocol):
         if message is not None:
             if not message.keep:
                 self.close()
-            answered, self.answered = self.answered, None
-            self.upstream._deliver(self, answered, message)
+            self._settle(message)
 
     def eof_received(self) -> bool:
         message = self.reader.end()
@@ -134,7 +133,7 @@ class Upstream:
         self.request_timeout = request_timeout
         self._idle: dict[str, list[_Link]] = {}
         self._addresses: dict[str, tuple[str, int, bytes]] = {}  # URL -> host, port, Host header
-        self._heads: dict[tuple[str, str, str], bytes] = {}  # (URL, path, content type) -> head
+        self._heads: Memo[tuple[str, str, str], bytes] = Memo(1024)  # (URL, path, content type) -> head
         self._loop: asyncio.AbstractEventLoop | None = None
         self.in_flight: set[_Link] = set()  # links carrying a request of `post_now`, for `sweep`
 
@@ -185,12 +184,7 @@ class Upstream:
         link = self._idle_link(url)
         if link is None:
             return False
-        head = self._heads.get((url, path, content_type))
-        link.send(
-            head % len(body) if head is not None else self._head(url, path, body, content_type),
-            body,
-            answered,
-        )
+        link.send(self._head(url, path, body, content_type), body, answered)
         # after the write: the replica works on it meanwhile
         link.deadline = self._loop.time() + self.request_timeout  # type: ignore[union-attr]
         self.in_flight.add(link)
@@ -231,18 +225,19 @@ class Upstream:
         key = (url, path, content_type)
         head = self._heads.get(key)
         if head is None:
-            if len(self._heads) >= MAX_HEADS:
-                self._heads.clear()
-            head = self._heads[key] = b"".join(
-                (
-                    b"POST ",
-                    path.encode().replace(b"%", b"%%"),
-                    b" HTTP/1.1\r\nHost: ",
-                    self._address(url)[2],
-                    b"\r\nContent-Type: ",
-                    _header_value(content_type).replace(b"%", b"%%"),
-                    b"\r\nContent-Length: %d\r\n\r\n",
-                )
+            head = self._heads.remember(
+                key,
+                b"".join(
+                    (
+                        b"POST ",
+                        path.encode().replace(b"%", b"%%"),
+                        b" HTTP/1.1\r\nHost: ",
+                        self._address(url)[2],
+                        b"\r\nContent-Type: ",
+                        _header_value(content_type).replace(b"%", b"%%"),
+                        b"\r\nContent-Length: %d\r\n\r\n",
+                    )
+                ),
             )
         return head % len(body)
 

@@ -20,6 +20,15 @@ async def _echo(request: http_server.Request) -> http_server.Response:
     )
 
 
+async def _served(handler: http_server.Handler, data: bytes, max_body_bytes: int = 1024) -> bytes:
+    """Serve `handler`, send raw bytes on one connection; return everything sent back until it closed."""
+    server = await http_server.serve(handler, "127.0.0.1", 0, max_body_bytes)
+    try:
+        return await _exchange(server.sockets[0].getsockname()[1], data)
+    finally:
+        server.close()
+
+
 async def _exchange(port: int, data: bytes) -> bytes:
     """Send raw bytes on one connection; return everything the server sent until it closed."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -44,20 +53,14 @@ def _answers(raw: bytes) -> list[tuple[str, dict, dict]]:
 
 
 def test_requests_on_one_kept_alive_connection_with_length_chunked_and_continue():
-    async def run():
-        server = await http_server.serve(_echo, "127.0.0.1", 0, 1024)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            return await _exchange(
-                port,
-                b"POST /a?x=1 HTTP/1.1\r\nHost: h\r\nX-A: one\r\nContent-Length: 5\r\n\r\nhello"
-                b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3;ext=1\r\ncde\r\n0\r\nT: 1\r\n\r\n"
-                b"POST /c HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-            )
-        finally:
-            server.close()
-
-    raw = asyncio.run(run())
+    raw = asyncio.run(
+        _served(
+            _echo,
+            b"POST /a?x=1 HTTP/1.1\r\nHost: h\r\nX-A: one\r\nContent-Length: 5\r\n\r\nhello"
+            b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3;ext=1\r\ncde\r\n0\r\nT: 1\r\n\r\n"
+            b"POST /c HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+        )
+    )
     assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
     # the third body came with its head: no `100 Continue` is owed (RFC 9110, 10.1.1)
     assert b"100 Continue" not in raw
@@ -98,11 +101,7 @@ def test_a_caller_waiting_for_100_continue_gets_it_before_sending_the_body():
 
 async def _answered(data: bytes) -> list:
     """Send data to an echo server whose bodies may be 16 bytes; return its parsed answers."""
-    server = await http_server.serve(_echo, "127.0.0.1", 0, 16)
-    try:
-        return _answers(await _exchange(server.sockets[0].getsockname()[1], data))
-    finally:
-        server.close()
+    return _answers(await _served(_echo, data, 16))
 
 
 def test_bad_requests_get_a_clear_error_and_the_connection_closes():
@@ -149,20 +148,13 @@ def test_answers_given_at_once_later_or_by_a_task_go_out_in_the_order_asked():
             raise RuntimeError("a bug in the handler")
         return _echo(request)
 
-    async def run():
-        server = await http_server.serve(handler, "127.0.0.1", 0, 1024)
-        try:
-            return await _exchange(
-                server.sockets[0].getsockname()[1],
-                b"POST /later HTTP/1.1\r\nContent-Length: 1\r\n\r\na"
-                b"POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\nb"
-                b"POST /broken HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
-                b"POST /task HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nc",
-            )
-        finally:
-            server.close()
-
-    answers = _answers(asyncio.run(run()))
+    data = (
+        b"POST /later HTTP/1.1\r\nContent-Length: 1\r\n\r\na"
+        b"POST /now HTTP/1.1\r\nContent-Length: 1\r\n\r\nb"
+        b"POST /broken HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+        b"POST /task HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nc"
+    )
+    answers = _answers(asyncio.run(_served(handler, data)))
     assert [(a[0].split(" ")[1], a[2].get("target"), a[2].get("body")) for a in answers] == [
         ("200", "/later", "a"),
         ("200", "/now", "b"),
@@ -179,19 +171,12 @@ def test_answers_with_the_same_headers_keep_their_own_length_status_and_connecti
     def handle(request: http_server.Request) -> http_server.Response:
         return http_server.Response(int(request.target[1:]), request.body, headers)
 
-    async def run():
-        server = await http_server.serve(handle, "127.0.0.1", 0, 1024)
-        try:
-            return await _exchange(
-                server.sockets[0].getsockname()[1],
-                b"POST /200 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
-                b"POST /200 HTTP/1.1\r\nContent-Length: 9\r\n\r\n[1, 2, 3]"
-                b"POST /404 HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
-            )
-        finally:
-            server.close()
-
-    answers = _answers(asyncio.run(run()))
+    data = (
+        b"POST /200 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
+        b"POST /200 HTTP/1.1\r\nContent-Length: 9\r\n\r\n[1, 2, 3]"
+        b"POST /404 HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    )
+    answers = _answers(asyncio.run(_served(handle, data)))
     assert [(line, body) for line, _, body in answers] == [
         ("HTTP/1.1 200 OK", {}),
         ("HTTP/1.1 200 OK", [1, 2, 3]),

@@ -11,6 +11,13 @@ import {
   Stats
 } from './api';
 import { formatBytes, palette, partOrder } from './format';
+import {
+  boxesAbove,
+  DEFAULT_MIN_SCORE,
+  hiddenNote,
+  isScored,
+  MinScore
+} from './minScore';
 import { boxLabel, predictedClass } from './predictions';
 
 /**
@@ -186,17 +193,18 @@ function Boxes(props: {
 }
 
 /**
- * The picture of a record: the thumbnail, its boxes and labels, its masks.
+ * The picture of a record: the thumbnail, the boxes shown with their labels, masks.
  */
 function RecordImage(props: {
   client: KPLClient;
   fields: Record<string, unknown>;
   imageField: string;
   image: BytesRef;
+  objects: IBoxObject[];
+  shown: IBoxObject[];
   classColor: ClassColor;
 }): JSX.Element {
-  const { client, fields, imageField, image } = props;
-  const objects = boxObjects(fields);
+  const { client, fields, imageField, image, objects, shown } = props;
   const predicted = predictedClass(fields);
   const [size, setSize] = useState({
     width: Number(fields['width']) || 0,
@@ -218,7 +226,7 @@ function RecordImage(props: {
       masks.push(value);
     }
   }
-  for (const object of objects) {
+  for (const object of shown) {
     if (isBytesRef(object.mask)) {
       masks.push(object.mask);
     }
@@ -242,9 +250,9 @@ function RecordImage(props: {
       {predicted !== null && (
         <span className="kpl-predicted-class">{predicted}</span>
       )}
-      {objects.length > 0 && size.width > 0 && size.height > 0 && (
+      {shown.length > 0 && size.width > 0 && size.height > 0 && (
         <Boxes
-          objects={objects}
+          objects={shown}
           width={size.width}
           height={size.height}
           classColor={props.classColor}
@@ -293,12 +301,13 @@ function valueText(value: unknown): string {
 }
 
 /**
- * One record: its picture, then a table of its other fields.
+ * One record: its picture with the boxes scored at least `minScore`, then a table of its other fields.
  */
 function RecordCard(props: {
   client: KPLClient;
   record: DatasetRecord;
   classColor: ClassColor;
+  minScore: number;
 }): JSX.Element {
   const { client, record } = props;
   const fields = record.fields ?? {};
@@ -311,6 +320,8 @@ function RecordCard(props: {
     );
   });
   const objects = boxObjects(fields);
+  const shown = boxesAbove(objects, props.minScore);
+  const hidden = objects.length - shown.length;
   const cell = (value: unknown): React.ReactNode => {
     if (isBytesRef(value)) {
       return TEXT_TYPES.test(value.contentType) ? (
@@ -332,10 +343,17 @@ function RecordCard(props: {
           fields={fields}
           imageField={imageField}
           image={fields[imageField] as BytesRef}
+          objects={objects}
+          shown={shown}
           classColor={props.classColor}
         />
       )}
       <div className="kpl-record-index">#{record.index}</div>
+      {hidden > 0 && (
+        <div className="kpl-meta kpl-hidden-boxes">
+          {hiddenNote(hidden, props.minScore)}
+        </div>
+      )}
       <table className="kpl-fields">
         <tbody>
           {Object.entries(fields)
@@ -430,6 +448,8 @@ function DatasetBrowser(props: {
   const [stats, setStats] = useState<Stats | null>(null);
   const [statsError, setStatsError] = useState('');
   const [error, setError] = useState('');
+  // kept here: the minimum a user chose holds while paging through records
+  const [minScore, setMinScore] = useState(DEFAULT_MIN_SCORE);
   const classes = useRef(new Map<string, number>());
   const classColor: ClassColor = className => {
     if (!classes.current.has(className)) {
@@ -490,6 +510,9 @@ function DatasetBrowser(props: {
   const parts = partOrder(Object.keys(counts)).map(
     key => [key, counts[key]] as const
   );
+  const scored = page?.records.some(record =>
+    boxObjects(record.fields ?? {}).some(isScored)
+  );
   return (
     <>
       <div className="kpl-dataset-info">
@@ -544,6 +567,7 @@ function DatasetBrowser(props: {
         >
           Next ›
         </Button>
+        {scored && <MinScore value={minScore} onChange={setMinScore} />}
       </div>
       <div className="kpl-error">{error}</div>
       <div className="kpl-dataset-body">
@@ -554,6 +578,7 @@ function DatasetBrowser(props: {
               client={client}
               record={record}
               classColor={classColor}
+              minScore={minScore}
             />
           ))}
         </div>

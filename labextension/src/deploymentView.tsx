@@ -19,11 +19,11 @@ import { PollingListModel } from './model';
 import {
   boxesAbove,
   DEFAULT_MIN_SCORE,
-  Drawable,
-  drawable,
-  IDrawableBox,
-  IDrawableMask
-} from './prediction';
+  hiddenNote,
+  isScored,
+  MinScore
+} from './minScore';
+import { Drawable, drawable, IDrawableBox, IDrawableMask } from './prediction';
 import { historyFigures } from './requestCurves';
 import { replicaSummary } from './services';
 
@@ -154,30 +154,6 @@ function BoxLabel(props: { box: IDrawableBox; fontSize: number }): JSX.Element {
 }
 
 /**
- * A slider of the lowest score a box shows with, in percent.
- */
-function MinScore(props: {
-  value: number;
-  onChange: (value: number) => void;
-}): JSX.Element {
-  const percent = Math.round(props.value * 100);
-  return (
-    <label className="kpl-min-score">
-      Minimum score
-      <input
-        type="range"
-        min={0}
-        max={100}
-        step={5}
-        value={percent}
-        onChange={event => props.onChange(Number(event.target.value) / 100)}
-      />
-      <span>{percent}%</span>
-    </label>
-  );
-}
-
-/**
  * The boxes shown, in words, and how many the minimum score hides.
  */
 function BoxList(props: {
@@ -203,7 +179,7 @@ function BoxList(props: {
       ))}
       {hidden > 0 && (
         <li className="kpl-meta kpl-hidden-boxes">
-          {`${hidden} more under ${percent}% hidden`}
+          {hiddenNote(hidden, props.minScore)}
         </li>
       )}
     </ul>
@@ -281,7 +257,7 @@ function PredictionView(props: {
         )}
         {draw.kind === 'detection' && (
           <>
-            {draw.boxes.some(box => box.score !== null) && (
+            {draw.boxes.some(isScored) && (
               <MinScore value={minScore} onChange={setMinScore} />
             )}
             <BoxList boxes={boxes} hidden={hidden} minScore={minScore} />

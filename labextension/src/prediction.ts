@@ -128,21 +128,6 @@ export function maskPixels(mask: unknown): IDrawableMask | null {
 }
 
 /**
- * The lowest score a box shows with at first: a detector's many faint guesses stay out of the way.
- */
-export const DEFAULT_MIN_SCORE = 0.25;
-
-/**
- * The boxes scored at least `minimum`; a box without a score always shows.
- */
-export function boxesAbove(
-  boxes: IDrawableBox[],
-  minimum: number
-): IDrawableBox[] {
-  return boxes.filter(box => box.score === null || box.score >= minimum);
-}
-
-/**
  * What to draw for a prediction, from the `type` of a `kpl_helper.deploy` response.
  */
 export function drawable(response: unknown): Drawable {

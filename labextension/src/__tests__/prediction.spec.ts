@@ -1,5 +1,6 @@
 import { palette } from '../format';
-import { boxesAbove, drawable, maskPixels } from '../prediction';
+import { boxesAbove } from '../minScore';
+import { drawable, maskPixels } from '../prediction';
 import { historyFigures } from '../requestCurves';
 
 describe('drawable', () => {

@@ -1,0 +1,66 @@
+/**
+ * The minimum score a predicted box shows with, in the deployment view and the dataset viewer.
+ */
+import React from 'react';
+
+/**
+ * The lowest score a box shows with at first: a detector's many faint guesses stay out of the way.
+ */
+export const DEFAULT_MIN_SCORE = 0.25;
+
+/**
+ * A box that may carry a prediction's score.
+ */
+export interface IScoredBox {
+  score?: number | null;
+}
+
+/**
+ * Whether a box is a prediction: its score is a finite number.
+ */
+export function isScored(box: IScoredBox): box is { score: number } {
+  return typeof box.score === 'number' && Number.isFinite(box.score);
+}
+
+/**
+ * The boxes scored at least `minimum`; a box without a score always shows.
+ */
+export function boxesAbove<T extends IScoredBox>(
+  boxes: T[],
+  minimum: number
+): T[] {
+  return boxes.filter(box => !isScored(box) || box.score >= minimum);
+}
+
+const percent = (value: number): number => Math.round(value * 100);
+
+/**
+ * What the minimum score hides, in words: `3 more under 25% hidden`.
+ */
+export function hiddenNote(hidden: number, minimum: number): string {
+  return `${hidden} more under ${percent(minimum)}% hidden`;
+}
+
+/**
+ * A slider of the lowest score a box shows with, in percent.
+ */
+export function MinScore(props: {
+  value: number;
+  onChange: (value: number) => void;
+}): JSX.Element {
+  const value = percent(props.value);
+  return (
+    <label className="kpl-min-score">
+      Minimum score
+      <input
+        type="range"
+        min={0}
+        max={100}
+        step={5}
+        value={value}
+        onChange={event => props.onChange(Number(event.target.value) / 100)}
+      />
+      <span>{value}%</span>
+    </label>
+  );
+}

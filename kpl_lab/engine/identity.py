@@ -203,6 +203,20 @@ def identity_of(name: str, groups: list[int]) -> Identity:
     return Identity(name, account.pw_uid, account.pw_gid, sorted(set(groups)), account.pw_dir)
 
 
+def project_identity(
+    user: str, project: str, project_dir: Path, prefix: str, users_dir: str | Path
+) -> Identity:
+    """Return a hub user's identity in a project's group, making the account and the group when new.
+
+    The project's folder is given to its group (`secure_project`) on the way.
+    """
+    name = account_name(user, prefix)
+    ensure_account(name, Path(users_dir) / user)
+    gid = ensure_group(group_name(project, prefix))
+    secure_project(project_dir, gid)
+    return identity_of(name, [gid])
+
+
 def give(path: Path, identity: Identity, mode: int) -> None:
     """Make `path` the identity's own, group-owned by its first project group, with `mode`."""
     os.chown(path, identity.uid, identity.groups[0] if identity.groups else identity.gid)

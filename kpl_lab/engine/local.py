@@ -178,16 +178,20 @@ class LocalExecutor(Executor):
             "run_dir": str(launch.run_dir),
         }
 
+    def user_identity(self, user: str, project: str, project_dir: Path) -> identity.Identity | None:
+        """Return the identity a user's process in a project runs as; None: as the platform (not `run_as_users`)."""
+        if not (self.run_as_users and user):
+            return None
+        return identity.project_identity(user, project, project_dir, self.account_prefix, self.users_dir)
+
     def _give_run_folder(self, launch: JobLaunch, folder: Path) -> identity.Identity:
         """Return the submitter's identity in the project's group; the run folder becomes theirs (0700).
 
         `folder`: the run folder, or the spare one about to become it.
         """
-        name = identity.account_name(launch.user, self.account_prefix)
-        identity.ensure_account(name, Path(self.users_dir) / launch.user)
-        gid = identity.ensure_group(identity.group_name(launch.project, self.account_prefix))
-        identity.secure_project(launch.run_dir.parents[1], gid)  # <storage>/projects/<project>
-        who = identity.identity_of(name, [gid])
+        who = self.user_identity(launch.user, launch.project, launch.run_dir.parents[1])
+        assert who is not None  # called only for jobs run as their users
+        gid = who.groups[0]
         for parent, folders, files in os.walk(folder):
             for entry in (*folders, *files):
                 if parent != str(folder) or entry not in SUPERVISOR_FILES:  # the supervisor's own

@@ -5,8 +5,10 @@ Kept free of heavy imports: every supervisor imports it before starting its job.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 
 from .devices import VISIBLE_DEVICES_VARIABLE
@@ -35,11 +37,32 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def read_own_json(path: Path) -> dict | None:
+    """Return a JSON file's object when this account wrote it: owned by it, writable by no other, no link.
+
+    None when it does not exist or is not ours. For files that say what the platform does as
+    itself (whom to start, which process to stop) in folders its users may write around.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # no wait on a FIFO
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a symbolic link (ELOOP), or not readable
+        if error.errno == errno.ELOOP:
+            return None
+        raise
+    with open(fd, closefd=True) as file:
+        found = os.fstat(fd)
+        if found.st_uid != os.geteuid() or found.st_mode & 0o002 or not stat.S_ISREG(found.st_mode):
+            return None
+        return json.load(file)
+
+
 def process_start_time(pid: int) -> int | None:
     """Return a process's start time (clock ticks since boot), or None when it is gone or a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/stat", "rb") as proc:
+            fields = proc.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
     if fields[0] in (b"Z", b"X"):

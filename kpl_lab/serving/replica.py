@@ -6,8 +6,11 @@ environment) from the run folder and keeps `status.json` there up to date: `stat
 (starting, ready, unhealthy, restarting, failed, stopped), the server's `pid` and `port`,
 `restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
 period) and then the supervisor; so does the run folder's removal (the platform's home
-deleted under it: nobody could find or stop it any more). Standard library only: it starts
-quickly.
+deleted under it: nobody could find or stop it any more). Under `run_as_users` the server
+runs as the deployment's user (`identity` in replica.json) while the supervisor stays the
+platform's; it trusts replica.json and status.json only when the platform's account wrote
+them (`read_own_json`): project members may write around a run folder. Standard library
+only: it starts quickly.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..engine.runfolder import is_alive, process_start_time, read_json, write_atomic
+from ..engine.identity import Identity
+from ..engine.runfolder import is_alive, process_start_time, read_own_json, write_atomic
 
 STARTING_CHECK_SECONDS = 0.2
 READY_CHECK_SECONDS = 1.0
@@ -78,11 +82,15 @@ class ReplicaSupervisor:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.spec = json.loads((run_dir / "replica.json").read_text())
+        spec = read_own_json(run_dir / "replica.json")
+        if spec is None:  # what runs, and as whom, is the platform's word only
+            raise SystemExit(f"{run_dir / 'replica.json'}: missing, or not written by this account")
+        self.spec = spec
+        self.identity = Identity.from_json(spec.get("identity"))  # the user the server runs as
         self.host = self.spec.get("host", "127.0.0.1")
         self.stopping = False
         self.status: dict = {"state": "starting", "restarts": 0, "supervisor_pid": os.getpid()}
-        previous = read_json(run_dir / "status.json") or {}
+        previous = read_own_json(run_dir / "status.json") or {}
         self.status["restarts"] = previous.get("restarts", 0)
         # a server left behind by a supervisor that died: stop it, this one starts its own
         if previous.get("pid"):
@@ -113,6 +121,7 @@ class ReplicaSupervisor:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopped as a whole
+                preexec_fn=self.identity.preexec(None) if self.identity else None,
             )
         self.write(state="starting", pid=server.pid, pid_start=process_start_time(server.pid), port=port)
         return server

@@ -18,8 +18,9 @@ from pathlib import Path
 import yaml
 
 from ..engine.forkserver import PACKAGE_PARENT
+from ..engine.identity import PLATFORM_VARIABLES, Identity
 from ..engine.local import start_detached
-from ..engine.runfolder import is_alive, read_json, write_atomic
+from ..engine.runfolder import is_alive, read_own_json, write_atomic
 from ..engine.supervisor import CommandNotFound, command_argv
 from ..errors import BadRequest
 from .replica import kill_group, tail
@@ -30,14 +31,29 @@ GONE = {"state": "stopped", "reason": "its supervisor is gone"}
 
 
 def prepare(
-    run_dir: Path, cmd: str, algorithm_dir: Path, model_dir: Path, parameters: dict, settings: dict
+    run_dir: Path,
+    cmd: str,
+    algorithm_dir: Path,
+    model_dir: Path,
+    parameters: dict,
+    settings: dict,
+    python: str = sys.executable,
+    identity: Identity | None = None,
 ) -> None:
-    """Write a replica's run folder: the model input, the parameters and replica.json."""
+    """Write a replica's run folder: the model input, the parameters and replica.json.
+
+    `python`: the Python the server finds first on PATH (with kpl_helper). `identity`: the
+    user account the server runs as (multi-user); the run folder stays the platform's,
+    readable by the project's group, and only `outputs/` is the user's.
+    """
     (run_dir / "inputs").mkdir(parents=True, exist_ok=True)
     (run_dir / "outputs").mkdir(exist_ok=True)
     (run_dir / "inputs" / "model").symlink_to(model_dir.resolve(), target_is_directory=True)
     (run_dir / "parameter.yml").write_text(yaml.safe_dump(parameters, allow_unicode=True))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KPL_")}
+    # neither the platform's settings nor its credentials (the service's hub token) reach users' code
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("KPL_", *PLATFORM_VARIABLES))
+    }
     env.update(
         {
             "KPL_INNER": "1",
@@ -50,7 +66,7 @@ def prepare(
             "KPL_RUN_DIR": str(run_dir),
             "PYTHONUNBUFFERED": "1",
             # the platform's Python (with kpl_helper) first, as for local jobs
-            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+            "PATH": os.pathsep.join([os.path.dirname(python), os.environ.get("PATH", "")]),
         }
     )
     try:
@@ -58,7 +74,21 @@ def prepare(
     except CommandNotFound as error:
         raise BadRequest(f"deploy.cmd: command not found: {error}", field="deploy.cmd") from None
     spec = {"argv": argv, "cwd": str(algorithm_dir), "env": env, **settings}
+    if identity is not None:
+        spec["env"] = identity.job_env(env)
+        spec["identity"] = identity.to_json()
+        _give(run_dir, identity)
     write_atomic(run_dir / "replica.json", json.dumps(spec), durable=False)
+
+
+def _give(run_dir: Path, identity: Identity) -> None:
+    """Let the user's server read its run folder (through the project's group) and write only `outputs/`."""
+    group = identity.groups[0] if identity.groups else identity.gid
+    for path in (run_dir, run_dir / "inputs", run_dir / "parameter.yml"):
+        os.chown(path, -1, group)
+        os.chmod(path, 0o640 if path.is_file() else 0o750)
+    os.chown(run_dir / "outputs", identity.uid, group)
+    os.chmod(run_dir / "outputs", 0o770)
 
 
 def spawn(run_dir: Path, python: str = sys.executable) -> dict:
@@ -77,7 +107,7 @@ def supervised(handle: dict) -> bool:
 
 def status(run_dir: Path, handle: dict) -> dict:
     """Return a replica's status.json, with `stopped` when its supervisor vanished without a word."""
-    found = read_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
+    found = read_own_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
     if found["state"] not in ("failed", "stopped") and not supervised(handle):
         found = {**found, **GONE}
     if found["state"] == "failed":
@@ -95,7 +125,7 @@ def stop(run_dir: Path, handle: dict, grace: float) -> None:
             time.sleep(0.05)
         if is_alive(pid, start):
             os.kill(pid, signal.SIGKILL)
-    server = read_json(run_dir / "status.json") or {}
+    server = read_own_json(run_dir / "status.json") or {}
     if server.get("pid"):  # left behind by a supervisor that was killed
         kill_group(server["pid"], server.get("pid_start"), grace)
     if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again

@@ -17,6 +17,7 @@ import functools
 import os
 import secrets
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..engine.runfolder import process_start_time, read_json
+from ..engine.identity import Identity
+from ..engine.local import LocalExecutor
+from ..engine.runfolder import process_start_time, read_own_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
 from . import metrics, replicas
 from .keys import DeploymentKeys
@@ -300,7 +303,7 @@ class DeploymentService(LoggingConfigurable):
             deployment_id = deployment.id
         try:
             for _ in range(replica_count):
-                self._start_replica(project, name, deployment_id, model_version, algorithm_version)
+                self._start_replica(project, name, deployment_id, model_version, algorithm_version, user)
         except BaseException:
             self.delete(project, name)
             raise
@@ -335,7 +338,9 @@ class DeploymentService(LoggingConfigurable):
             self.generation += 1
             self._stop_replicas(old)
             for _ in range(replica_count):
-                self._start_replica(project, name, deployment.id, model_version, algorithm_version)
+                self._start_replica(
+                    project, name, deployment.id, model_version, algorithm_version, deployment.user
+                )
         with self.platform.session(immediate=True) as session:
             row = self._get(session, project, name)
             row.canary_model_version_id = model_version.id
@@ -354,7 +359,9 @@ class DeploymentService(LoggingConfigurable):
         canary = deployment.canary_model_version
         serving = [r for r in deployment.replica_rows if r.model_version_id == canary.id]
         for _ in range(deployment.replicas - len(serving)):
-            self._start_replica(project, name, deployment.id, canary, deployment.canary_algorithm_version)
+            self._start_replica(
+                project, name, deployment.id, canary, deployment.canary_algorithm_version, deployment.user
+            )
         self.wait(project, name, timeout, versions=(canary.ref,))
         old = [r for r in deployment.replica_rows if r.model_version_id == deployment.model_version_id]
         with self.platform.session(immediate=True) as session:
@@ -453,7 +460,7 @@ class DeploymentService(LoggingConfigurable):
     def _should_run(self, row: Replica) -> bool:
         """Say whether a replica ended on its own terms (failed, stopped) or was cut off."""
         run_dir = self.run_dir(row)
-        ended = (read_json(run_dir / "status.json") or {}).get("state") in ("failed", "stopped")
+        ended = (read_own_json(run_dir / "status.json") or {}).get("state") in ("failed", "stopped")
         return not ended and (run_dir / "replica.json").is_file()
 
     # helpers
@@ -494,8 +501,12 @@ class DeploymentService(LoggingConfigurable):
         deployment_id: int,
         model_version: ModelVersion,
         algorithm_version: AlgorithmVersion,
+        user: str,
     ) -> str:
-        """Reserve, write the run folder, record the replica and start its supervisor; return its id."""
+        """Reserve, write the run folder, record the replica and start its supervisor; return its id.
+
+        Its server runs as `user`'s account when the platform runs users' jobs as theirs.
+        """
         catalog = self.platform.catalog
         algorithm = catalog.read_algorithm(algorithm_version)
         function = algorithm.spec.function("deploy")
@@ -516,6 +527,7 @@ class DeploymentService(LoggingConfigurable):
                 raise
             return replica_id
         try:
+            who, python = self._runs_as(user, project)
             replicas.prepare(
                 run_dir,
                 function.cmd,
@@ -529,6 +541,8 @@ class DeploymentService(LoggingConfigurable):
                     "backoff_seconds": self.backoff_seconds,
                     "max_backoff_seconds": self.max_backoff_seconds,
                 },
+                python,
+                who,
             )
             with self.platform.session(immediate=True) as session:
                 session.add(
@@ -548,6 +562,18 @@ class DeploymentService(LoggingConfigurable):
             self.ledger.release(OWNER_KIND, replica_id)
             raise
         return replica_id
+
+    def _runs_as(self, user: str, project: str) -> tuple[Identity | None, str]:
+        """Return whom a replica's server runs as (None: the platform) and the Python it finds first.
+
+        As the job executor runs jobs: as their users' accounts (`LocalExecutor.run_as_users`) on
+        the users' Python (`LocalExecutor.python`), else as the platform on its own.
+        """
+        executor = self.platform.jobs.executor
+        if not isinstance(executor, LocalExecutor):
+            return None, sys.executable
+        who = executor.user_identity(user, project, self.platform.storage.project_dir(project))
+        return who, executor.python if who else sys.executable
 
     def _scale_up(
         self,

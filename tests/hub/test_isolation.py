@@ -173,3 +173,55 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
     assert job["state"] == "succeeded", job
     report = probed(job["last_log_lines"])
     assert report == {"uid": alice.pw_uid, "own dataset": "read", "own datasets folder": "read", **refused}
+
+    # a deployment alice makes serves from her account too: the same report, at its server's start
+    serve = home.parent / "probe-serve"
+    serve.mkdir()
+    (serve / "serve.py").write_text(
+        f"{code}\nfrom kpl_helper import deploy\n"
+        "deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, 1, 1, 0, 'ok'))\n"
+    )
+    (serve / "environment.yml").write_text(
+        "version: 1\nimage:\n  runs: []\ndeploy:\n  resource:\n    limits:\n      cpu: 0.5\n"
+        "      memory: 256\n  cmd: python serve.py\n"
+    )
+    weights = home.parent / "weights"
+    weights.mkdir()
+    (weights / "label.txt").write_text("ok")
+    platform = Platform(home=str(home))
+    try:
+        platform.catalog.add_algorithm("vision", serve, name="probe-serve")
+        model = platform.catalog.add_model("vision", "probe-model", weights).ref
+    finally:
+        platform.close()
+    api = f"{hub.url}/services/kpl/api/deployments"
+    created = hub.http.post(
+        f"{api}?project=vision",
+        json={"name": "probe", "model": model, "algorithm": "probe-serve"},
+        headers={"Authorization": f"token {token}"},
+        timeout=60,
+    )
+    assert created.status_code == 201, created.text
+    try:
+        wait_for(
+            lambda: (
+                hub.get("/services/kpl/api/deployments/probe?project=vision", token).json()["state"]
+                in ("ready", "failed")
+            ),
+            "the deployment's replica",
+        )
+        shown = hub.get("/services/kpl/api/deployments/probe?project=vision", token).json()
+        assert shown["state"] == "ready", shown
+        logs = hub.get("/services/kpl/api/deployments/probe/logs?project=vision", token).json()
+        report = probed("".join(replica["text"] for replica in logs["logs"]))
+        assert report == {
+            "uid": alice.pw_uid,
+            "own dataset": "read",
+            "own datasets folder": "read",
+            **refused,
+        }
+    finally:
+        deleted = hub.http.delete(
+            f"{api}/probe?project=vision", headers={"Authorization": f"token {token}"}, timeout=60
+        )
+        assert deleted.status_code == 200, deleted.text

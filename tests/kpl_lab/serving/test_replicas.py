@@ -1,0 +1,132 @@
+"""Replicas under `run_as_users`: the server runs as the deployment's user, the supervisor trusts only its own files."""
+
+from __future__ import annotations
+
+import grp
+import http.client
+import json
+import os
+import pwd
+import stat
+import subprocess
+import sys
+import time
+
+from traitlets.config import Config
+
+from kpl_lab.engine import identity
+from kpl_lab.engine.forkserver import PACKAGE_PARENT
+from kpl_lab.platform import Platform
+
+from .conftest import ready_port, toy_algorithm
+
+WAIT = 120.0
+
+# the toy server, reporting at start who it runs as and what it can read
+REPORT = """
+import json, os
+report = {"uid": os.getuid(), "groups": sorted(os.getgroups()), "home": os.environ.get("HOME"),
+          "hub_token": os.environ.get("JUPYTERHUB_API_TOKEN")}
+for key, path in (("other_project", os.environ["OTHER_PROJECT_FILE"]), ("catalog", os.environ["CATALOG_FILE"])):
+    try:
+        open(path).read()
+        report[key] = "read"
+    except PermissionError:
+        report[key] = "refused"
+with open(os.path.join(os.environ["KPL_ENV_OUTPUT_ROOT_PATH"], "report.json"), "w") as out:
+    json.dump(report, out)
+"""
+
+
+def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
+    account_prefix, open_folder, user_python, monkeypatch
+):
+    home = open_folder / "home"
+    other = home / "storage" / "projects" / "audio"
+    other.mkdir(parents=True)
+    (other / "data.txt").write_text("audio's")
+    identity.secure_project(other, identity.ensure_group(identity.group_name("audio", account_prefix)))
+    monkeypatch.setenv("OTHER_PROJECT_FILE", str(other / "data.txt"))
+    monkeypatch.setenv("CATALOG_FILE", str(home / "kpl.sqlite"))
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the service's own token")  # never a user's
+    umask = os.umask(0o027)  # as `kpl-lab up` runs the platform: its files are not for other accounts
+    platform = Platform(
+        home=str(home),
+        config=Config(
+            {
+                "Ledger": {"cpu": 16.0, "memory": 65536},
+                "LocalExecutor": {
+                    "run_as_users": True,
+                    "account_prefix": account_prefix,
+                    "python": user_python,
+                },
+            }
+        ),
+    )
+    try:
+        algorithm = toy_algorithm(open_folder / "toy-serve")
+        (algorithm / "serve.py").write_text(REPORT + (algorithm / "serve.py").read_text())
+        platform.catalog.add_algorithm("vision", algorithm, name="toy-serve")
+        (open_folder / "model").mkdir()
+        (open_folder / "model" / "label.txt").write_text("cat")
+        model = platform.catalog.add_model("vision", "toy-model", open_folder / "model").ref
+        service = platform.deployments
+        service.create("vision", "pets", model, algorithm="toy-serve", user="alice")
+        service.wait("vision", "pets", WAIT)
+
+        (row,) = service.get("vision", "pets").replica_rows
+        run_dir = service.run_dir(row)
+        account = pwd.getpwnam(identity.account_name("alice", account_prefix))
+        vision = grp.getgrnam(identity.group_name("vision", account_prefix)).gr_gid
+        report = json.loads((run_dir / "outputs" / "report.json").read_text())
+        assert report == {
+            "uid": account.pw_uid,
+            "groups": [vision],
+            "home": str(home / "users" / "alice"),
+            "hub_token": None,
+            "other_project": "refused",
+            "catalog": "refused",
+        }
+        status = json.loads((run_dir / "status.json").read_text())
+        assert os.stat(f"/proc/{status['pid']}").st_uid == account.pw_uid
+        # the run folder stays the platform's (what runs, as whom): the user writes only outputs/
+        for path in (run_dir, run_dir / "replica.json", run_dir / "status.json"):
+            assert path.stat().st_uid == os.geteuid()
+            assert not path.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        assert (run_dir / "outputs").stat().st_uid == account.pw_uid
+
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", ready_port(platform, "vision", "pets"), timeout=30
+        )
+        connection.request("POST", "/predict", body=b"img-1", headers={"Content-Type": "image/png"})
+        assert json.loads(connection.getresponse().read())["class_name"] == "cat"
+        connection.close()
+    finally:
+        for deployment in platform.deployments.list("vision"):
+            platform.deployments.delete("vision", deployment.name)
+        platform.close()
+        os.umask(umask)
+
+
+def test_the_supervisor_refuses_a_replica_json_it_did_not_write(account_prefix, open_folder):
+    name = identity.account_name("mallory", account_prefix)
+    account = identity.ensure_account(name, open_folder / "users" / "mallory")
+    run_dir = open_folder / "replica"
+    run_dir.mkdir()
+    marker = open_folder / "ran-as-root"
+    # what a project member could leave in a run folder: a server that would run as the platform
+    forged = {"argv": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"], "cwd": str(run_dir), "env": {}}
+    (run_dir / "replica.json").write_text(json.dumps(forged))
+    os.chown(run_dir / "replica.json", account.pw_uid, account.pw_gid)
+    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
+    done = subprocess.run(
+        [sys.executable, "-m", "kpl_lab.serving.replica", str(run_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "replica.json: missing, or not written by this account" in done.stderr
+    time.sleep(0.2)
+    assert not marker.exists() and not (run_dir / "status.json").exists()

@@ -11,7 +11,7 @@ from traitlets.config import Config
 from ..catalog.jobs import Job
 from ..errors import NotFound
 from .launch import JobLaunch
-from .runfolder import read_json, write_atomic
+from .runfolder import read_own_json, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class SupervisorCallbacks:
         if self.unrecorded:
             return
         if not self.started_recorded:
-            handle = read_json(launch.run_dir / "handle.json")
+            handle = read_own_json(launch.run_dir / "handle.json")
             # under the ledger lock, which a submit holds from the job's start to its record's commit
             with self.platform.session(immediate=True) as session:
                 job = session.get(Job, launch.job_id)

@@ -13,7 +13,7 @@ from .events import EventIngest
 from .executor import ExecutionState, Executor, run_sync
 from .ledger import Ledger
 from .records import JobRecords, now
-from .runfolder import read_json
+from .runfolder import read_own_json
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -92,7 +92,7 @@ class Finisher:
         if launch is not None:
             run_sync(self.executor.stop(launch, job.handle, self.grace_seconds))
             state = run_sync(self.executor.poll(launch, job.handle))
-            if not state.running and read_json(launch.run_dir / "status.json") is None:
+            if not state.running and read_own_json(launch.run_dir / "status.json") is None:
                 self.finish(job_id, status_of(state, stopped=True))
         return self.records.get(project, job_id)
 
@@ -104,7 +104,7 @@ class Finisher:
         with contextlib.suppress(FileNotFoundError):
             self.events.ingest(job_id)
         job = self.records.job(job_id)
-        handle = read_json(self.records.run_dir(job) / "handle.json") or {}
+        handle = read_own_json(self.records.run_dir(job) / "handle.json") or {}
         exit_code, reason = status.get("exit_code"), status.get("reason") or ""
         if status.get("stopped") or job.stop_requested:
             state = "stopped"

@@ -29,7 +29,7 @@ from . import forkserver, identity
 from .executor import ExecutionState, Executor
 from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
-from .runfolder import is_alive, process_start_time, read_json, write_atomic
+from .runfolder import is_alive, process_start_time, read_own_json, write_atomic
 from .spares import SUPERVISOR_FILES, Spares
 from .supervisor import BOOTSTRAP
 
@@ -57,6 +57,11 @@ def start_detached(argv: list[str], log: Path, what: str, env: dict[str, str] | 
         raise RuntimeError(f"{what} did not start: {done.stderr.decode(errors='replace')}")
     pid = int(done.stdout)
     return {"pid": pid, "start": process_start_time(pid)}
+
+
+# a run folder's files that stay the platform's when the folder becomes its user's: what to run and as
+# whom (the supervisor refuses them unless root wrote them), and the supervisor's own
+PLATFORM_FILES = ("job.json", "supervisor.json", *SUPERVISOR_FILES)
 
 
 class LocalExecutor(Executor):
@@ -194,7 +199,7 @@ class LocalExecutor(Executor):
         gid = who.groups[0]
         for parent, folders, files in os.walk(folder):
             for entry in (*folders, *files):
-                if parent != str(folder) or entry not in SUPERVISOR_FILES:  # the supervisor's own
+                if parent != str(folder) or entry not in PLATFORM_FILES:
                     os.lchown(os.path.join(parent, entry), who.uid, gid)
         identity.give(folder, who, 0o700)  # the job writes its outputs; nobody else reads them
         return who
@@ -227,11 +232,11 @@ class LocalExecutor(Executor):
         }
 
     def _handle(self, launch: JobLaunch, handle: dict) -> dict:
-        return {**handle, **(read_json(launch.run_dir / "handle.json") or {})}
+        return {**handle, **(read_own_json(launch.run_dir / "handle.json") or {})}
 
     async def poll(self, launch: JobLaunch, handle: dict) -> ExecutionState:
         """Return the job's state from its status file, or from /proc while it runs."""
-        status = read_json(launch.run_dir / "status.json")
+        status = read_own_json(launch.run_dir / "status.json")
         full = self._handle(launch, handle)
         if status is not None:
             return ExecutionState(False, status.get("exit_code"), status.get("reason") or None, full)
@@ -240,7 +245,7 @@ class LocalExecutor(Executor):
         if any(is_alive(worker.get("pid"), worker.get("pid_start")) for worker in _workers(full)):
             return ExecutionState(True, reason="its supervisor is gone", handle=full)
         # the supervisor may have written the status between the two reads
-        status = read_json(launch.run_dir / "status.json")
+        status = read_own_json(launch.run_dir / "status.json")
         if status is not None:
             return ExecutionState(False, status.get("exit_code"), status.get("reason") or None, full)
         return ExecutionState(
@@ -282,7 +287,7 @@ class LocalExecutor(Executor):
 
     async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
         """Remove the cgroups of a job whose supervisor died before cleaning up."""
-        for worker in _workers(read_json(launch.run_dir / "handle.json") or {}):
+        for worker in _workers(read_own_json(launch.run_dir / "handle.json") or {}):
             for path in (worker.get("limits") or {}).get("paths", {}).values():
                 with contextlib.suppress(OSError):
                     Path(path).rmdir()

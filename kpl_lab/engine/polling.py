@@ -16,7 +16,7 @@ from .finishing import Finisher, end_job, status_of
 from .launch import JobLaunch
 from .ledger import Ledger
 from .records import JobRecords
-from .runfolder import is_alive, read_json
+from .runfolder import is_alive, read_own_json
 from .scheduling import Scheduler
 from .supervisor import last_line, tail_lines
 
@@ -94,7 +94,7 @@ class Poller:
         if not self.supervised:
             self._settle(job_id, launch, state)
             return self.records.job(job_id).state
-        status = read_json(launch.run_dir / "status.json")
+        status = read_own_json(launch.run_dir / "status.json")
         self.finisher.finish(job_id, status if status is not None else status_of(state))
         if status is None:  # its supervisor died: clean up after it
             run_sync(self.executor.on_failure(launch, state))

@@ -17,7 +17,7 @@ from ..catalog.models import Project
 from ..errors import NotFound
 from . import envelope, usage
 from .launch import JobLaunch
-from .runfolder import read_json, worker_log
+from .runfolder import read_own_json, worker_log
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -76,7 +76,7 @@ class JobRecords:
 
     def stored_launch(self, job: Job) -> JobLaunch | None:
         """Return the launch written to the job's run folder, or None before it started."""
-        data = read_json(self.run_dir(job) / "job.json")
+        data = read_own_json(self.run_dir(job) / "job.json")
         return JobLaunch.from_json(data) if data is not None else None
 
     def store_handle(self, job_id: str, handle: dict) -> None:

@@ -47,6 +47,7 @@ from .runfolder import (
     job_environment,
     process_start_time,
     read_json,
+    read_own_json,
     worker_devices,
     worker_environment,
     worker_log,
@@ -253,14 +254,25 @@ def end_reason(exit_code: int | None, lines: str, shell_cmd: str | None) -> str:
     return f"exited with code {exit_code}: {last_line(lines)}".rstrip(": ")
 
 
+def _own(path: Path) -> dict:
+    """Return a file of the platform's that says what to run and as whom; refuse one it did not write.
+
+    A job's run folder is its user's (multi-user): she may replace files in it, never with root's.
+    """
+    found = read_own_json(path)
+    if found is None:
+        raise SystemExit(f"{path}: missing, or not written by this account")
+    return found
+
+
 class Supervisor:
     """Own one job's process groups (one per worker) from start to recorded end."""
 
     def __init__(self, run_dir: Path, launch: JobLaunch | None = None, config: dict | None = None) -> None:
         """Read the job and how to supervise it from the run folder, unless given (a folder still to come)."""
         self.run_dir = run_dir
-        self.config = (read_json(run_dir / "supervisor.json") or {}) if config is None else config
-        self.launch = launch or JobLaunch.from_json(json.loads((run_dir / "job.json").read_text()))
+        self.config = _own(run_dir / "supervisor.json") if config is None else config
+        self.launch = launch or JobLaunch.from_json(_own(run_dir / "job.json"))
         self.grace = float(self.config.get("grace_seconds", 10.0))
         self.tick_seconds = float(self.config.get("tick_seconds", 1.0))
         self.usage_seconds = float(self.config.get("usage_seconds", 5.0))
@@ -338,7 +350,7 @@ class Supervisor:
     def _start(self, adopt: bool) -> tuple[list[Worker], bool]:
         """Start (or adopt) the job's workers and write the handle; no workers when it could not start."""
         if adopt:
-            handle = read_json(self.run_dir / "handle.json") or {}
+            handle = read_own_json(self.run_dir / "handle.json") or {}
             workers = [
                 Worker(
                     rank=int(data.get("rank", 0)),

@@ -9,12 +9,15 @@ import os
 import pwd
 import re
 import stat
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kpl_lab.engine import identity
+from kpl_lab.engine.forkserver import PACKAGE_PARENT
 from kpl_lab.engine.identity import account_name, group_name, unix_name
 from kpl_lab.engine.launch import JobLaunch, Resources
 from kpl_lab.engine.local import LocalExecutor
@@ -199,6 +202,35 @@ def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_
     assert weights.stat().st_uid == account.pw_uid
     run_dir = launch.run_dir.stat()
     assert (run_dir.st_uid, stat.S_IMODE(run_dir.st_mode)) == (account.pw_uid, 0o700)
+    for name in ("job.json", "supervisor.json"):  # what runs and as whom: the platform's word only
+        assert (launch.run_dir / name).stat().st_uid == os.geteuid()
+
+
+def test_a_supervisor_refuses_a_supervisor_json_its_user_wrote(account_prefix, open_folder):
+    name = account_name("mallory", account_prefix)
+    account = identity.ensure_account(name, open_folder / "users" / "mallory")
+    run_dir = open_folder / "jobs" / "j3"
+    run_dir.mkdir(parents=True)
+    marker = open_folder / "ran-as-root"
+    launch = JobLaunch(
+        job_id="j3", project="vision", function="train", cmd="true", algorithm_dir=run_dir, run_dir=run_dir
+    )
+    (run_dir / "job.json").write_text(json.dumps(launch.to_json()))
+    # what the job's user could write in her run folder: callbacks the root supervisor would import and call
+    (run_dir / "supervisor.json").write_text(
+        json.dumps({"callbacks": "os:system", "callbacks_config": f"touch {marker}"})
+    )
+    os.chown(run_dir / "supervisor.json", account.pw_uid, account.pw_gid)
+    done = subprocess.run(
+        [sys.executable, "-m", "kpl_lab.engine.supervisor", str(run_dir)],
+        env={**os.environ, "PYTHONPATH": PACKAGE_PARENT},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "supervisor.json: missing, or not written by this account" in done.stderr
+    assert not marker.exists() and not (run_dir / "status.json").exists()
 
 
 def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, open_folder):

@@ -7,7 +7,7 @@ per caller. It is not part of the product and must never serve anyone: it shows 
 of the gateway process's cost per request is Python, asyncio and the kernel's loopback
 (paid by any proxy written this way) and how much is the gateway's own work.
 
-    python benchmarks/floor_proxy.py http://127.0.0.1:PORT   # prints the port it listens on
+    python benchmarks/floor_proxy.py http://127.0.0.1:PORT   # or unix:PATH; prints the port it listens on
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ class Replica(asyncio.Protocol):
 class Caller(asyncio.Protocol):
     """One caller's connection: each request goes to the replica as a POST /predict."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.address = (host, port)
-        self.host = f"{host}:{port}".encode()
+    def __init__(self, replica: str) -> None:
+        self.replica_address = replica  # unix:PATH or http://HOST:PORT
+        parts = urlsplit(replica)
+        self.host = f"{parts.hostname}:{parts.port}".encode() if parts.hostname else b"localhost"
         self.buffer = bytearray()
         self.replica: Replica | None = None
 
@@ -68,9 +69,12 @@ class Caller(asyncio.Protocol):
         asyncio.get_running_loop().create_task(self.connect())
 
     async def connect(self) -> None:
-        _, self.replica = await asyncio.get_running_loop().create_connection(
-            lambda: Replica(self), *self.address
-        )
+        loop, address = asyncio.get_running_loop(), self.replica_address
+        if address.startswith("unix:"):
+            _, self.replica = await loop.create_unix_connection(lambda: Replica(self), address[5:])
+        else:
+            parts = urlsplit(address)
+            _, self.replica = await loop.create_connection(lambda: Replica(self), parts.hostname, parts.port)
         self.data_received(b"")
 
     def data_received(self, data: bytes) -> None:
@@ -85,10 +89,7 @@ class Caller(asyncio.Protocol):
 
 
 async def main(replica: str) -> None:
-    parts = urlsplit(replica)
-    server = await asyncio.get_running_loop().create_server(
-        lambda: Caller(parts.hostname, parts.port), "127.0.0.1", 0
-    )
+    server = await asyncio.get_running_loop().create_server(lambda: Caller(replica), "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     await asyncio.Event().wait()
 

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -74,10 +75,25 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(fraction * len(ordered) + 0.999999) - 1))]
 
 
+def post_request(url: str, headers: dict):
+    """Return tornado's POST of BODY to `url`: http://… or a replica's `unix:PATH` (its /predict, through curl)."""
+    from tornado.httpclient import HTTPRequest
+
+    if not url.startswith("unix:"):
+        return HTTPRequest(url, method="POST", body=BODY, headers=headers)
+    import pycurl
+
+    def on_socket(curl) -> None:
+        curl.setopt(pycurl.UNIX_SOCKET_PATH, url.removeprefix("unix:"))
+
+    return HTTPRequest(
+        "http://localhost/predict", method="POST", body=BODY, headers=headers, prepare_curl_callback=on_socket
+    )
+
+
 async def load(url: str, headers: dict, requests: int, clients: int) -> tuple[list[float], float, list[str]]:
     """Send `requests` POSTs with `clients` in flight; return latencies (ms), seconds, served versions."""
     from tornado.curl_httpclient import CurlAsyncHTTPClient
-    from tornado.httpclient import HTTPRequest
 
     client = CurlAsyncHTTPClient(force_instance=True, max_clients=clients)
     latencies, versions = [], []
@@ -86,14 +102,12 @@ async def load(url: str, headers: dict, requests: int, clients: int) -> tuple[li
     async def worker():
         for _ in left:
             start = time.perf_counter()
-            answer = await client.fetch(HTTPRequest(url, method="POST", body=BODY, headers=headers))
+            answer = await client.fetch(post_request(url, headers))
             latencies.append((time.perf_counter() - start) * 1000)
             versions.append(answer.headers.get("X-KPL-Model-Version", ""))
 
     # warm the connections first: the measured run starts with them open
-    await asyncio.gather(
-        *(client.fetch(HTTPRequest(url, method="POST", body=BODY, headers=headers)) for _ in range(clients))
-    )
+    await asyncio.gather(*(client.fetch(post_request(url, headers)) for _ in range(clients)))
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     seconds = time.perf_counter() - start
@@ -123,11 +137,11 @@ async def load_in_process(gateway, requests: int, clients: int) -> tuple[list[fl
 async def compare_clients(url: str, requests: int) -> list[tuple[str, float, float]]:
     """Return (client, p50 ms, CPU µs of this process per request) of sequential POSTs to a replica.
 
-    The three clients a gateway could forward with: tornado's curl client and its simple
-    client (both kept alive where they can), and the gateway's own asyncio forwarder.
+    The clients a gateway could forward with: tornado's curl client and its simple client
+    (both kept alive where they can; the simple one speaks TCP only), and the gateway's own
+    asyncio forwarder. `url`: the replica's address (unix:PATH or http://HOST:PORT).
     """
     from tornado.curl_httpclient import CurlAsyncHTTPClient
-    from tornado.httpclient import HTTPRequest
     from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
     from kpl_lab.serving.upstream import Upstream
@@ -135,17 +149,15 @@ async def compare_clients(url: str, requests: int) -> list[tuple[str, float, flo
     curl = CurlAsyncHTTPClient(force_instance=True)
     simple = SimpleAsyncHTTPClient(force_instance=True)
     upstream = Upstream(5.0, 60.0)
-
-    def request() -> HTTPRequest:
-        return HTTPRequest(
-            url + "/predict", method="POST", body=BODY, headers={"Content-Type": "application/octet-stream"}
-        )
-
+    target = url if url.startswith("unix:") else url + "/predict"
+    headers = {"Content-Type": "application/octet-stream"}
     senders = {
-        "tornado curl": lambda: curl.fetch(request()),
-        "tornado simple": lambda: simple.fetch(request()),
+        "tornado curl": lambda: curl.fetch(post_request(target, headers)),
+        "tornado simple": lambda: simple.fetch(post_request(target, headers)),
         "asyncio forwarder": lambda: upstream.post(url, "/predict", BODY, "application/octet-stream"),
     }
+    if url.startswith("unix:"):
+        del senders["tornado simple"]
     found = []
     for name, send in senders.items():
         for _ in range(20):
@@ -238,6 +250,7 @@ daemon off;
 master_process off;
 worker_processes 1;
 pid {base}/nginx.pid;
+user {user};  # started as root, its workers open the replica's socket (private to this account) as root too
 error_log {base}/nginx-error.log warn;
 events {{ worker_connections 1024; }}
 http {{
@@ -247,7 +260,7 @@ http {{
     fastcgi_temp_path {base}/nginx-fastcgi;
     uwsgi_temp_path {base}/nginx-uwsgi;
     scgi_temp_path {base}/nginx-scgi;
-    upstream replica {{ server {replica}; keepalive 64; }}
+    upstream replica {{ server {replica}; keepalive 64; }}  # host:port or unix:PATH
     server {{
         listen 127.0.0.1:{port};
         location / {{
@@ -267,7 +280,14 @@ def start_nginx(replica: str, base: Path) -> tuple[subprocess.Popen, str] | None
         return None
     port = free_port()
     config = base / "nginx.conf"
-    config.write_text(NGINX_CONFIG.format(base=base, replica=replica.split("//", 1)[1], port=port))
+    config.write_text(
+        NGINX_CONFIG.format(
+            base=base,
+            replica=replica.removeprefix("http://"),
+            port=port,
+            user=pwd.getpwuid(os.geteuid()).pw_name,
+        )
+    )
     process = subprocess.Popen(
         [binary, "-p", str(base), "-c", str(config), "-e", "stderr"], stderr=subprocess.PIPE
     )
@@ -383,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             service.wait("default", "bench", START_TIMEOUT)
             (replica,) = service.routing("default", "bench").ready[refs[0]]
             process_pid, process_url = gateway_process_url(home)
-            direct = f"{replica}/predict"
+            direct = replica if replica.startswith("unix:") else f"{replica}/predict"
             headers = {"Content-Type": "application/octet-stream"}
             _, key = service.keys.create("default", "bench")
             with_key = {**headers, "X-KPL-API-Key": key}

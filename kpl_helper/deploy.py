@@ -1,8 +1,10 @@
 """Responses of a deployed model, in the shapes the serving page draws, and the server that answers them."""
 
+import contextlib
 import json
 import os
 import signal
+import socketserver
 import threading
 import time
 import traceback
@@ -82,6 +84,8 @@ class SegmentationResponse:
 
 
 PORT_VARIABLE = "KPL_DEPLOY_PORT"
+# a Unix socket path to listen on instead of the port: only the platform (and the deployment's user) reach it
+SOCKET_VARIABLE = "KPL_DEPLOY_SOCKET"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 LATENCY_SAMPLES = 2048
 
@@ -126,7 +130,8 @@ def make_server(predict, port: int | None = None, host: str = "127.0.0.1"):
     """Return an HTTP server answering GET /health, GET /metrics and POST /predict with `predict`.
 
     `predict(data: bytes, content_type: str)` returns a response of this module (or a dict);
-    raising `BadInput` answers 400 with its message, anything else 500.
+    raising `BadInput` answers 400 with its message, anything else 500. It listens on the
+    Unix socket the platform gives (`KPL_DEPLOY_SOCKET`), else on `port` (`KPL_DEPLOY_PORT`).
     """
     counters = _Counters()
 
@@ -178,9 +183,15 @@ def make_server(predict, port: int | None = None, host: str = "127.0.0.1"):
         def log_message(self, format, *args):  # noqa: A002 - http.server's signature
             pass  # one line per request would drown the replica's log
 
-    if port is None:
-        port = int(os.environ.get(PORT_VARIABLE) or 8080)
-    server = _Server((host, port), Handler)
+    path = os.environ.get(SOCKET_VARIABLE) if port is None else None
+    if path:
+        Handler.disable_nagle_algorithm = False  # a TCP option
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # left by a server of this replica that crashed
+        server = _UnixServer(path, Handler)
+    else:
+        port = int(os.environ.get(PORT_VARIABLE) or 8080) if port is None else port
+        server = _Server((host, port), Handler)
     server.daemon_threads = True
     return server
 
@@ -192,12 +203,24 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
+class _UnixServer(socketserver.ThreadingUnixStreamServer):
+    """The same server on a Unix socket."""
+
+    request_queue_size = 128
+
+
+def address(server) -> str:
+    """Return where a server of `make_server` listens: `unix:PATH` or `http://HOST:PORT`."""
+    found = server.server_address
+    return f"unix:{found}" if isinstance(found, str) else f"http://{found[0]}:{found[1]}"
+
+
 def serve(predict, port: int | None = None, host: str = "127.0.0.1") -> None:
-    """Serve `predict` on the port the platform gives (`KPL_DEPLOY_PORT`) until SIGTERM."""
+    """Serve `predict` where the platform says (`KPL_DEPLOY_SOCKET`, else `KPL_DEPLOY_PORT`) until SIGTERM."""
     server = make_server(predict, port, host)
     # shutdown() waits for serve_forever, so it runs on another thread than the handler's
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f"serving on http://{host}:{server.server_address[1]}", flush=True)
+    print(f"serving on {address(server)}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

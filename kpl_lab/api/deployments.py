@@ -55,7 +55,11 @@ class Replica(Body):
     model_version: str = Field(description="NAME:VERSION it serves")
     role: str = Field(description="production, canary, or retiring (after a promote)")
     state: str = Field(description="starting, ready, unhealthy, restarting, failed or stopped")
-    port: int | None
+    port: int | None = Field(description="the TCP port given to its server (KPL_DEPLOY_PORT)")
+    url: str | None = Field(
+        description="where the platform reaches its server once it was ready: unix:PATH (a socket only "
+        "the platform and the deployment's user open), or http://HOST:PORT for a server on its port"
+    )
     restarts: int
     reason: str | None
     last_log_lines: str | None = Field(description="the server's last output, when failed")

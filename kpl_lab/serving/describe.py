@@ -7,7 +7,7 @@ from ..catalog.serialize import utc
 from . import history
 from .service import DeploymentService
 
-REPLICA_FIELDS = ("port", "reason", "last_log_lines")
+REPLICA_FIELDS = ("port", "url", "reason", "last_log_lines")
 
 
 def deployment_model(service: DeploymentService, row, with_metrics: bool = True) -> Deployment:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.request
+
+from . import address
 
 METRICS_TIMEOUT_SECONDS = 2.0
 
@@ -21,13 +22,11 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
 
 
-def read_replica(host: str, port: int) -> dict | None:
-    """Return one replica's counters, or None when it does not answer them."""
+def read_replica(url: str) -> dict | None:
+    """Return the counters of the replica at `url` (unix:PATH or http://HOST:PORT), or None when it does not answer them."""
     try:
-        with urllib.request.urlopen(
-            f"http://{host}:{port}/metrics", timeout=METRICS_TIMEOUT_SECONDS
-        ) as answer:
-            return json.loads(answer.read())
+        status, body = address.request(url, "GET", "/metrics", METRICS_TIMEOUT_SECONDS)
+        return json.loads(body) if status == 200 else None
     except (OSError, ValueError):
         return None
 

@@ -18,20 +18,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from ..engine.identity import Identity
 from ..engine.runfolder import is_alive, process_start_time, read_own_json, write_atomic
+from . import address
 
 STARTING_CHECK_SECONDS = 0.2
 READY_CHECK_SECONDS = 1.0
 HEALTH_TIMEOUT_SECONDS = 2.0
+SOCKET_PREFIX = "kpl-replica-"  # in the temporary folder: a short path (sun_path holds 108 bytes)
+SOCKET_NAME = "http.sock"
 
 
 def free_port(host: str) -> int:
@@ -41,13 +45,30 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
-def is_healthy(host: str, port: int) -> bool:
-    """Say whether the server answers GET /health with 200."""
+def is_healthy(url: str) -> bool:
+    """Say whether the server at `url` (unix:PATH or http://HOST:PORT) answers GET /health with 200."""
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=HEALTH_TIMEOUT_SECONDS) as answer:
-            return answer.status == 200
+        return address.request(url, "GET", "/health", HEALTH_TIMEOUT_SECONDS)[0] == 200
     except (OSError, ValueError):
         return False
+
+
+def socket_folder(identity: Identity | None) -> Path | None:
+    """Make the private folder a server's Unix socket goes in (the server's user's, 0700); None when too long a path."""
+    folder = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX))
+    if len(str(folder / SOCKET_NAME)) > address.MAX_SOCKET_PATH:
+        folder.rmdir()
+        return None
+    if identity is not None:
+        os.chown(folder, identity.uid, identity.gid)
+    return folder
+
+
+def remove_socket_folder(status: dict) -> None:
+    """Remove the socket folder a status.json names (a supervisor killed before it could)."""
+    folder = str(status.get("socket_folder") or "")
+    if folder.startswith(os.path.join(tempfile.gettempdir(), SOCKET_PREFIX)) and ".." not in folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -95,6 +116,8 @@ class ReplicaSupervisor:
         # a server left behind by a supervisor that died: stop it, this one starts its own
         if previous.get("pid"):
             kill_group(previous["pid"], previous.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+        remove_socket_folder(previous)
+        self.socket_folder: Path | None = None  # made in `run`, once a stop signal stops it in order
 
     def write(self, **fields) -> None:
         self.status.update(fields, time=time.time())
@@ -112,6 +135,8 @@ class ReplicaSupervisor:
     def start_server(self) -> subprocess.Popen:
         port = free_port(self.host)
         env = {**self.spec["env"], "KPL_DEPLOY_PORT": str(port)}
+        if self.socket_folder is not None:  # a server that takes it listens there instead
+            env["KPL_DEPLOY_SOCKET"] = str(self.socket_folder / SOCKET_NAME)
         with open(self.run_dir / "output.log", "ab") as log:
             server = subprocess.Popen(
                 self.spec["argv"],
@@ -123,8 +148,21 @@ class ReplicaSupervisor:
                 start_new_session=True,  # its own process group: stopped as a whole
                 preexec_fn=self.identity.preexec(None) if self.identity else None,
             )
-        self.write(state="starting", pid=server.pid, pid_start=process_start_time(server.pid), port=port)
+        self.write(
+            state="starting",
+            pid=server.pid,
+            pid_start=process_start_time(server.pid),
+            port=port,
+            url=None,
+            socket_folder=str(self.socket_folder) if self.socket_folder else None,
+        )
         return server
+
+    def url(self) -> str:
+        """Return where the server listens: its socket once it made it, else its port."""
+        if self.socket_folder is not None and (self.socket_folder / SOCKET_NAME).is_socket():
+            return address.unix_url(str(self.socket_folder / SOCKET_NAME))
+        return address.tcp_url(self.host, self.status["port"])
 
     def watch(self, server: subprocess.Popen) -> bool:
         """Health-check the server until it exits or the supervisor stops; return whether it was ready."""
@@ -133,10 +171,11 @@ class ReplicaSupervisor:
             if not self.run_dir.is_dir():  # removed with its platform: stop, as if told to
                 self.stopping = True
                 break
-            healthy = is_healthy(self.host, self.status["port"])
+            url = self.url()
+            healthy = is_healthy(url)
             if healthy and self.status["state"] != "ready":
                 ready = True
-                self.write(state="ready", ready_since=time.time(), failures=0)
+                self.write(state="ready", ready_since=time.time(), failures=0, url=url)
             elif not healthy and self.status["state"] == "ready":
                 self.write(state="unhealthy")
             self.sleep(READY_CHECK_SECONDS if self.status["state"] == "ready" else STARTING_CHECK_SECONDS)
@@ -145,6 +184,7 @@ class ReplicaSupervisor:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
+        self.socket_folder = socket_folder(self.identity)
         failures = 0  # crashes since the server was last ready
         max_failures = self.spec.get("max_failures", 5)
         backoff, max_backoff = (
@@ -165,6 +205,7 @@ class ReplicaSupervisor:
                 self.write(
                     state="failed",
                     pid=None,
+                    url=None,
                     reason=f"{reason}, {failures} times in a row",
                     exit_code=server.returncode,
                 )
@@ -173,18 +214,24 @@ class ReplicaSupervisor:
             self.write(
                 state="restarting",
                 pid=None,
+                url=None,
                 reason=reason,
                 exit_code=server.returncode,
                 restarts=self.status["restarts"] + 1,
                 next_start=time.time() + delay,
             )
             self.sleep(delay)
-        self.write(state="stopped", pid=None)
+        self.write(state="stopped", pid=None, url=None)
 
 
 def main(argv: list[str]) -> int:
     """Supervise the replica of the run folder given as the only argument."""
-    ReplicaSupervisor(Path(argv[0])).run()
+    supervisor = ReplicaSupervisor(Path(argv[0]))
+    try:
+        supervisor.run()
+    finally:
+        if supervisor.socket_folder is not None:
+            shutil.rmtree(supervisor.socket_folder, ignore_errors=True)
     return 0
 
 

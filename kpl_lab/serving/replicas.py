@@ -23,7 +23,8 @@ from ..engine.local import start_detached
 from ..engine.runfolder import is_alive, read_own_json, write_atomic
 from ..engine.supervisor import CommandNotFound, command_argv
 from ..errors import BadRequest
-from .replica import kill_group, tail
+from . import address
+from .replica import kill_group, remove_socket_folder, tail
 
 LAST_LOG_LINES = 20
 # what a replica's state becomes when its supervisor is gone without saying how it ended
@@ -108,6 +109,8 @@ def supervised(handle: dict) -> bool:
 def status(run_dir: Path, handle: dict) -> dict:
     """Return a replica's status.json, with `stopped` when its supervisor vanished without a word."""
     found = read_own_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
+    if "url" not in found and found.get("port"):  # written by a supervisor from before `url`
+        found["url"] = address.tcp_url("127.0.0.1", found["port"])
     if found["state"] not in ("failed", "stopped") and not supervised(handle):
         found = {**found, **GONE}
     if found["state"] == "failed":
@@ -128,6 +131,7 @@ def stop(run_dir: Path, handle: dict, grace: float) -> None:
     server = read_own_json(run_dir / "status.json") or {}
     if server.get("pid"):  # left behind by a supervisor that was killed
         kill_group(server["pid"], server.get("pid_start"), grace)
+    remove_socket_folder(server)
     if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
         write_atomic(
             run_dir / "status.json", json.dumps({**server, "state": "stopped", "pid": None}), durable=False

@@ -181,9 +181,7 @@ class DeploymentService(LoggingConfigurable):
             if "kubernetes" in row.handle:
                 status = self._pod_status(deployment, row, served)
             else:
-                status = replicas.status(self.run_dir(row), row.handle)
-                if status.get("port"):
-                    status["url"] = f"http://{HOST}:{status['port']}"
+                status = replicas.status(self.run_dir(row), row.handle)  # its `url` once it was ready
             states.append(
                 {"id": row.id, "model_version": row.model_ref, "role": _role(deployment, row), **status}
             )
@@ -244,8 +242,8 @@ class DeploymentService(LoggingConfigurable):
         states = self.replica_states(deployment) if states is None else states
         counted = []
         for status in states:
-            if status["state"] in ("ready", "unhealthy") and status.get("port"):
-                counters = metrics.read_replica(HOST, status["port"])
+            if status["state"] in ("ready", "unhealthy") and status.get("url"):
+                counters = metrics.read_replica(status["url"])
                 if counters is not None:
                     counted.append((status["model_version"], counters))
         found = metrics.summarize(counted)

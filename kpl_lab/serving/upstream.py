@@ -4,7 +4,8 @@ The gateway sends one kind of request to servers it knows, so an asyncio protoco
 connection (`http_messages.MessageReader` reading the answer, one future per request) does
 it with a fraction of a general client's work per request (tornado's curl client sets up a
 curl handle and logs every header line; see benchmarks/README.md). Idle connections are
-kept per replica and reused; one that the replica closed while idle (a restart) is noticed
+kept per replica (a Unix socket, `unix:PATH`, or a TCP port, `http://HOST:PORT`; see
+`address`) and reused; one that the replica closed while idle (a restart) is noticed
 before any answer byte came and the request goes once more on a new connection. Answers
 with `Content-Length`, chunked, or ending at close are read. `post` times out on its own;
 `post_now` (the gateway process's path) sets no timer per request: its owner calls `sweep`
@@ -17,8 +18,8 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from . import address
 from .http_messages import BadMessage, Message, MessageReader
 from .memo import Memo
 
@@ -132,7 +133,7 @@ class Upstream:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self._idle: dict[str, list[_Link]] = {}
-        self._addresses: dict[str, tuple[str, int, bytes]] = {}  # URL -> host, port, Host header
+        self._addresses: dict[str, tuple[str | None, str, int, bytes]] = {}  # URL -> socket, host, port, Host
         self._heads: Memo[tuple[str, str, str], bytes] = Memo(1024)  # (URL, path, content type) -> head
         self._loop: asyncio.AbstractEventLoop | None = None
         self.in_flight: set[_Link] = set()  # links carrying a request of `post_now`, for `sweep`
@@ -148,8 +149,7 @@ class Upstream:
             link = self._idle_link(url)
             reused = link is not None
             if link is None:
-                host, port, _ = self._address(url)
-                link = await self._connect(loop, host, port, url)
+                link = await self._connect(loop, url)
             answer: asyncio.Future[Answer] = loop.create_future()
             link.send(head, body, functools.partial(_resolve, answer))
             try:
@@ -232,7 +232,7 @@ class Upstream:
                         b"POST ",
                         path.encode().replace(b"%", b"%%"),
                         b" HTTP/1.1\r\nHost: ",
-                        self._address(url)[2],
+                        self._address(url)[3],
                         b"\r\nContent-Type: ",
                         _header_value(content_type).replace(b"%", b"%%"),
                         b"\r\nContent-Length: %d\r\n\r\n",
@@ -241,24 +241,31 @@ class Upstream:
             )
         return head % len(body)
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, host: str, port: int, url: str) -> _Link:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, url: str) -> _Link:
+        path, host, port, _ = self._address(url)
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, link = await loop.create_connection(lambda: _Link(self, url), host, port)
+                if path is not None:
+                    _, link = await loop.create_unix_connection(lambda: _Link(self, url), path)
+                else:
+                    _, link = await loop.create_connection(lambda: _Link(self, url), host, port)
                 return link
         except TimeoutError:
             raise NoAnswer(f"could not connect within {self.connect_timeout:g} s", sent=False) from None
         except OSError as error:
             raise NoAnswer(f"could not connect: {error}", sent=False) from None
 
-    def _address(self, url: str) -> tuple[str, int, bytes]:
+    def _address(self, url: str) -> tuple[str | None, str, int, bytes]:
+        """Return the socket path (None: TCP), host, port and Host header of a replica's address."""
         found = self._addresses.get(url)
         if found is None:
-            parts = urlsplit(url)
-            if parts.scheme != "http" or not parts.hostname:
-                raise ValueError(f"a replica URL must be http://HOST[:PORT], got {url!r}")
-            port = parts.port or 80
-            found = self._addresses[url] = (parts.hostname, port, f"{parts.hostname}:{port}".encode())
+            path, host, port = address.split(url)
+            found = self._addresses[url] = (
+                path,
+                host,
+                port,
+                f"{host}:{port}".encode() if host else b"localhost",
+            )
         return found
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from kpl_helper import deploy
+from kpl_lab.serving import address
 
 
 def test_rectangle_box_detection():
@@ -115,3 +116,22 @@ def test_an_answer_leaves_in_one_send(monkeypatch):
         server.shutdown()
         server.server_close()
     assert len(sends) == 1 and sends[0].startswith(b"HTTP/1.1 200") and sends[0].endswith(b"x" * 200 + b'"}')
+
+
+def test_serve_listens_on_the_platforms_unix_socket_when_given_one(tmp_path, monkeypatch):
+    path = tmp_path / "http.sock"
+    path.write_text("left by a server that crashed")
+    monkeypatch.setenv(deploy.SOCKET_VARIABLE, str(path))
+    monkeypatch.setenv(deploy.PORT_VARIABLE, "1")  # not used: the socket wins
+    server = deploy.make_server(lambda data, content_type: {"label": data.decode()})
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert deploy.address(server) == f"unix:{path}"
+        assert path.is_socket()
+        for body in (b"a", b"b"):
+            status, answer = address.request(f"unix:{path}", "POST", "/predict", 10, body)
+            assert (status, json.loads(answer)) == (200, {"label": body.decode()})
+        assert address.request(f"unix:{path}", "GET", "/health", 10)[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2312,7 +2312,10 @@ export interface components {
             role: string;
             /** @description starting, ready, unhealthy, restarting, failed or stopped */
             state: string;
+            /** @description the TCP port given to its server (KPL_DEPLOY_PORT) */
             port: number | null;
+            /** @description where the platform reaches its server once it was ready: unix:PATH (a socket only the platform and the deployment's user open), or http://HOST:PORT for a server on its port */
+            url: string | null;
             restarts: number;
             reason: string | null;
             /** @description the server's last output, when failed */

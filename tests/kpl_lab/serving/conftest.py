@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import pytest
 from traitlets.config import Config
 
 from kpl_lab.platform import Platform
+from kpl_lab.serving import address
 
 ENVIRONMENT = """\
 version: 1
@@ -104,12 +106,13 @@ def toy(serving_platform, tmp_path):
     return add
 
 
-def ready_port(platform: Platform, project: str, name: str) -> int:
-    """Return the port of the first ready replica of a deployment."""
+def ready_url(platform: Platform, project: str, name: str) -> str:
+    """Return the address of the first ready replica of a deployment (unix:PATH or http://HOST:PORT)."""
     routing = platform.deployments.routing(project, name)
-    return int(next(iter(routing.ready.values()))[0].rsplit(":", 1)[1])
+    return next(iter(routing.ready.values()))[0]
 
 
-@pytest.fixture(name="ready_port")
-def ready_port_fixture():
-    return ready_port
+def post(url: str, body: bytes) -> tuple[int, dict]:
+    """POST an image body to a replica's /predict; return its status and JSON answer."""
+    status, answer = address.request(url, "POST", "/predict", 30, body, {"Content-Type": "image/png"})
+    return status, json.loads(answer)

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import grp
-import http.client
 import json
 import os
 import pwd
+import socket
 import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 from traitlets.config import Config
 
 from kpl_lab.engine import identity
 from kpl_lab.engine.forkserver import PACKAGE_PARENT
 from kpl_lab.platform import Platform
 
-from .conftest import ready_port, toy_algorithm
+from .conftest import post, ready_url, toy_algorithm
 
 WAIT = 120.0
 
@@ -95,17 +97,34 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
             assert not path.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         assert (run_dir / "outputs").stat().st_uid == account.pw_uid
 
-        connection = http.client.HTTPConnection(
-            "127.0.0.1", ready_port(platform, "vision", "pets"), timeout=30
+        # it listens on a socket in a folder of alice's alone, not on the port it was given
+        url = ready_url(platform, "vision", "pets")
+        assert url.startswith("unix:")
+        folder = Path(url.removeprefix("unix:")).parent
+        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (account.pw_uid, 0o700)
+        status_code, answer = post(url, b"img-1")
+        assert (status_code, answer["class_name"]) == (200, "cat")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", status["port"]), timeout=5)
+        # bob, on this machine but not in the project, cannot call it around the gateway
+        bob = identity.ensure_account(identity.account_name("bob", account_prefix), home / "users" / "bob")
+        probe = f"import socket; socket.socket(socket.AF_UNIX).connect({url.removeprefix('unix:')!r})"
+        refused = subprocess.run(
+            [user_python, "-c", probe],
+            user=bob.pw_uid,
+            group=bob.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
-        connection.request("POST", "/predict", body=b"img-1", headers={"Content-Type": "image/png"})
-        assert json.loads(connection.getresponse().read())["class_name"] == "cat"
-        connection.close()
+        assert refused.returncode != 0 and "PermissionError" in refused.stderr, refused.stderr
     finally:
         for deployment in platform.deployments.list("vision"):
             platform.deployments.delete("vision", deployment.name)
         platform.close()
         os.umask(umask)
+    assert not folder.exists()  # the supervisor removed its socket's folder as it stopped
 
 
 def test_the_supervisor_refuses_a_replica_json_it_did_not_write(account_prefix, open_folder):

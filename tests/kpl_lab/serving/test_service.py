@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import shutil
 import signal
@@ -15,17 +13,9 @@ from sqlalchemy import select
 from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.errors import BadRequest, Conflict, Unavailable
 
+from .conftest import post, ready_url, toy_algorithm
+
 WAIT = 120.0
-
-
-def post(port: int, body: bytes) -> tuple[int, dict]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("POST", "/predict", body=body, headers={"Content-Type": "image/png"})
-        answer = connection.getresponse()
-        return answer.status, json.loads(answer.read())
-    finally:
-        connection.close()
 
 
 def reservations(platform) -> list[Reservation]:
@@ -43,7 +33,7 @@ def until(check, timeout: float = WAIT):
         time.sleep(0.1)
 
 
-def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy, ready_port):
+def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy):
     service = serving_platform.deployments
     model = toy("cat")
     deployment = service.create("default", "pets", model, replica_count=2, algorithm="toy-serve")
@@ -51,7 +41,7 @@ def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy
     assert len(reservations(serving_platform)) == 2
     service.wait("default", "pets", WAIT)
     assert service.state(service.get("default", "pets")) == ("ready", "")
-    status, body = post(ready_port(serving_platform, "default", "pets"), b"img-123")
+    status, body = post(ready_url(serving_platform, "default", "pets"), b"img-123")
     assert (status, body["class_name"], body["width"]) == (200, "cat", 7)
     with pytest.raises(Conflict):
         service.create("default", "pets", model, algorithm="toy-serve")
@@ -62,13 +52,13 @@ def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy
     assert service.list("default") == []
 
 
-def test_crashed_replica_is_restarted(serving_platform, toy, ready_port):
+def test_crashed_replica_is_restarted(serving_platform, toy):
     service = serving_platform.deployments
     service.create("default", "pets", toy("cat"), algorithm="toy-serve")
     service.wait("default", "pets", WAIT)
-    port = ready_port(serving_platform, "default", "pets")
-    with pytest.raises((ConnectionError, http.client.HTTPException)):
-        post(port, b"crash")
+    url = ready_url(serving_platform, "default", "pets")
+    with pytest.raises((OSError, ValueError)):  # it died answering
+        post(url, b"crash")
     (replica,) = until(
         lambda: [s for s in service.replica_states(service.get("default", "pets")) if s["restarts"]]
     )
@@ -79,7 +69,31 @@ def test_crashed_replica_is_restarted(serving_platform, toy, ready_port):
     os.kill(replica["pid"], signal.SIGKILL)  # killed from outside: restarted too
     until(lambda: service.replica_states(service.get("default", "pets"))[0]["restarts"] == 2)
     service.wait("default", "pets", WAIT)
-    assert post(ready_port(serving_platform, "default", "pets"), b"img")[0] == 200
+    assert post(ready_url(serving_platform, "default", "pets"), b"img")[0] == 200
+
+
+def test_a_server_on_a_unix_socket_or_on_its_port_is_reached(serving_platform, toy, tmp_path):
+    service = serving_platform.deployments
+    model = toy("cat")
+    # a deploy script with a server of its own, listening on the port it is given
+    tcp = toy_algorithm(tmp_path / "own-server")
+    serve = (tcp / "serve.py").read_text()
+    (tcp / "serve.py").write_text(
+        serve.replace(
+            "deploy.serve(predict)", "deploy.serve(predict, port=int(os.environ['KPL_DEPLOY_PORT']))"
+        )
+    )
+    serving_platform.catalog.add_algorithm("default", tcp, name="own-server")
+    service.create("default", "sock", model, algorithm="toy-serve")
+    service.create("default", "tcp", model, algorithm="own-server")
+    for name, scheme in (("sock", "unix:"), ("tcp", "http://127.0.0.1:")):
+        service.wait("default", name, WAIT)
+        url = ready_url(serving_platform, "default", name)
+        assert url.startswith(scheme)
+        assert post(url, b"img")[1]["class_name"] == "cat"
+        (replica,) = service.replica_states(service.get("default", name))
+        assert replica["url"] == url
+        assert service.metrics(service.get("default", name))[model]["requests"] == 1
 
 
 def test_a_model_that_cannot_load_fails_with_its_log(serving_platform, toy):
@@ -101,9 +115,7 @@ def test_algorithm_comes_from_lineage_or_must_be_named(serving_platform, toy):
         serving_platform.deployments.create("default", "pets", model, replica_count=0, algorithm="toy-serve")
 
 
-def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(
-    serving_platform, toy, ready_port
-):
+def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(serving_platform, toy):
     from kpl_lab.platform import Platform
 
     service = serving_platform.deployments
@@ -112,13 +124,13 @@ def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(
     again = Platform(home=serving_platform.home, config=serving_platform.config)
     try:
         assert again.deployments.reconcile() == []
-        assert post(ready_port(again, "default", "pets"), b"img")[1]["class_name"] == "cat"
+        assert post(ready_url(again, "default", "pets"), b"img")[1]["class_name"] == "cat"
         (row,) = again.deployments.get("default", "pets").replica_rows
         os.kill(row.handle["supervisor_pid"], signal.SIGKILL)  # a reboot, as far as this replica knows
         until(lambda: again.deployments.state(again.deployments.get("default", "pets"))[0] != "ready")
         assert again.deployments.reconcile() == [row.id]
         again.deployments.wait("default", "pets", WAIT)
-        assert post(ready_port(again, "default", "pets"), b"img")[0] == 200
+        assert post(ready_url(again, "default", "pets"), b"img")[0] == 200
     finally:
         again.close()
 

@@ -12,8 +12,8 @@ from kpl_lab.serving.upstream import NoAnswer, StaleConnection, Upstream
 Answer = bytes | None  # raw bytes written back; None: close without answering
 
 
-async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int]):
-    """Start a server answering each request with the next of `answers`; return it and its URL."""
+async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int], unix: str = ""):
+    """Start a server answering each request with the next of `answers` (on the Unix socket `unix`); return it and its URL."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
@@ -42,6 +42,8 @@ async def _serve(answers: list[Answer], seen: list[bytes], connections: list[int
             if b"close" in answer or b"Content-Length" not in answer and b"chunked" not in answer:
                 return
 
+    if unix:
+        return await asyncio.start_unix_server(handle, unix), f"unix:{unix}"
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
@@ -84,6 +86,29 @@ def test_answers_in_every_framing_over_one_kept_alive_connection():
         b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Type: image/png\r\nContent-Length: 5\r\n\r\nimg-0"
         % seen[0].split(b"Host: 127.0.0.1:")[1].split(b"\r\n")[0]
     )
+
+
+def test_a_replica_on_a_unix_socket_is_reached_over_one_kept_alive_connection(tmp_path):
+    seen, connections = [], []
+    answers = [_ok(b"1"), _ok(b"2")]
+
+    async def scenario():
+        server, url = await _serve(answers, seen, connections, unix=str(tmp_path / "http.sock"))
+        upstream = Upstream(5.0, 30.0)
+        first = await upstream.post(url, "/predict", b"a", "x")
+        second: asyncio.Future = asyncio.get_running_loop().create_future()
+        assert upstream.post_now(url, "/predict", b"b", "x", second.set_result)
+        found = [first, await second]
+        upstream.close()
+        server.close()
+        return found
+
+    assert [a.body for a in asyncio.run(scenario())] == [b"1", b"2"]
+    assert len(connections) == 1
+    assert seen == [
+        b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: x\r\nContent-Length: 1\r\n\r\na",
+        b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: x\r\nContent-Length: 1\r\n\r\nb",
+    ]
 
 
 def test_a_connection_closed_while_idle_is_replaced_and_the_request_sent_again():

@@ -16,7 +16,8 @@ import {
   DEFAULT_MIN_SCORE,
   hiddenNote,
   isScored,
-  MinScore
+  MinScore,
+  surestOnTop
 } from './minScore';
 import { boxLabel, predictedClass } from './predictions';
 
@@ -137,7 +138,7 @@ function Boxes(props: {
       viewBox={`0 0 ${width} ${height}`}
       preserveAspectRatio="none"
     >
-      {props.objects.map((object, index) => {
+      {surestOnTop(props.objects).map((object, index) => {
         const color = props.classColor(object.name ?? '');
         const polygons = [...(object.segmentation ?? [])];
         if (object.points && object.points.length > 2) {

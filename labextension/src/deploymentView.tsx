@@ -21,7 +21,8 @@ import {
   DEFAULT_MIN_SCORE,
   hiddenNote,
   isScored,
-  MinScore
+  MinScore,
+  surestOnTop
 } from './minScore';
 import { Drawable, drawable, IDrawableBox, IDrawableMask } from './prediction';
 import { historyFigures } from './requestCurves';
@@ -224,24 +225,21 @@ function PredictionView(props: {
             viewBox={`0 0 ${width} ${height}`}
             preserveAspectRatio="none"
           >
-            {/* the surest box last: on top, its label readable where boxes overlap */}
-            {[...boxes]
-              .sort((a, b) => (a.score ?? 1) - (b.score ?? 1))
-              .map((box, index) => (
-                <g key={index} className="kpl-box" data-name={box.name}>
-                  <rect
-                    className="kpl-outline"
-                    x={box.x}
-                    y={box.y}
-                    width={box.width}
-                    height={box.height}
-                    stroke={box.color}
-                    fill="none"
-                    vectorEffect="non-scaling-stroke"
-                  />
-                  <BoxLabel box={box} fontSize={height / 18} />
-                </g>
-              ))}
+            {surestOnTop(boxes).map((box, index) => (
+              <g key={index} className="kpl-box" data-name={box.name}>
+                <rect
+                  className="kpl-outline"
+                  x={box.x}
+                  y={box.y}
+                  width={box.width}
+                  height={box.height}
+                  stroke={box.color}
+                  fill="none"
+                  vectorEffect="non-scaling-stroke"
+                />
+                <BoxLabel box={box} fontSize={height / 18} />
+              </g>
+            ))}
           </svg>
         )}
         {draw.kind === 'segmentation' && <MaskOverlay mask={draw.mask} />}

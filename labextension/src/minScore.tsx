@@ -32,6 +32,14 @@ export function boxesAbove<T extends IScoredBox>(
   return boxes.filter(box => !isScored(box) || box.score >= minimum);
 }
 
+/**
+ * The boxes in drawing order: the surest last, on top, its label readable where boxes overlap; labels (no score) above all.
+ */
+export function surestOnTop<T extends IScoredBox>(boxes: T[]): T[] {
+  const rank = (box: T): number => (isScored(box) ? box.score : 1);
+  return [...boxes].sort((a, b) => rank(a) - rank(b));
+}
+
 const percent = (value: number): number => Math.round(value * 100);
 
 /**

@@ -3,7 +3,8 @@ import {
   boxesAbove,
   DEFAULT_MIN_SCORE,
   hiddenNote,
-  isScored
+  isScored,
+  surestOnTop
 } from '../minScore';
 
 const box = (name: string, score?: number): IBoxObject => ({
@@ -64,5 +65,18 @@ describe('minimum score', () => {
       { name: 'none', score: null }
     ];
     expect(boxesAbove(drawn, 0.5).map(b => b.name)).toEqual(['high', 'none']);
+  });
+
+  it('draws the surest box last, and labelled boxes above every prediction', () => {
+    const boxes = [box('label'), box('sure', 0.9), box('faint', 0.2)];
+    expect(surestOnTop(boxes).map(b => b.name)).toEqual([
+      'faint',
+      'sure',
+      'label'
+    ]);
+    expect(boxes.map(b => b.name)).toEqual(['label', 'sure', 'faint']); // a copy, in order
+    expect(
+      surestOnTop([{ score: null }, { score: 0.3 }]).map(b => b.score)
+    ).toEqual([0.3, null]);
   });
 });

@@ -3,8 +3,9 @@
 Run detached (`python -m kpl_lab.serving.replica RUN_DIR`), it outlives the server and the
 CLI that started it, like a job's supervisor. It reads `replica.json` (command, folder,
 environment) from the run folder and keeps `status.json` there up to date: `state`
-(starting, ready, unhealthy, restarting, failed, stopped), the server's `pid` and `port`,
-`restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
+(starting, ready, unhealthy, restarting, failed, stopped), the server's `pid`, `port` and
+`url` (where it answered its health check: the Unix socket in a folder the supervisor
+makes for it, `socket_folder`, or the port), `restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
 period) and then the supervisor; so does the run folder's removal (the platform's home
 deleted under it: nobody could find or stop it any more). Under `run_as_users` the server
 runs as the deployment's user (`identity` in replica.json) while the supervisor stays the

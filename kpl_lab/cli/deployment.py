@@ -38,12 +38,12 @@ def _print_deployment(shown: dict) -> None:
             r["role"],
             r["state"],
             r["restarts"],
-            r["port"],
+            r.get("url") or "-",
             short(r["reason"] or ""),
         )
         for r in shown["replica_states"]
     ]
-    print(render_table(("REPLICA", "MODEL VERSION", "ROLE", "STATE", "RESTARTS", "PORT", "REASON"), rows))
+    print(render_table(("REPLICA", "MODEL VERSION", "ROLE", "STATE", "RESTARTS", "ADDRESS", "REASON"), rows))
     failed = [r for r in shown["replica_states"] if r["last_log_lines"]]
     for replica in failed[:1]:
         print(f"\nlast lines of replica {replica['id']}:\n{replica['last_log_lines']}")

@@ -92,7 +92,7 @@ def test_deploy_the_digits_model_and_predict_from_the_command_line(tmp_path, cle
         listed = kpl_lab(home, env, "deployment", "list")
         assert "digits" in listed.stdout and "ready" in listed.stdout
         logs = kpl_lab(home, env, "deployment", "logs", "digits")
-        assert logs.stdout.count("serving on http://127.0.0.1:") == 2
+        assert logs.stdout.count("serving on unix:/") == 2  # each replica on its private socket
     finally:
         deleted = kpl_lab(home, env, "deployment", "delete", "digits")
     assert deleted.returncode == 0, deleted.stderr

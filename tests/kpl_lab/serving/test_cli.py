@@ -44,5 +44,6 @@ def test_canary_and_promote_from_the_command_line(serving_platform, toy, tmp_pat
         assert shown["totals"][canary]["p50_ms"] > 0
         code, out, _ = run("show", "pets")
         assert code == 0 and "REPLICA" in out and "REQUESTS" in out
+        assert "ADDRESS" in out and "unix:/" in out  # where the platform reaches each replica
     finally:
         assert run("delete", "pets")[0] == 0

@@ -31,3 +31,18 @@ def test_a_small_run_prints_every_row_and_the_split():
     assert "canary split over 200 requests" in done.stdout
     assert "echo-model:" in done.stdout
     assert "forwarding client asyncio forwarder" in done.stdout
+
+
+def test_the_gateway_python_benchmark_answers_every_prediction_and_profiles():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("gateway_python.py")), "--requests", "200", "--profile"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "the gateway process's Python per prediction:" in done.stdout and "(200 predictions)" in done.stdout
+    )
+    assert "predict_now" in done.stdout  # the profile names the gateway's own steps

@@ -127,6 +127,8 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     await page.locator(`#kpl-model-${name} .kpl-deploy`).click();
     const dialog = page.locator('.jp-Dialog');
     await expect(dialog).toContainText(`Deploy ${ref}`);
+    // The dialog focuses its first field once its body rendered: keys typed elsewhere before could land there.
+    await expect(dialog.locator('.kpl-deploy-name')).toBeFocused();
     // Replicas out of range keep Deploy disabled; a bad name opens the dialog again, saying so.
     await dialog.locator('.kpl-deploy-replicas').fill('0');
     await expect(dialog.getByRole('button', { name: 'Deploy' })).toBeDisabled();
@@ -162,6 +164,7 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     await expect(view.locator('.kpl-model-version > h3')).toHaveText(canary);
     await page.locator(`#kpl-model-${name} .kpl-canary`).click();
     await expect(dialog).toContainText(`Canary ${canary}`);
+    await expect(dialog.locator('.kpl-canary-weight')).toBeFocused();
     await dialog.locator('.kpl-canary-deployment').selectOption(deployment);
     await dialog.locator('.kpl-canary-weight').fill('25');
     await dialog.getByRole('button', { name: 'Set canary' }).click();

@@ -24,6 +24,7 @@ from ..catalog.jobs import Job, Metric
 from ..errors import BadRequest, Conflict, Forbidden, NotFound
 from . import envelope
 from .records import JobRecords
+from .runfolder import APPEND, Refused, open_in
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -50,17 +51,17 @@ class EventIngest:
     def ingest(self, job_id: str) -> bool:
         """Read new events of a job into the database; return whether the job asked to be stopped."""
         job = self.records.job(job_id)
-        path = self.records.run_dir(job) / "events.jsonl"
+        run_dir = self.records.run_dir(job)
         asked_stop = False
         while True:
             with self.platform.session(immediate=True) as session:
                 row = session.get(Job, job_id)
                 offset = row.events_offset
                 try:
-                    with open(path, "rb") as events:
+                    with open(open_in(run_dir, "events.jsonl"), "rb") as events:
                         events.seek(offset)
                         data = events.read(EVENT_BATCH_BYTES)
-                except FileNotFoundError:
+                except (FileNotFoundError, Refused):  # a link or FIFO of the job's user is not read
                     return asked_stop
                 end = data.rfind(b"\n")
                 if end < 0:
@@ -189,9 +190,13 @@ class EventIngest:
                     f"events[{index}]: expected an object with a string 'type'", field=f"events[{index}]"
                 )
             lines.append(json.dumps(event, separators=(",", ":"), default=str) + "\n")
-        path = self.records.run_dir(job) / "events.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as out:
+        run_dir = self.records.run_dir(job)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            events = open_in(run_dir, "events.jsonl", APPEND)
+        except Refused as error:  # the job's user put a link there: the platform writes through none
+            raise Forbidden(f"job {job_id}: {error}".replace(str(run_dir), "<run folder>")) from None
+        with open(events, "ab") as out:
             fcntl.flock(out, fcntl.LOCK_EX)  # two pushes at once never interleave their lines
             try:
                 out.write("".join(lines).encode())

@@ -43,7 +43,7 @@ import threading
 from pathlib import Path
 
 from .limits import cgroup_name, remove_cgroups
-from .runfolder import process_start_time
+from .runfolder import APPEND, open_in, process_start_time
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding kpl_lab/
 # `python -S -c BOOTSTRAP PACKAGE_PARENT FD`: serve on the inherited socket, without site-packages
@@ -460,7 +460,7 @@ def _quiet_stdio() -> None:
 
 
 def _open_log(run_dir: str) -> int:
-    return os.open(os.path.join(run_dir, "supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    return open_in(Path(run_dir), "supervisor.log", APPEND)
 
 
 def _prepared(request: dict, ahead: list | None = None):

@@ -28,7 +28,12 @@ NAME_MAX = 32  # useradd's limit on Linux
 HASH_LENGTH = 12  # hex digits of sha256: 48 bits against collisions between escaped names
 USER_PREFIX = "kpl-"
 USERS_UMASK = 0o007  # users' files: readable and writable by their project group, nobody else
-PROJECT_MODE = 0o2770  # setgid: what is created inside belongs to the project's group
+# A project's folder and the folders in it are root's, the group reads them (setgid: what is made
+# inside is the group's). Only `datasets/` takes the members' writes (notebooks write datasets
+# there), sticky: a member renames only what she made. A member who could rename the platform's
+# folders could put a link in their place and have root write or read through it.
+PROJECT_MODE = 0o2750
+SHARED_FOLDERS = {"datasets": 0o3770}
 # the service's and the gateway's hub tokens and OAuth settings: a job must not act as the platform
 PLATFORM_VARIABLES = ("JUPYTERHUB_", "KPL_GATEWAY_API_TOKEN")
 _KEPT = re.compile(r"[a-z0-9_][a-z0-9_-]*")  # after the prefix: a digit may come first
@@ -104,10 +109,15 @@ class Identity:
 
         return preexec
 
-    def own(self, *paths: Path) -> None:
-        """Give files and folders the supervisor (root) made in the identity's run folder to it."""
-        for path in paths:
-            os.chown(path, self.uid, self.groups[0] if self.groups else self.gid)
+    def own(self, *files: int | Path) -> None:
+        """Give what the supervisor (root) made in the identity's run folder to it: open files, or paths (links not followed)."""
+        for file in files:
+            os.chown(
+                file,
+                self.uid,
+                self.groups[0] if self.groups else self.gid,
+                follow_symlinks=isinstance(file, int),
+            )
 
 
 def _run(argv: list[str], exists_code: int) -> None:
@@ -174,7 +184,7 @@ def sync_groups(account: str, projects: list[str], prefix: str = USER_PREFIX) ->
 
 
 def secure_project(project_dir: Path, gid: int) -> None:
-    """Give a project's folder to its group only: 2770 (setgid) for it and the folders directly in it.
+    """Give a project's folder to its group only: 2750 (setgid) for it and the folders directly in it, 3770 for `datasets/`.
 
     The first time (the folder is not the group's yet), everything below is given to the
     group too, readable by it and by nobody else: what was stored before the group existed.
@@ -191,10 +201,13 @@ def secure_project(project_dir: Path, gid: int) -> None:
                 os.lchown(path, -1, gid)
                 if not os.path.islink(path):
                     os.chmod(path, (os.stat(path).st_mode | 0o040) & 0o7770)
+    (project_dir / "datasets").mkdir(exist_ok=True)
     for folder in (project_dir, *(p for p in project_dir.iterdir() if p.is_dir() and not p.is_symlink())):
         if folder.stat().st_gid != gid:
             os.chown(folder, -1, gid)
-        os.chmod(folder, PROJECT_MODE)
+        os.chmod(
+            folder, PROJECT_MODE if folder == project_dir else SHARED_FOLDERS.get(folder.name, PROJECT_MODE)
+        )
 
 
 def identity_of(name: str, groups: list[int]) -> Identity:

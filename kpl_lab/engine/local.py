@@ -29,13 +29,13 @@ from . import forkserver, identity
 from .executor import ExecutionState, Executor
 from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
-from .runfolder import is_alive, process_start_time, read_own_json, write_atomic
+from .runfolder import APPEND, is_alive, open_in, process_start_time, read_own_json, write_atomic
 from .spares import SUPERVISOR_FILES, Spares
 from .supervisor import BOOTSTRAP
 
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a third of the time, on every start
 # sh starts the supervisor in the background and prints its pid: nobody waits for Python to start
-SPAWN = 'log=$1; shift; "$@" </dev/null >/dev/null 2>>"$log" & echo $!'
+SPAWN = '"$@" </dev/null >/dev/null & echo $!'  # its stderr (the log) is sh's
 
 
 def start_detached(argv: list[str], log: Path, what: str, env: dict[str, str] | None = None) -> dict:
@@ -44,17 +44,22 @@ def start_detached(argv: list[str], log: Path, what: str, env: dict[str, str] | 
     sh puts it in the background and exits at once: it outlives this process (the server, the
     CLI) and nobody has to reap it.
     """
-    done = subprocess.run(
-        ["/bin/sh", "-c", SPAWN, "sh", str(log), *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        start_new_session=True,
-        check=False,
-        env=env,
-        timeout=60,
-    )
+    fd = open_in(log.parent, log.name, APPEND)  # in a run folder of a user's: never through her link
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", SPAWN, "sh", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=fd,
+            start_new_session=True,
+            check=False,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        os.close(fd)
     if done.returncode != 0 or not done.stdout.strip().isdigit():
-        raise RuntimeError(f"{what} did not start: {done.stderr.decode(errors='replace')}")
+        raise RuntimeError(f"{what} did not start (exit code {done.returncode}): see {log}")
     pid = int(done.stdout)
     return {"pid": pid, "start": process_start_time(pid)}
 

@@ -166,7 +166,7 @@ class Poller:
                 run_sync(self.executor.on_failure(launch, state))
         except KPLError as error:
             self.log.warning("job %s: cleaning up failed: %s", job_id, error.message)
-        lines = tail_lines(launch.run_dir / "output.log")
+        lines = tail_lines(launch.run_dir, "output.log")
         reason = state.reason or ""
         if not reason and state.exit_code not in (0, None):
             reason = f"exited with code {state.exit_code}: {last_line(lines)}".rstrip(": ")

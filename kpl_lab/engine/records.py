@@ -17,7 +17,7 @@ from ..catalog.models import Project
 from ..errors import NotFound
 from . import envelope, usage
 from .launch import JobLaunch
-from .runfolder import read_own_json, worker_log
+from .runfolder import open_in, read_own_json, worker_log
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -117,14 +117,14 @@ class JobRecords:
     def follow_logs(self, project: str, job_id: str, follow: bool = False, worker: int = 0) -> Iterator[str]:
         """Yield a worker's output line by line (long lines in pieces); with `follow`, until the job ends."""
         job = self.get(project, job_id)
-        path = self.log_path(job, worker)
+        path, run_dir = self.log_path(job, worker), self.run_dir(job)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         pending = ""
         while not path.exists():
             if not follow or self.get(project, job_id).is_final:
                 return
             time.sleep(FOLLOW_POLL_SECONDS)
-        with open(path, "rb") as log:
+        with open(open_in(run_dir, path), "rb") as log:
             while True:
                 chunk = log.read(LOG_CHUNK)
                 if chunk:

@@ -5,9 +5,11 @@ Kept free of heavy imports: every supervisor imports it before starting its job.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -19,14 +21,63 @@ def write_atomic(path: Path, text: str, durable: bool = True) -> None:
     """Write a file through a temporary name and a rename, so readers never see half of it.
 
     `durable=False` skips the fsync, for files that matter only while this machine stays up.
+    The temporary file is new (O_EXCL, a random name): a link a job's user put in her run
+    folder is never written through.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as out:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    with open(fd, "w") as out:
         out.write(text)
         if durable:
             out.flush()
             os.fsync(out.fileno())
     os.replace(tmp, path)
+
+
+def open_in(folder: Path, relative: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """Open a file of a run folder (`logs/worker-1.log`, say) following no symbolic link; return its descriptor.
+
+    A job's run folder is its user's, so anything in it may be a link she put there: the
+    platform, which may be root, opens what it reads or appends to there through this, and
+    a link on the way (the folder itself, a subfolder, the file) or a file that is no plain
+    file (a FIFO would block) raises `Refused`. Subfolders missing on the way are made when
+    `flags` has O_CREAT.
+    """
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    relative = Path(relative).relative_to(folder) if Path(relative).is_absolute() else Path(relative)
+    *folders, name = relative.parts
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | nofollow)
+        try:
+            for part in folders:
+                if flags & os.O_CREAT:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | nofollow, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            opened = os.open(name, flags | os.O_NONBLOCK | nofollow, mode, dir_fd=fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(
+                f"{folder / relative}: a symbolic link on the way (not followed in run folders)"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(opened).st_mode):
+        os.close(opened)
+        raise Refused(f"{folder / relative}: not a plain file")
+    if flags & (os.O_WRONLY | os.O_RDWR):
+        os.set_blocking(opened, True)
+    return opened
+
+
+APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT  # the flags of a log opened to append to
+
+
+class Refused(OSError):
+    """A run folder's file was reached through a symbolic link, or is no plain file: not opened."""
 
 
 def read_json(path: Path) -> dict | None:

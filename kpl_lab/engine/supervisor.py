@@ -43,10 +43,12 @@ from .identity import Identity
 from .launch import JobLaunch
 from .limits import JobLimits, cgroup_name, group_rss_bytes
 from .runfolder import (
+    APPEND,
+    Refused,
     is_alive,
     job_environment,
+    open_in,
     process_start_time,
-    read_json,
     read_own_json,
     worker_devices,
     worker_environment,
@@ -102,15 +104,15 @@ def enable_site_packages() -> None:
         site.main()
 
 
-def tail_lines(path: Path, count: int = LAST_LINES, max_bytes: int = 8192) -> str:
-    """Return the last lines of a log file, reading only its end."""
+def tail_lines(run_dir: Path, path: str | Path, count: int = LAST_LINES, max_bytes: int = 8192) -> str:
+    """Return the last lines of a log file of a run folder, reading only its end."""
     try:
-        with open(path, "rb") as log_file:
+        with open(open_in(run_dir, path), "rb") as log_file:
             log_file.seek(0, os.SEEK_END)
             size = log_file.tell()
             log_file.seek(max(0, size - max_bytes))
             data = log_file.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, Refused):
         return ""
     lines = data.decode("utf-8", "replace").splitlines()
     if size > max_bytes and lines:
@@ -386,10 +388,10 @@ class Supervisor:
             worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
             if identity:
                 worker_env = identity.job_env(worker_env)
-            worker.output = _open_log(worker.log)
-            if identity:  # the run folder is the submitter's: so are the workers' logs
-                identity.own(worker.log.parent, worker.log)
             try:
+                worker.output = open_in(self.run_dir, worker.log, APPEND)
+                if identity:  # the run folder is the submitter's: so are the workers' logs
+                    identity.own(worker.output, worker.log.parent)
                 with worker.limits.starting() as preexec:  # the child is under the limits before exec
                     worker.process = spawn(
                         argv,
@@ -401,7 +403,8 @@ class Supervisor:
                     )
                     if worker is workers[-1]:
                         self._started()
-            except (FileNotFoundError, PermissionError):
+            except (FileNotFoundError, PermissionError, Refused) as error:
+                no_log = worker.output is None  # its log could not be opened: the command was not tried
                 for started in workers[: worker.rank]:
                     self._signal(started.pid, signal.SIGKILL)
                     started.process.wait()
@@ -411,7 +414,10 @@ class Supervisor:
                         os.close(each.output)
                         each.output = None
                 self._started()
-                self._record(127, f"command not found: {argv[0]}", stopped=False)
+                if no_log:
+                    self._record(None, f"could not start: {error}", stopped=False)
+                else:
+                    self._record(127, f"command not found: {argv[0]}", stopped=False)
                 return [], False
             os.close(worker.output)
             worker.output = None
@@ -443,7 +449,7 @@ class Supervisor:
             from kpl_lab.algorithms.runtime import prepare_runtime
 
             cache = self.config.get("environments_dir") or str(self.run_dir / "environments")
-            with open(self.run_dir / "output.log", "a", encoding="utf-8") as output:
+            with open(open_in(self.run_dir, "output.log", APPEND), "a", encoding="utf-8") as output:
                 runtime = prepare_runtime(
                     self.launch.runs,
                     cache,
@@ -567,7 +573,7 @@ class Supervisor:
 
     def _check_stop(self, workers: list[Worker]) -> None:
         if self.stopping_since is None:
-            request = read_json(self.run_dir / "stop.request")
+            request = read_own_json(self.run_dir / "stop.request")
             if request is None:
                 return
             self.grace = float(request.get("grace_seconds", self.grace))
@@ -600,7 +606,7 @@ class Supervisor:
         if failing is None:
             failing = next((w for w in workers if w.exit_code not in (None, 0)), workers[0])
         exit_code = workers[0].exit_code if self.stop_requested else failing.exit_code
-        lines = tail_lines(failing.log)
+        lines = tail_lines(self.run_dir, failing.log)
         if self.stop_requested:
             reason = "stopped on request" + (f" (SIGKILL after {self.grace:g} s)" if self.killed else "")
         elif failing in oom:
@@ -647,23 +653,13 @@ class Supervisor:
             log.exception("callback %s failed", name)
 
 
-def _open_log(path: Path) -> int:
-    """Open a worker's log for appending (its folder made first): the descriptor its process writes to."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    try:
-        return os.open(path, flags, 0o644)
-    except FileNotFoundError:  # logs/ of the other workers
-        path.parent.mkdir(exist_ok=True)
-        return os.open(path, flags, 0o644)
-
-
 def claim(run_dir: Path) -> bool:
     """Lock the run folder for this process's lifetime; False when another supervisor holds it.
 
     A launcher that repeats a request its forkserver died answering may start a second
     supervisor for the same job: this makes the second one leave at once.
     """
-    fd = os.open(run_dir / "supervisor.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_in(run_dir, "supervisor.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -19,7 +19,8 @@ from kpl_lab.platform import Platform
 
 from .conftest import Hub, wait_for
 
-# the kernel and the job report what each path gives them: "read" or "refused"
+# the kernel, the job and the deployment report what each path gives them: "read" or "refused",
+# and whether they can rename the platform's folders (to put a link in their place): "renamed" or "refused"
 PROBE = textwrap.dedent(
     """
     import json, os
@@ -29,7 +30,18 @@ PROBE = textwrap.dedent(
             return "read"
         except PermissionError:
             return "refused"
-    print("PROBE " + json.dumps({"uid": os.getuid(), **{key: probe(path) for key, path in PATHS.items()}}))
+    def moved(path):
+        try:
+            os.rename(path, path + ".moved")
+        except PermissionError:
+            return "refused"
+        os.rename(path + ".moved", path)
+        return "renamed"
+    print("PROBE " + json.dumps({
+        "uid": os.getuid(),
+        **{key: probe(path) for key, path in PATHS.items()},
+        **{key: moved(path) for key, path in RENAMES.items()},
+    }))
     """
 )
 
@@ -128,8 +140,12 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
         "catalog database": str(home / "kpl.sqlite"),
         "uploads": str(home / "uploads"),
     }
-    refused = {key: "refused" for key in paths if not key.startswith("own")}
-    code = f"PATHS = {paths!r}\n{PROBE}"
+    renames = {
+        "rename own project's datasets folder": str(mine.parents[2]),
+        "rename own project's dataset": str(mine.parents[1]),  # the platform's, in the sticky datasets/
+    }
+    refused = {key: "refused" for key in [*paths, *renames] if not key.startswith("own")}
+    code = f"PATHS = {paths!r}\nRENAMES = {renames!r}\n{PROBE}"
 
     report = probed(asyncio.run(run_in_kernel(hub, server["url"], hub.user_token("alice"), code)))
     assert report == {"uid": alice.pw_uid, "own dataset": "read", "own datasets folder": "read", **refused}

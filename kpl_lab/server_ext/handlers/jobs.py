@@ -24,6 +24,7 @@ from ...api.jobs import (
     ResumeRequest,
 )
 from ...catalog.serialize import job_model, metrics_model, usage_model
+from ...engine.runfolder import Refused, open_in
 from ...errors import BadRequest, Forbidden, NotFound
 from ..base import KPLHandler
 
@@ -33,15 +34,17 @@ FOLLOW_POLL_SECONDS = 0.25
 WAIT_MAX_SECONDS = 60
 
 
-def read_log(path: Path, offset: int, limit: int) -> tuple[bytes, int]:
-    """Return up to `limit` bytes of a log from `offset`, and the log's size now."""
+def read_log(run_dir: Path, path: Path, offset: int, limit: int) -> tuple[bytes, int]:
+    """Return up to `limit` bytes of a log of a run folder from `offset`, and the log's size now."""
     try:
-        with open(path, "rb") as log:
+        with open(open_in(run_dir, path), "rb") as log:
             size = log.seek(0, 2)
             log.seek(min(offset, size))
             return log.read(limit), size
     except FileNotFoundError:
         return b"", 0
+    except Refused as error:  # the job's user put a link or a FIFO there: the platform reads neither
+        raise Forbidden(str(error).replace(str(run_dir), "<run folder>"), field="worker") from None
 
 
 def utf8_prefix(data: bytes, final: bool) -> tuple[str, int]:
@@ -181,15 +184,15 @@ class JobLogsHandler(KPLHandler):
         worker = self.query_int("worker", 0, 0, MAX_WORKER)
         jobs = self.platform.jobs
         job = await self.blocking(jobs.get, self.project, job_id)
-        path = jobs.log_path(job, worker)
+        log = jobs.run_dir(job), jobs.log_path(job, worker)
         if follow:
-            await self.follow(job_id, path, offset)
+            await self.follow(job_id, log, offset)
             return
         deadline = asyncio.get_running_loop().time() + wait
         while True:
             # the state is read before the log: an ended job has written all of it
             final = (await self.blocking(jobs.get, self.project, job_id)).is_final
-            data, size = await self.blocking(read_log, path, offset, limit)
+            data, size = await self.blocking(read_log, *log, offset, limit)
             text, used = utf8_prefix(data, final and offset + len(data) >= size)
             done = final and offset + used >= size
             if text or done or asyncio.get_running_loop().time() >= deadline or self._closed:
@@ -206,7 +209,7 @@ class JobLogsHandler(KPLHandler):
             )
         )
 
-    async def follow(self, job_id: str, path: Path, offset: int) -> None:
+    async def follow(self, job_id: str, log: tuple[Path, Path], offset: int) -> None:
         """Stream the log from `offset` as it grows, in bounded chunks, until the job ends."""
         jobs = self.platform.jobs
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -215,7 +218,7 @@ class JobLogsHandler(KPLHandler):
         self.set_header("X-Accel-Buffering", "no")  # proxies must not hold the stream back
         position = offset
         while not self._closed:
-            data, _ = await self.blocking(read_log, path, position, LOG_CHUNK)
+            data, _ = await self.blocking(read_log, *log, position, LOG_CHUNK)
             if data:
                 position += len(data)
                 self.write(decoder.decode(data))
@@ -225,7 +228,7 @@ class JobLogsHandler(KPLHandler):
                     return
                 continue
             final = (await self.blocking(jobs.get, self.project, job_id)).is_final
-            data, _ = await self.blocking(read_log, path, position, 1)
+            data, _ = await self.blocking(read_log, *log, position, 1)
             if final and not data:
                 break
             if not data:

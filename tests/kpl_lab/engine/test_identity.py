@@ -21,7 +21,7 @@ from kpl_lab.engine.forkserver import PACKAGE_PARENT
 from kpl_lab.engine.identity import account_name, group_name, unix_name
 from kpl_lab.engine.launch import JobLaunch, Resources
 from kpl_lab.engine.local import LocalExecutor
-from kpl_lab.engine.runfolder import worker_log
+from kpl_lab.engine.runfolder import read_own_json, worker_log
 
 VALID = re.compile(r"[a-z_][a-z0-9_-]*")
 
@@ -94,10 +94,11 @@ def test_a_project_folder_is_its_groups_only(account_prefix, open_folder):
     version.mkdir(parents=True, mode=0o750)
     (version / "part-0.arrow").write_text("records")
     (version / "part-0.arrow").chmod(0o400)  # stored before the group existed: root's only
+    (project / "jobs").mkdir()
     identity.secure_project(project, gid)
-    for folder in (project, project / "datasets"):
+    for folder, mode in ((project, 0o2750), (project / "jobs", 0o2750), (project / "datasets", 0o3770)):
         assert folder.stat().st_gid == gid
-        assert stat.S_IMODE(folder.stat().st_mode) == identity.PROJECT_MODE
+        assert stat.S_IMODE(folder.stat().st_mode) == mode
     assert (version.stat().st_gid, stat.S_IMODE(version.stat().st_mode)) == (gid, 0o2750)
     part = (version / "part-0.arrow").stat()
     assert (part.st_gid, stat.S_IMODE(part.st_mode)) == (gid, 0o440)  # the group reads it, still read-only
@@ -279,3 +280,53 @@ def test_a_child_born_under_its_limits_only_drops_to_the_user(account_prefix, op
             os._exit(code)  # never return into pytest
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(account_prefix, open_folder):
+    """Her run folder is hers: links in place of a log, the logs folder or the lock lead root nowhere."""
+    storage = open_folder / "storage"
+    algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
+    algorithm.mkdir(parents=True)
+    victim = open_folder / "victim.txt"  # a file of root's she wants written
+    victim.write_text("root's")
+    victim.chmod(0o600)
+    victims = open_folder / "victims"  # a folder of root's she wants a file made in
+    victims.mkdir(mode=0o700)
+    executor = LocalExecutor(
+        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
+    )
+    planted = {
+        "j4": ("output.log", victim),
+        "j5": ("logs", victims),
+        "j6": ("supervisor.lock", victims / "lock"),
+    }
+    ends = {}
+
+    async def run(job_id: str) -> None:
+        launch = JobLaunch(
+            job_id=job_id,
+            project="vision",
+            function="train",
+            cmd="echo ran",
+            algorithm_dir=algorithm,
+            run_dir=storage / "projects" / "vision" / "jobs" / job_id,
+            limits=Resources(cpu=0.5, memory=256, workers=2),
+            user="alice",
+        )
+        await executor.before_start(launch)  # the run folder is hers from here on
+        name, target = planted[job_id]
+        (launch.run_dir / name).unlink(missing_ok=True)
+        (launch.run_dir / name).symlink_to(target)
+        handle = await executor.execute(launch)
+        for _ in range(1200):
+            if not (await executor.poll(launch, handle)).running:
+                break
+            await asyncio.sleep(0.05)
+        ends[job_id] = read_own_json(launch.run_dir / "status.json") or {}
+
+    for job_id in planted:
+        asyncio.run(run(job_id))
+    assert victim.read_text() == "root's" and list(victims.iterdir()) == []
+    for job_id in ("j4", "j5"):  # the job could not start: it says why
+        assert "symbolic link" in ends[job_id].get("reason", ""), ends[job_id]
+    assert ends["j6"] == {}  # the supervisor left at once: no lock, no job

@@ -309,3 +309,25 @@ async def test_a_queued_job_says_why_and_an_impossible_one_is_refused(api, tmp_p
     release.touch()
     assert (await api.wait_job(second["id"]))["state"] == "succeeded"
     assert (await api.get(f"jobs/{second['id']}"))[1]["queue"] is None
+
+
+def test_a_log_that_is_a_link_is_refused_not_read(tmp_path):
+    """A job's run folder is its user's: the server, maybe root, reads no link she put in place of a log."""
+    import pytest
+
+    from kpl_lab.errors import Forbidden
+    from kpl_lab.server_ext.handlers.jobs import read_log
+
+    secret = tmp_path / "secrets.json"
+    secret.write_text('{"cookie_secret": "x"}')
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "output.log").write_text("line\n")
+    assert read_log(run_dir, run_dir / "output.log", 0, 100) == (b"line\n", 5)
+    (run_dir / "output.log").unlink()
+    (run_dir / "output.log").symlink_to(secret)
+    (run_dir / "logs" / "worker-1.log").symlink_to(secret)
+    for path in (run_dir / "output.log", run_dir / "logs" / "worker-1.log"):
+        with pytest.raises(Forbidden, match="symbolic link") as refused:
+            read_log(run_dir, path, 0, 100)
+        assert str(tmp_path) not in str(refused.value)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api.catalog import NAME_PATTERN
+from ..engine.runfolder import Refused, open_in
 from ..errors import BadRequest
 
 NAME_RE = re.compile(NAME_PATTERN)
@@ -112,30 +113,73 @@ class Storage:
 
     def publish(self, staged: Path, final: Path) -> bool:
         """Move a staged folder to its final place in one rename; False if it already existed."""
-        final.parent.mkdir(parents=True, exist_ok=True)
         make_read_only(staged)
-        try:
-            os.rename(staged, final)
-        except OSError:
-            if final.is_dir():  # same content published before (or by a concurrent add)
-                return False
-            raise
+        with self._own_folder(final.parent) as folder:
+            try:
+                os.rename(staged, final.name, dst_dir_fd=folder)
+            except OSError:
+                with contextlib.suppress(FileNotFoundError):  # same content published before (or just now)
+                    if stat.S_ISDIR(os.stat(final.name, dir_fd=folder, follow_symlinks=False).st_mode):
+                        return False
+                raise
         return True
 
     def remove(self, path: Path) -> None:
         """Delete a published folder: rename it away first so it vanishes at once."""
-        if not path.exists():
-            return
-        trash = path.parent / f".deleting-{uuid.uuid4().hex}"
-        os.rename(path, trash)
-        remove_tree(trash)
+        with self._own_folder(path.parent, make=False) as folder:
+            if folder is None:
+                return
+            trash = f".deleting-{uuid.uuid4().hex}"
+            try:
+                os.rename(path.name, trash, src_dir_fd=folder, dst_dir_fd=folder)
+            except FileNotFoundError:
+                return
+            remove_tree(path.parent / trash)  # every folder up to it is the platform's: no link on the way
+
+    @contextlib.contextmanager
+    def _own_folder(self, path: Path, make: bool = True) -> Iterator[int | None]:
+        """Yield a descriptor of a folder below the root, every folder on the way the platform's own and no link.
+
+        Missing ones are made (`make`; else None when one is missing). Members of a project
+        may add folders in its `datasets/`: one of theirs, or a link in its place, would
+        have the platform's account (root) move or delete files wherever it leads.
+        """
+        relative = path.relative_to(self.root)
+        fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in relative.parts:
+                if make:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                try:
+                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except FileNotFoundError:
+                    if make:
+                        raise
+                    yield None
+                    return
+                except OSError:  # ELOOP, ENOTDIR: a link or a file
+                    raise BadRequest(f"{relative}: {part} is a link or a file, not a folder of the platform's") from None
+                os.close(fd)
+                fd = inner
+                if os.fstat(fd).st_uid != os.geteuid():
+                    raise BadRequest(
+                        f"{relative}: {part} was made by another account, not by the platform: "
+                        "move it away, then try again"
+                    )
+            yield fd
+        finally:
+            os.close(fd)
 
 
 def copy_hashed(src: Path, dest: Path, skip: Callable[[str], bool] | None = None) -> CopyResult:
     """Copy a file or a folder's files into folder `dest`, hashing paths and bytes on the way.
 
     Entries whose name `skip` accepts are left out (with SKIPPED always). Symlinks and
-    special files are refused: an upload is hostile until checked.
+    special files are refused: an upload is hostile until checked. Files are opened with no
+    link followed below `src`'s folder (`runfolder.open_in`), so a job's user who swaps a
+    file or folder of her outputs for a link while it is copied gets an error, not root's
+    file in her model.
     """
     src = Path(src)
     if src.is_symlink():
@@ -152,7 +196,11 @@ def copy_hashed(src: Path, dest: Path, skip: Callable[[str], bool] | None = None
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         digest.update(rel.encode() + b"\0")
-        with open(path, "rb") as fin, open(target, "wb") as fout:
+        try:
+            fd = open_in(src.parent, path.relative_to(src.parent))
+        except Refused:
+            raise BadRequest(f"{rel}: symbolic links and special files are not accepted") from None
+        with open(fd, "rb") as fin, open(target, "wb") as fout:
             while chunk := fin.read(_CHUNK):
                 digest.update(chunk)
                 fout.write(chunk)

@@ -45,3 +45,59 @@ def test_special_files_are_refused(tmp_path):
     os.mkfifo(folder / "pipe")
     with pytest.raises(BadRequest, match="pipe: not a regular file"):
         copy_hashed(folder, tmp_path / "dest")
+
+
+def test_copy_hashed_reads_no_file_through_a_link_above_or_inside_it(tmp_path):
+    """A job's user who swaps her outputs folder (or a file in it) for a link gets an error, not root's files."""
+    secret = tmp_path / "hub"
+    secret.mkdir()
+    (secret / "secrets.json").write_text('{"cookie_secret": "x"}')
+    outputs = tmp_path / "run" / "outputs"
+    (outputs / "model").mkdir(parents=True)
+    (outputs / "model" / "weights.bin").write_bytes(b"w")
+    assert copy_hashed(outputs / "model", tmp_path / "copy1").files == ["weights.bin"]
+
+    os.rename(outputs, tmp_path / "run" / "outputs.real")  # her outputs/ now leads to root's folder
+    (tmp_path / "run" / "outputs").symlink_to(tmp_path)
+    with pytest.raises(BadRequest, match="symbolic links"):
+        copy_hashed(tmp_path / "run" / "outputs" / "hub", tmp_path / "copy2")
+    assert not (tmp_path / "copy2" / "secrets.json").exists()
+
+
+def test_publish_and_remove_refuse_a_folder_a_user_put_on_the_way(tmp_path):
+    """A member's link (or folder) in place of `datasets/NAME` would have root move or delete files where it leads."""
+    storage = Storage(tmp_path / "storage")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    datasets = storage.kind_dir("vision", "datasets")
+    datasets.mkdir(parents=True)
+    (datasets / "mine").symlink_to(elsewhere)
+    staged = tmp_path / "storage" / "staged"
+    staged.mkdir()
+    (staged / "part-0").write_text("upload")
+    with pytest.raises(BadRequest, match="mine is a link"):
+        storage.publish(staged, storage.dataset_dir("vision", "mine", "abc"))
+    (elsewhere / "abc").mkdir()
+    with pytest.raises(BadRequest, match="mine is a link"):
+        storage.remove(storage.dataset_dir("vision", "mine", "abc"))
+    assert os.listdir(elsewhere) == ["abc"] and staged.is_dir()
+
+    assert storage.publish(staged, storage.dataset_dir("vision", "theirs", "abc"))  # made by the platform
+    assert (storage.dataset_dir("vision", "theirs", "abc") / "part-0").read_text() == "upload"
+    storage.remove(storage.dataset_dir("vision", "theirs", "abc"))
+    assert os.listdir(datasets / "theirs") == []
+    storage.remove(storage.dataset_dir("vision", "gone", "abc"))  # nothing there: nothing to do
+
+
+def test_publish_refuses_a_folder_another_account_made(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder away")
+    storage = Storage(tmp_path / "storage")
+    theirs = storage.kind_dir("vision", "datasets") / "mine"
+    theirs.mkdir(parents=True)
+    os.chown(theirs, 65534, 65534)  # a member made it from her notebook
+    staged = tmp_path / "storage" / "staged"
+    staged.mkdir()
+    with pytest.raises(BadRequest, match="made by another account"):
+        storage.publish(staged, theirs / "abc")
+    assert os.listdir(theirs) == []

@@ -152,14 +152,18 @@ class Storage:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, dir_fd=fd)
                 try:
-                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    inner = os.open(
+                        part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                    )
                 except FileNotFoundError:
                     if make:
                         raise
                     yield None
                     return
                 except OSError:  # ELOOP, ENOTDIR: a link or a file
-                    raise BadRequest(f"{relative}: {part} is a link or a file, not a folder of the platform's") from None
+                    raise BadRequest(
+                        f"{relative}: {part} is a link or a file, not a folder of the platform's"
+                    ) from None
                 os.close(fd)
                 fd = inner
                 if os.fstat(fd).st_uid != os.geteuid():

@@ -2,14 +2,19 @@
 
 A local replica's server listens on a Unix socket in a folder of its own (0700, the
 deployment user's), so no other account on the machine can call it around the gateway;
-a server that does not take `KPL_DEPLOY_SOCKET` listens on its TCP port instead. Standard
-library only: the replica supervisor imports it.
+a server that does not take `KPL_DEPLOY_SOCKET` listens on its TCP port instead. The
+folder is hers, so `http.sock` in it may be her link to another account's socket (the
+platform, root, would connect through it): a connection is used only when the server's
+account (`SO_PEERCRED`) owns the socket's folder (`check_peer`). Standard library only:
+the replica supervisor imports it.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import socket
+import struct
 from urllib.parse import urlsplit
 
 UNIX = "unix:"
@@ -36,6 +41,23 @@ def split(url: str) -> tuple[str | None, str, int]:
     return None, parts.hostname, parts.port or 80
 
 
+class PeerRefused(OSError):
+    """The server on a socket is not the account that owns the socket's folder: not used."""
+
+
+def check_peer(sock: socket.socket, path: str) -> None:
+    """Raise PeerRefused unless the server connected at `path` runs as the owner of the socket's folder."""
+    _, uid, _ = struct.unpack(
+        "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )
+    folder = os.path.dirname(path)
+    owner = os.lstat(folder).st_uid
+    if uid != owner:
+        raise PeerRefused(
+            f"{path}: answered by uid {uid}, not by uid {owner}, who owns {folder}: a link to another server?"
+        )
+
+
 class _UnixConnection(http.client.HTTPConnection):
     """An HTTP connection over a Unix socket."""
 
@@ -47,6 +69,7 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self.path)
+        check_peer(self.sock, self.path)
 
 
 def request(

@@ -246,7 +246,12 @@ class Upstream:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if path is not None:
-                    _, link = await loop.create_unix_connection(lambda: _Link(self, url), path)
+                    transport, link = await loop.create_unix_connection(lambda: _Link(self, url), path)
+                    try:
+                        address.check_peer(transport.get_extra_info("socket"), path)
+                    except OSError:
+                        transport.close()
+                        raise
                 else:
                     _, link = await loop.create_connection(lambda: _Link(self, url), host, port)
                 return link

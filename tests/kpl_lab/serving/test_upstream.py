@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 
 import pytest
 
+from kpl_lab.serving import address
 from kpl_lab.serving.upstream import NoAnswer, StaleConnection, Upstream
 
 Answer = bytes | None  # raw bytes written back; None: close without answering
@@ -109,6 +111,37 @@ def test_a_replica_on_a_unix_socket_is_reached_over_one_kept_alive_connection(tm
         b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: x\r\nContent-Length: 1\r\n\r\na",
         b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: x\r\nContent-Length: 1\r\n\r\nb",
     ]
+
+
+def test_a_link_to_another_accounts_socket_is_not_used(tmp_path):
+    """A replica's socket folder is its user's: her link there to another server's socket leads nowhere."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the socket's folder away")
+    theirs, hers = tmp_path / "theirs", tmp_path / "hers"
+    theirs.mkdir()
+    hers.mkdir()
+    os.chown(hers, 65534, 65534)  # the deployment's user; the server below runs as root
+    (hers / "http.sock").symlink_to(theirs / "http.sock")
+    seen, connections = [], []
+
+    async def scenario():
+        server, _ = await _serve([_ok(b"theirs")], seen, connections, unix=str(theirs / "http.sock"))
+        upstream = Upstream(5.0, 30.0)
+        try:
+            with pytest.raises(NoAnswer, match="answered by uid 0, not by uid 65534") as refused:
+                await upstream.post(f"unix:{hers / 'http.sock'}", "/predict", b"a", "x")
+            assert not refused.value.sent
+            with pytest.raises(OSError, match="answered by uid 0"):  # health checks and metrics too
+                address.request(f"unix:{hers / 'http.sock'}", "GET", "/health", 5.0)
+            while len(connections) < 2:  # the server saw both connect and close: nothing left open
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+        finally:
+            upstream.close()
+            server.close()
+
+    asyncio.run(scenario())
+    assert seen == []  # no request reached the other server
 
 
 def test_a_connection_closed_while_idle_is_replaced_and_the_request_sent_again():

@@ -97,6 +97,13 @@ class Stats(Body):
     fields: dict[str, FieldStats] = Field(description="field path -> stats (nested fields as object.name)")
     class_field: str | None = Field(description="class_name or object.name, whichever the records have")
     classes: dict[str, int] = Field(description="class -> count, most frequent first")
+    class_scores: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="class -> how many of its predictions score in each 5 % band (21 counts: "
+        "[0, 0.05), [0.05, 0.1) … [0.95, 1), 1 and over), for records whose class comes with a "
+        "`score`; its count at a minimum score M (a multiple of 0.05) is its count in `classes` "
+        "less the first 20·M bands",
+    )
 
 
 class DatasetImport(Body):

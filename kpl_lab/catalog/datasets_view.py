@@ -31,6 +31,9 @@ from .datasets import part_order
 
 STRING_DISTINCT_CAP = 1000  # distinct strings counted per field before saying "capped"
 CLASS_CAP = 100_000  # distinct classes kept while counting
+# per-class score counts in 5 % bands, the steps of the viewer's minimum-score slider: [0, 0.05) … [0.95, 1), 1
+SCORE_BANDS = 21
+STATS_FORMAT = 2  # in the cached file's name: stats of an older format are computed again
 READER_CACHE = 32  # open readers kept (manifests parsed, shards mapped)
 THUMBNAIL_MIN, THUMBNAIL_MAX = 16, 1024
 _PLAIN_MODES = {"1", "L", "LA", "P", "RGB", "RGBA"}
@@ -273,7 +276,7 @@ class DatasetView:
     def stats(self, part: str | None) -> dict:
         """Return per-field stats and per-class counts of a part (computed once, then cached)."""
         part = self.part(part)
-        cached = self.cache_dir / f"stats.{part}.json"
+        cached = self.cache_dir / f"stats.{STATS_FORMAT}.{part}.json"
         if cached.is_file():
             return json.loads(cached.read_bytes())
         schema = open_reader(self.folder, part, None).schema
@@ -281,13 +284,17 @@ class DatasetView:
         reader = open_reader(self.folder, part, tuple(schema))
         fields: dict[str, dict] = {}
         classes: dict[str, int] = {}
+        class_scores: dict[str, list[int]] = {}
         class_field = _class_field(schema)
+        scored = class_field is not None and _scored(schema, class_field)
         try:
             for batch in reader.iter_batches():
                 for name, column in zip(batch.schema.names, batch.columns, strict=True):
                     _accumulate(fields, name, column, schema[name])
                 if class_field is not None:
                     _count_classes(classes, batch, class_field)
+                if scored:
+                    _count_scores(class_scores, batch, class_field)
         except KPLDatasetError as error:
             raise KPLError(f"dataset {self.ref}: {error}") from None
         result = {
@@ -297,6 +304,7 @@ class DatasetView:
             "fields": {path: _finish(acc) for path, acc in fields.items()},
             "class_field": class_field,
             "classes": dict(sorted(classes.items(), key=lambda item: (-item[1], item[0]))),
+            "class_scores": {name: bands for name, bands in class_scores.items() if name in classes},
         }
         _atomic_write(cached, json.dumps(result).encode())
         return result
@@ -346,11 +354,38 @@ def _class_field(schema: dict) -> str | None:
     return None
 
 
-def _count_classes(classes: dict[str, int], batch: pa.RecordBatch, class_field: str) -> None:
+def _scored(schema: dict, class_field: str) -> bool:
+    """Say whether the class field comes with a `score` beside it (predictions)."""
+    holder = schema if class_field == "class_name" else schema["object"][0]
+    return holder.get("score") == "Float"
+
+
+def _classes_and(
+    batch: pa.RecordBatch, class_field: str, field: str | None = None
+) -> tuple[pa.Array, pa.Array | None]:
+    """Return the class of every record (class_name) or object (object.name), and the sibling `field` of each."""
     if class_field == "class_name":
-        values = batch.column("class_name")
-    else:
-        values = pc.struct_field(pc.list_flatten(batch.column("object")), "name")
+        return batch.column("class_name"), batch.column(field) if field else None
+    objects = pc.list_flatten(batch.column("object"))
+    return pc.struct_field(objects, "name"), pc.struct_field(objects, field) if field else None
+
+
+def _count_scores(class_scores: dict[str, list[int]], batch: pa.RecordBatch, class_field: str) -> None:
+    """Count each class's scores by 5 % band (SCORE_BANDS), the steps of the viewer's minimum-score slider."""
+    names, scores = _classes_and(batch, class_field, "score")
+    # in float64, as the viewer compares a box's score with the slider's minimum; no score: no band
+    banded = pc.floor(pc.multiply(pc.cast(scores, pa.float64()), SCORE_BANDS - 1))
+    bands = pc.min_element_wise(
+        pc.max_element_wise(banded, 0, skip_nulls=False), SCORE_BANDS - 1, skip_nulls=False
+    )
+    table = pa.table({"name": names, "band": pc.cast(bands, pa.int64())}).drop_null()
+    for row in table.group_by(["name", "band"]).aggregate([("band", "count")]).to_pylist():
+        counts = class_scores.setdefault(row["name"], [0] * SCORE_BANDS)
+        counts[row["band"]] += row["band_count"]
+
+
+def _count_classes(classes: dict[str, int], batch: pa.RecordBatch, class_field: str) -> None:
+    values, _ = _classes_and(batch, class_field)
     for item in pc.value_counts(values).to_pylist():
         name = item["values"]
         if name in classes or len(classes) < CLASS_CAP:

@@ -13,6 +13,7 @@ import {
 import { formatBytes, palette, partOrder } from './format';
 import {
   boxesAbove,
+  countsAbove,
   DEFAULT_MIN_SCORE,
   hiddenNote,
   isScored,
@@ -372,7 +373,10 @@ function RecordCard(props: {
             <tr>
               <th>object</th>
               <td>
-                {objects.length}: {objects.map(o => o.name ?? '?').join(', ')}
+                {hidden > 0
+                  ? `${shown.length} of ${objects.length}`
+                  : shown.length}
+                : {shown.map(o => o.name ?? '?').join(', ')}
               </td>
             </tr>
           )}
@@ -388,11 +392,15 @@ function RecordCard(props: {
 function ClassChart(props: {
   stats: Stats;
   classColor: ClassColor;
+  minScore: number;
 }): JSX.Element {
   const { stats } = props;
-  const entries = Object.entries(stats.classes ?? {}).sort(
-    (a, b) => b[1] - a[1]
-  );
+  // predictions: counted as the cards draw them, scored at least the minimum
+  const scored = Object.keys(stats.class_scores ?? {}).length > 0;
+  const counts = scored
+    ? countsAbove(stats.classes ?? {}, stats.class_scores, props.minScore)
+    : (stats.classes ?? {});
+  const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
   const max = Math.max(...entries.map(([, count]) => count));
   const shown = entries.slice(0, 50);
   return (
@@ -400,8 +408,17 @@ function ClassChart(props: {
       <h3>
         {stats.class_field ? `Classes (${stats.class_field})` : 'Classes'}
       </h3>
+      {scored && (
+        <div className="kpl-meta kpl-chart-min-score">
+          scored at least {Math.round(props.minScore * 100)}%
+        </div>
+      )}
       {entries.length === 0 && (
-        <div className="kpl-meta">No class field in these records.</div>
+        <div className="kpl-meta">
+          {scored
+            ? 'None at this minimum score.'
+            : 'No class field in these records.'}
+        </div>
       )}
       {shown.map(([name, count]) => (
         <div
@@ -585,7 +602,13 @@ function DatasetBrowser(props: {
         </div>
         <div className="kpl-class-chart">
           {statsError && <div className="kpl-error">{statsError}</div>}
-          {stats && <ClassChart stats={stats} classColor={classColor} />}
+          {stats && (
+            <ClassChart
+              stats={stats}
+              classColor={classColor}
+              minScore={minScore}
+            />
+          )}
         </div>
       </div>
     </>

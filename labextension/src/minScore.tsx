@@ -43,6 +43,28 @@ export function surestOnTop<T extends IScoredBox>(boxes: T[]): T[] {
 const percent = (value: number): number => Math.round(value * 100);
 
 /**
+ * Each class's count at a minimum score, from a dataset's stats: its predictions in the 5 % bands
+ * under the minimum (`class_scores`, bands [0, 0.05) … [0.95, 1), 1) left out; a class without
+ * scores keeps its count; a class left with none is left out.
+ */
+export function countsAbove(
+  classes: Record<string, number>,
+  bands: Record<string, number[]>,
+  minimum: number
+): Record<string, number> {
+  const under = Math.round(minimum * 20);
+  const counts: Record<string, number> = {};
+  for (const [name, count] of Object.entries(classes)) {
+    const left =
+      count - (bands[name] ?? []).slice(0, under).reduce((a, b) => a + b, 0);
+    if (left > 0) {
+      counts[name] = left;
+    }
+  }
+  return counts;
+}
+
+/**
  * What the minimum score hides, in words: `3 more under 25% hidden`.
  */
 export function hiddenNote(hidden: number, minimum: number): string {

@@ -3,6 +3,22 @@ import { getJSON, trainDetector } from './detection';
 import { shot } from './screenshots';
 
 /**
+ * The class chart of a part's records at a minimum score (0 to 100): per class, the objects
+ * scored at least that, as the cards draw them.
+ */
+function chartAt(records: any[], percent: number): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const record of records) {
+    for (const o of record.fields.object ?? []) {
+      if (typeof o.score !== 'number' || o.score >= percent / 100) {
+        counts[o.name] = (counts[o.name] ?? 0) + 1;
+      }
+    }
+  }
+  return counts;
+}
+
+/**
  * What a page of the dataset viewer should show at a minimum score (0 to 100, as the slider):
  * per record, the boxes drawn and the note of those hidden.
  */
@@ -97,6 +113,27 @@ test('the dataset viewer hides the predicted boxes of a batch inference scored u
   expect(scores.length).toBeGreaterThan(0);
   expect(scores.every((s: any) => typeof s === 'number')).toBe(true);
 
+  // The class chart counts the whole part's objects at the same minimum (the stats' score bands).
+  const all = await getJSON(
+    page,
+    `/kpl/api/datasets/${name}/versions/${version}/records?offset=0&limit=1000&columns=object`
+  );
+  expect(all.records).toHaveLength(all.total);
+  const bars = viewer.locator('.kpl-class-chart .kpl-bar');
+  const chart = async () =>
+    Object.fromEntries(
+      await bars.evaluateAll(nodes =>
+        nodes.map(node => [
+          node.getAttribute('data-class') ?? '',
+          Number(node.querySelector('.kpl-bar-count')?.textContent)
+        ])
+      )
+    );
+  await expect.poll(chart).toEqual(chartAt(all.records, 25));
+  await expect(viewer.locator('.kpl-chart-min-score')).toHaveText(
+    'scored at least 25%'
+  );
+
   // What each card draws and says, in the order shown.
   const drawn = () =>
     cards.evaluateAll(nodes =>
@@ -134,6 +171,7 @@ test('the dataset viewer hides the predicted boxes of a batch inference scored u
   await expect.poll(drawn).toEqual(expected(page0.records, 0));
   await expect(boxes).toHaveCount(scores.length);
   await expect(notes).toHaveCount(0);
+  await expect.poll(chart).toEqual(chartAt(all.records, 0));
 
   // At 100 % the boxes scored under 1 are hidden, each card counting its own.
   await slider.locator('input').fill('100');
@@ -143,4 +181,5 @@ test('the dataset viewer hides the predicted boxes of a batch inference scored u
   expect(sure).toBeLessThan(scores.length);
   await expect(boxes).toHaveCount(sure);
   await expect(notes.first()).toHaveText(/^\d+ more under 100% hidden$/);
+  await expect.poll(chart).toEqual(chartAt(all.records, 100));
 });

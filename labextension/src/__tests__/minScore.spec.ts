@@ -1,6 +1,7 @@
 import { IBoxObject } from '../datasetViewer';
 import {
   boxesAbove,
+  countsAbove,
   DEFAULT_MIN_SCORE,
   hiddenNote,
   isScored,
@@ -78,5 +79,31 @@ describe('minimum score', () => {
     expect(
       surestOnTop([{ score: null }, { score: 0.3 }]).map(b => b.score)
     ).toEqual([0.3, null]);
+  });
+
+  it('counts each class at the minimum from its score bands, as the cards draw its boxes', () => {
+    // bands of 5 %: [0, 0.05) … [0.95, 1), 1
+    const bands = (...scores: number[]): number[] => {
+      const counts = new Array(21).fill(0);
+      scores.forEach(s => (counts[Math.min(20, Math.floor(s * 20))] += 1));
+      return counts;
+    };
+    const scores = { cat: [0.9, 0.25, 1], dog: [0.1, 0.35] };
+    const classes = { cat: 3, dog: 2, label: 4 }; // label: no scores, always counted
+    const classBands = { cat: bands(...scores.cat), dog: bands(...scores.dog) };
+    for (const minimum of [0, 0.05, 0.25, 0.35, 0.4, 0.95, 1]) {
+      const drawn: Record<string, number> = { label: 4 };
+      for (const [name, list] of Object.entries(scores)) {
+        const shown = boxesAbove(
+          list.map(score => ({ score })),
+          minimum
+        ).length;
+        if (shown > 0) {
+          drawn[name] = shown;
+        }
+      }
+      expect(countsAbove(classes, classBands, minimum)).toEqual(drawn);
+    }
+    expect(countsAbove(classes, classBands, 1)).toEqual({ cat: 1, label: 4 });
   });
 });

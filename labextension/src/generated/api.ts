@@ -2466,6 +2466,10 @@ export interface components {
             classes: {
                 [key: string]: number;
             };
+            /** @description class -> how many of its predictions score in each 5 % band (21 counts: [0, 0.05), [0.05, 0.1) … [0.95, 1), 1 and over), for records whose class comes with a `score`; its count at a minimum score M (a multiple of 0.05) is its count in `classes` less the first 20·M bands */
+            class_scores: {
+                [key: string]: number[];
+            };
         };
         /**
          * Tensor

@@ -152,3 +152,36 @@ def test_cli_delete_removes_the_versions_caches(platform, digits, capsys):
     assert f"deleted dataset {row.ref}" in capsys.readouterr().out
     assert not view.cache_dir.exists()
     assert not any(key[0] == str(platform.catalog.path(row)) for key in datasets_view._readers)
+
+
+def test_stats_count_each_class_by_score_band_for_the_viewers_minimum_score(platform, tmp_path):
+    """Predictions with scores: per class, how many score in each 5 % band (what the viewer's slider keeps)."""
+    box = {"name": BasicType.String, "score": BasicType.Float}
+    folder = tmp_path / "predictions"
+    writer = WriteOnlyDataset(str(folder), "test", {"path": BasicType.String, "object": [box]})
+    scored = [[("cat", 0.9), ("dog", 0.1), ("cat", 0.25)], [("cat", 1.0), ("dog", 0.35)], []]
+    for i, objects in enumerate(scored):
+        writer.write({"path": f"{i}.png", "object": [{"name": n, "score": s} for n, s in objects]})
+    writer.close()
+    row = platform.catalog.add_dataset("p", "predictions", folder)
+    _, view = platform.catalog.open_dataset("p", "predictions", row.version)
+    stats = view.stats("test")
+    assert stats["classes"] == {"cat": 3, "dog": 2}
+    bands = stats["class_scores"]
+    assert sorted(bands) == ["cat", "dog"] and all(len(counts) == 21 for counts in bands.values())
+    # as the viewer counts at a minimum: the class's count less its bands below
+    at = {
+        m: {n: stats["classes"][n] - sum(c[: round(m * 20)]) for n, c in bands.items()}
+        for m in (0, 0.25, 0.35, 0.4, 0.95, 1)
+    }
+    assert at == {
+        0: {"cat": 3, "dog": 2},
+        0.25: {"cat": 3, "dog": 1},
+        0.35: {"cat": 2, "dog": 1},
+        0.4: {"cat": 2, "dog": 0},
+        0.95: {"cat": 1, "dog": 0},
+        1: {"cat": 1, "dog": 0},  # a score of 1 shows at 100 %
+    }
+    labels = write_dataset(tmp_path / "labels", {"train": 2})  # no score: no bands
+    plain = platform.catalog.add_dataset("p", "labels", labels)
+    assert platform.catalog.open_dataset("p", "labels", plain.version)[1].stats("train")["class_scores"] == {}

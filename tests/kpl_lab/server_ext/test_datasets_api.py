@@ -91,7 +91,7 @@ async def test_stats_count_fields_and_classes_once_per_version(api, kpl_home):
     }
     assert stats["fields"]["class_name"]["distinct"] == 2
     assert stats["fields"]["content"]["total_bytes"] > 0
-    assert list((kpl_home / "storage" / "cache").rglob("stats.root.json"))
+    assert list((kpl_home / "storage" / "cache").rglob("stats.2.root.json"))
 
 
 async def test_voc_objects_pass_through_and_count_as_classes(api):
@@ -138,7 +138,7 @@ async def test_delete_version_and_dataset(api, kpl_home):
     code, deleted = await api.delete(f"datasets/pets/versions/{version}")
     assert (code, deleted) == (200, {"deleted": [f"pets:{version}"]})
     assert (await api.get("datasets/pets"))[0] == 404
-    assert not list((kpl_home / "storage" / "cache").rglob("stats.root.json"))
+    assert not list((kpl_home / "storage" / "cache").rglob("stats.2.root.json"))
     await upload_pets(api)
     code, deleted = await api.delete("datasets/pets")
     assert code == 200 and len(deleted["deleted"]) == 1

@@ -12,7 +12,9 @@ from .test_jobs_api import WAIT, algorithm_zip
 
 def give_token(app, job_id: str, token: bytes) -> None:
     """Store a job's events token as the executors that push events do (its SHA-256 in the handle)."""
-    with app.platform.session() as session:
+    # immediate, as the platform's own writes: a read then a write in SQLite's WAL fails at once
+    # ("database is locked") when the job's callbacks wrote in between
+    with app.platform.session(immediate=True) as session:
         row = session.scalar(select(Job).where(Job.id == job_id))
         row.handle = {**(row.handle or {}), "token_sha256": hashlib.sha256(token).hexdigest()}
 

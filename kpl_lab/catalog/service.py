@@ -287,16 +287,25 @@ class Catalog:
     # datasets
 
     def add_dataset(
-        self, project: str, name: str, src_dir: str | Path, description: str = "", lineage: dict | None = None
+        self,
+        project: str,
+        name: str,
+        src_dir: str | Path,
+        description: str = "",
+        lineage: dict | None = None,
+        within: Path | None = None,
     ) -> DatasetVersion:
-        """Copy a kpl-dataset folder into storage as a new version (same content: same version)."""
+        """Copy a kpl-dataset folder into storage as a new version (same content: same version).
+
+        `within`: a folder its user controls that holds it (a job's run folder): no link below it is followed.
+        """
         check_name(name)
         src = Path(src_dir)
         if not src.is_dir():
             raise BadRequest(f"{src}: not a folder (a dataset is a kpl-dataset folder)", field="path")
         with self.storage.staging(project) as tmp:
             staged = tmp / "data"
-            copy = copy_hashed(src, staged, skip=is_dataset_scratch)
+            copy = copy_hashed(src, staged, skip=is_dataset_scratch, within=within)
             parts = count_records(staged, src)
             return self._register(
                 DATASET,
@@ -351,11 +360,13 @@ class Catalog:
         src_path: str | Path,
         description: str = "",
         lineage: dict | None = None,
+        within: Path | None = None,
     ) -> ModelVersion:
         """Copy a model file, folder or archive into storage as a new version (same content: same version).
 
         A `.zip`, `.tar`, `.tar.gz` or `.tgz` file is unpacked first, refusing unsafe entries
-        (`..`, absolute paths, links) and archives that expand too much.
+        (`..`, absolute paths, links) and archives that expand too much. `within`: as for
+        `add_dataset`.
         """
         check_name(name)
         src = Path(src_path)
@@ -363,9 +374,12 @@ class Catalog:
             raise BadRequest(f"{src}: no such file or folder", field="path")
         with self.storage.staging(project) as tmp:
             if src.is_file() and src.name.lower().endswith(MODEL_ARCHIVE_SUFFIXES):
-                src = _unpack_model_archive(src, tmp / "unpacked")
+                if within is not None:  # her file: copied once, through no link, before it is unpacked
+                    copy_hashed(src, tmp / "archive", within=within)
+                    src = tmp / "archive" / src.name
+                src, within = _unpack_model_archive(src, tmp / "unpacked"), None
             staged = tmp / "model"
-            copy = copy_hashed(src, staged)
+            copy = copy_hashed(src, staged, within=within)
             if not copy.files:
                 raise BadRequest(f"{src}: the model folder is empty", field="path")
             return self._register(

@@ -176,16 +176,20 @@ class Storage:
             os.close(fd)
 
 
-def copy_hashed(src: Path, dest: Path, skip: Callable[[str], bool] | None = None) -> CopyResult:
+def copy_hashed(
+    src: Path, dest: Path, skip: Callable[[str], bool] | None = None, within: Path | None = None
+) -> CopyResult:
     """Copy a file or a folder's files into folder `dest`, hashing paths and bytes on the way.
 
     Entries whose name `skip` accepts are left out (with SKIPPED always). Symlinks and
     special files are refused: an upload is hostile until checked. Files are opened with no
-    link followed below `src`'s folder (`runfolder.open_in`), so a job's user who swaps a
-    file or folder of her outputs for a link while it is copied gets an error, not root's
-    file in her model.
+    link followed below `within` (a job's run folder, which its user controls: a link she
+    swaps in for her outputs while they are copied gets an error, not root's file in her
+    model), else below the folder holding `src` (`runfolder.open_in`).
     """
     src = Path(src)
+    base = Path(within) if within is not None else Path(os.path.realpath(src.parent))
+    src = base / src.relative_to(within) if within is not None else base / src.name
     if src.is_symlink():
         raise BadRequest(f"{src}: symbolic links are not accepted")
     if src.is_file():
@@ -201,7 +205,7 @@ def copy_hashed(src: Path, dest: Path, skip: Callable[[str], bool] | None = None
         target.parent.mkdir(parents=True, exist_ok=True)
         digest.update(rel.encode() + b"\0")
         try:
-            fd = open_in(src.parent, path.relative_to(src.parent))
+            fd = open_in(base, path.relative_to(base))
         except Refused:
             raise BadRequest(f"{rel}: symbolic links and special files are not accepted") from None
         with open(fd, "rb") as fin, open(target, "wb") as fout:

@@ -172,12 +172,12 @@ class Finisher:
             description = f"{spec.get('name') or key}: output {key} of job {job.id}"
             if any(p.name.endswith(MANIFEST_SUFFIX) for p in folder.iterdir()):
                 row = catalog.add_dataset(
-                    project, name, folder, description, lineage={**lineage, "output": key}
+                    project, name, folder, description, lineage={**lineage, "output": key}, within=run_dir
                 )
                 spec["registered"] = f"dataset:{row.ref}"
             else:
                 row = catalog.add_model(
-                    project, name, folder, description, lineage={**lineage, "output": key}
+                    project, name, folder, description, lineage={**lineage, "output": key}, within=run_dir
                 )
                 spec["registered"] = f"model:{row.ref}"
         saves = [dict(s) for s in job.saves]
@@ -191,10 +191,8 @@ class Finisher:
                 )
             name = _catalog_name(save.get("name"), f"{algorithm}-saved")
             description = save.get("description") or f"saved by job {job.id}"
-            if save["kind"] == "dataset":
-                row = catalog.add_dataset(project, name, path, description, lineage=lineage)
-            else:
-                row = catalog.add_model(project, name, path, description, lineage=lineage)
+            add = catalog.add_dataset if save["kind"] == "dataset" else catalog.add_model
+            row = add(project, name, path, description, lineage=lineage, within=run_dir.resolve())
             save["registered"] = f"{save['kind']}:{row.ref}"
         with self.platform.session(immediate=True) as session:
             row = session.get(Job, job.id)

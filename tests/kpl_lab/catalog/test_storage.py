@@ -52,16 +52,20 @@ def test_copy_hashed_reads_no_file_through_a_link_above_or_inside_it(tmp_path):
     secret = tmp_path / "hub"
     secret.mkdir()
     (secret / "secrets.json").write_text('{"cookie_secret": "x"}')
-    outputs = tmp_path / "run" / "outputs"
-    (outputs / "model").mkdir(parents=True)
-    (outputs / "model" / "weights.bin").write_bytes(b"w")
-    assert copy_hashed(outputs / "model", tmp_path / "copy1").files == ["weights.bin"]
+    run = tmp_path / "run"  # a job's run folder: its user controls everything in it
+    (run / "outputs" / "model").mkdir(parents=True)
+    (run / "outputs" / "model" / "weights.bin").write_bytes(b"w")
+    assert copy_hashed(run / "outputs" / "model", tmp_path / "copy1", within=run).files == ["weights.bin"]
 
-    os.rename(outputs, tmp_path / "run" / "outputs.real")  # her outputs/ now leads to root's folder
-    (tmp_path / "run" / "outputs").symlink_to(tmp_path)
+    os.rename(run / "outputs", run / "outputs.real")  # her outputs/ now leads to root's folder
+    (run / "outputs").symlink_to(tmp_path)
     with pytest.raises(BadRequest, match="symbolic links"):
-        copy_hashed(tmp_path / "run" / "outputs" / "hub", tmp_path / "copy2")
+        copy_hashed(run / "outputs" / "hub", tmp_path / "copy2", within=run)
     assert not (tmp_path / "copy2" / "secrets.json").exists()
+    (run / "outputs.real" / "model" / "weights.bin").unlink()  # a link to root's file in her folder
+    (run / "outputs.real" / "model" / "weights.bin").symlink_to(secret / "secrets.json")
+    with pytest.raises(BadRequest, match="symbolic links"):
+        copy_hashed(run / "outputs.real" / "model", tmp_path / "copy3", within=run)
 
 
 def test_publish_and_remove_refuse_a_folder_a_user_put_on_the_way(tmp_path):

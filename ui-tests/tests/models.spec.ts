@@ -127,7 +127,7 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
     await page.locator(`#kpl-model-${name} .kpl-deploy`).click();
     const dialog = page.locator('.jp-Dialog');
     await expect(dialog).toContainText(`Deploy ${ref}`);
-    // The dialog focuses its first field once its body rendered: keys typed elsewhere before could land there.
+    // The dialog focuses its first field as it opens, and keeps the caret where the user moves it (replicas next).
     await expect(dialog.locator('.kpl-deploy-name')).toBeFocused();
     // Replicas out of range keep Deploy disabled; a bad name opens the dialog again, saying so.
     await dialog.locator('.kpl-deploy-replicas').fill('0');
@@ -139,6 +139,7 @@ test('the model view links lineage, shows the structure, sets an alias, deploys 
       'deployment name "-bad"'
     );
     await expect(dialog.locator('.kpl-deploy-replicas')).toHaveValue('1');
+    await shot(page, testInfo, 'deploy-dialog');
     await dialog.locator('.kpl-deploy-name').fill(deployment);
     await dialog.getByRole('button', { name: 'Deploy' }).click();
     const deploymentView = page.locator(`#kpl-deployment-${deployment}`);

@@ -64,6 +64,9 @@ def open_in(folder: Path, relative: str | Path, flags: int = os.O_RDONLY, mode: 
             raise Refused(
                 f"{folder / relative}: a symbolic link on the way (not followed in run folders)"
             ) from None
+        # what opening a FIFO with no reader, a socket or a folder for writing gives
+        if error.errno in (errno.ENXIO, errno.EISDIR):
+            raise Refused(f"{folder / relative}: not a plain file") from None
         raise
     if not stat.S_ISREG(os.fstat(opened).st_mode):
         os.close(opened)

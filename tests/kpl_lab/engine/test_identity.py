@@ -299,6 +299,7 @@ def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(acco
         "j4": ("output.log", victim),
         "j5": ("logs", victims),
         "j6": ("supervisor.lock", victims / "lock"),
+        "j7": ("output.log", None),  # a FIFO no one reads: opening it to append would fail
     }
     ends = {}
 
@@ -316,7 +317,10 @@ def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(acco
         await executor.before_start(launch)  # the run folder is hers from here on
         name, target = planted[job_id]
         (launch.run_dir / name).unlink(missing_ok=True)
-        (launch.run_dir / name).symlink_to(target)
+        if target is None:
+            os.mkfifo(launch.run_dir / name)
+        else:
+            (launch.run_dir / name).symlink_to(target)
         handle = await executor.execute(launch)
         for _ in range(1200):
             if not (await executor.poll(launch, handle)).running:
@@ -330,3 +334,4 @@ def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(acco
     for job_id in ("j4", "j5"):  # the job could not start: it says why
         assert "symbolic link" in ends[job_id].get("reason", ""), ends[job_id]
     assert ends["j6"] == {}  # the supervisor left at once: no lock, no job
+    assert "not a plain file" in ends["j7"].get("reason", ""), ends["j7"]

@@ -58,8 +58,15 @@ def test_open_in_follows_no_link_on_the_way(tmp_path):
     assert victim.read_text() == "root's" and not (tmp_path / "worker-1.log").exists()
 
     os.mkfifo(run_dir / "events.jsonl")  # a FIFO would hold a reader until someone writes
-    with pytest.raises(Refused, match="not a plain file"):
-        open_in(run_dir, "events.jsonl")
+    (run_dir / "folder.log").mkdir()
+    for relative, flags in (
+        ("events.jsonl", os.O_RDONLY),
+        ("events.jsonl", APPEND),  # no reader: the open fails (ENXIO), a log is not written
+        ("folder.log", os.O_RDONLY),
+        ("folder.log", APPEND),
+    ):
+        with pytest.raises(Refused, match="not a plain file"):
+            open_in(run_dir, relative, flags)
 
     fd = open_in(run_dir, "logs2/worker-1.log", APPEND)  # missing folders on the way are made
     os.write(fd, b"line\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -332,9 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         sys.stdout.flush()
 
-    # the hub's own server first: until the hub has added its route, every probe through the proxy
-    # is a 404 line in the proxy's log
-    return run_hub(command, hub_dir, ready=((hub_own_url(config), url), announce))
+    return run_hub(command, hub_dir, ready=(ready_probes(config, url), announce))
 
 
 def set_up_demo(home: Path, args: argparse.Namespace, python: str) -> None:
@@ -355,17 +354,47 @@ def runs_torch(python: str) -> bool:
     return subprocess.run([python, "-c", check], capture_output=True, check=False).returncode == 0
 
 
+def ready_probes(config: Path, url: str) -> tuple[Callable[[], bool], ...]:
+    """Return what says, in order, that the hub of `config` serves at `url`.
+
+    The hub adds its route and its services' to the proxy only once its own server answers
+    and every service listens: a probe through the proxy before that is a 404 line in the
+    proxy's log, so those are asked first.
+    """
+    services = [s["url"] for s in _hub_config(config).get("services", []) if s.get("url")]
+    return (
+        functools.partial(answers, hub_own_url(config)),
+        *(functools.partial(listens, service) for service in services),
+        functools.partial(answers, url),
+    )
+
+
 def answers(url: str) -> bool:
     """Say whether the hub at `url` answers its health check now."""
     parts = urllib.parse.urlsplit(url)
-    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(parts.hostname or "", parts.hostname)
-    netloc = f"[{host}]" if ":" in host else host
-    probe = f"{parts.scheme}://{netloc}:{parts.port or 80}{parts.path.rstrip('/')}/hub/health"
+    probe = f"{parts.scheme}://{_netloc(parts)}{parts.path.rstrip('/')}/hub/health"
     try:
         with urllib.request.urlopen(probe, timeout=READY_PROBE_SECONDS) as response:
             return response.status == 200
     except OSError:
         return False
+
+
+def listens(url: str) -> bool:
+    """Say whether a server accepts connections at `url`'s host and port now (asking it nothing)."""
+    host, _, port = _netloc(urllib.parse.urlsplit(url)).rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=READY_PROBE_SECONDS).close()
+    except OSError:
+        return False
+    return True
+
+
+def _netloc(parts: urllib.parse.SplitResult) -> str:
+    """Return `host:port` to connect to for a URL a server binds (all addresses: loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(parts.hostname or "", parts.hostname)
+    default = 443 if parts.scheme == "https" else 80
+    return f"{f'[{host}]' if ':' in host else host}:{parts.port or default}"
 
 
 def configured_url(config: Path) -> str:
@@ -407,11 +436,11 @@ def run_hub(
     command: list[str],
     cwd: Path,
     stop_seconds: float = STOP_SECONDS,
-    ready: tuple[tuple[str, ...], Callable[[], None]] | None = None,
+    ready: tuple[tuple[Callable[[], bool], ...], Callable[[], None]] | None = None,
 ) -> int:
     """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind.
 
-    `ready`: the URLs to probe, in order, and what to call once the hub answers at all of them
+    `ready`: the probes to ask, in order (`ready_probes`), and what to call once all say yes
     (print the URL to open).
     """
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -426,7 +455,7 @@ def run_hub(
                 return hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
             except subprocess.TimeoutExpired:
                 _remember_children(hub.pid, started)
-            if ready and all(answers(url) for url in ready[0]):
+            if ready and all(probe() for probe in ready[0]):
                 ready[1]()
                 ready = None
     except _Stop:

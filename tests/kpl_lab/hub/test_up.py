@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import re
@@ -25,12 +26,14 @@ from kpl_lab.catalog.migrate import current_revision, head_revision
 from kpl_lab.hub.hublog import QuietPolling
 from kpl_lab.hub.up import (
     add_sample_data,
+    answers,
     configured_url,
     free_port,
     hub_own_url,
     load_secrets,
     parse,
     port_free,
+    ready_probes,
     render_config,
     run_hub,
 )
@@ -267,21 +270,27 @@ def test_the_url_is_printed_once_the_hub_answers(tmp_path):
         announced.append(served.read_text())  # no such file before the hub answered
 
     command = [sys.executable, str(tmp_path / "hub.py"), str(port), str(served)]
-    assert run_hub(command, tmp_path, ready=((f"http://0.0.0.0:{port}/",), announce)) == 0
+    probes = (functools.partial(answers, f"http://0.0.0.0:{port}/"),)
+    assert run_hub(command, tmp_path, ready=(probes, announce)) == 0
     assert announced == ["/hub/health"]
 
 
 HUB_BEHIND_PROXY = """\
-import http.server, pathlib, sys, threading, time
-own, proxy, log = int(sys.argv[1]), int(sys.argv[2]), pathlib.Path(sys.argv[3])
+import http.server, pathlib, socket, sys, threading, time
+own, service, proxy = (int(port) for port in sys.argv[1:4])
+log = pathlib.Path(sys.argv[4])
 answered = threading.Event()  # the proxy's first answer is sent: this hub may exit
+
+
+def note(line):
+    with log.open("a") as out:  # in the order things happened
+        out.write(line + "\\n")
 
 
 def handler(name):
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            with log.open("a") as out:  # in the order the requests came
-                out.write(f"{name} {self.path}\\n")
+            note(f"{name} {self.path}")
             self.send_response(200 if self.path == "/hub/health" else 404)
             self.end_headers()
             self.wfile.flush()
@@ -294,25 +303,46 @@ def handler(name):
     return Health
 
 
-# the proxy listens first (every probe of it before the hub's route exists is a 404 in its log)
-threading.Thread(target=http.server.HTTPServer(("127.0.0.1", proxy), handler("proxy")).serve_forever, daemon=True).start()
+def serve(port, name):
+    threading.Thread(target=http.server.HTTPServer(("127.0.0.1", port), handler(name)).serve_forever, daemon=True).start()
+
+
+def accept(listening):
+    while True:
+        listening.accept()[0].close()
+
+
+# the proxy listens first (every probe of it before the hub's routes exist is a 404 in its log)
+serve(proxy, "proxy")
 time.sleep(1.0)
-with http.server.HTTPServer(("127.0.0.1", own), handler("hub")) as server:
-    server.handle_request()
+serve(own, "hub")
+time.sleep(1.0)  # the hub starts its services, and adds the routes once they listen
+listening = socket.create_server(("127.0.0.1", service))
+note("service listens")
+threading.Thread(target=accept, args=(listening,), daemon=True).start()
 answered.wait()
 """
 
 
-def test_the_proxy_is_probed_only_after_the_hubs_own_server_answers(tmp_path):
+def test_the_proxy_is_probed_only_after_the_hubs_own_server_answers_and_its_services_listen(tmp_path):
     (tmp_path / "hub.py").write_text(HUB_BEHIND_PROXY)
-    own, proxy, log = free_port(), free_port(), tmp_path / "requests"
+    own, service, proxy, log = free_port(), free_port(), free_port(), tmp_path / "requests"
     log.touch()
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text(
+        "c = get_config()  # noqa\n"
+        f"c.JupyterHub.hub_port = {own}\n"
+        f"c.JupyterHub.services = [{{'name': 'kpl', 'url': 'http://127.0.0.1:{service}'}}, {{'name': 'user'}}]\n"
+    )
     announced = []
-    command = [sys.executable, str(tmp_path / "hub.py"), str(own), str(proxy), str(log)]
-    urls = (f"http://127.0.0.1:{own}/", f"http://127.0.0.1:{proxy}/")
-    assert run_hub(command, tmp_path, ready=(urls, lambda: announced.append(True))) == 0
+    command = [sys.executable, str(tmp_path / "hub.py"), str(own), str(service), str(proxy), str(log)]
+    probes = ready_probes(config, f"http://127.0.0.1:{proxy}/")
+    assert run_hub(command, tmp_path, ready=(probes, lambda: announced.append(True))) == 0
     assert announced == [True]
-    assert log.read_text() == "hub /hub/health\nproxy /hub/health\n"  # no probe of the proxy before
+    # no probe of the proxy before the hub could have added its routes
+    before, _, after = log.read_text().partition("service listens\n")
+    assert before and set(before.splitlines()) == {"hub /hub/health"}, before
+    assert after.splitlines()[-1] == "proxy /hub/health" and "proxy" not in before
 
 
 def test_the_hubs_own_url_comes_from_the_config(tmp_path):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..api.catalog import NAME_PATTERN
-from ..engine.runfolder import Refused, open_in
+from ..engine.runfolder import Refused, open_folder, open_in
 from ..errors import BadRequest
 
 NAME_RE = re.compile(NAME_PATTERN)
@@ -145,35 +145,17 @@ class Storage:
         have the platform's account (root) move or delete files wherever it leads.
         """
         relative = path.relative_to(self.root)
-        fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            for part in relative.parts:
-                if make:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                try:
-                    inner = os.open(
-                        part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-                    )
-                except FileNotFoundError:
-                    if make:
-                        raise
-                    yield None
-                    return
-                except OSError:  # ELOOP, ENOTDIR: a link or a file
-                    raise BadRequest(
-                        f"{relative}: {part} is a link or a file, not a folder of the platform's"
-                    ) from None
-                os.close(fd)
-                fd = inner
-                if os.fstat(fd).st_uid != os.geteuid():
-                    raise BadRequest(
-                        f"{relative}: {part} was made by another account, not by the platform: "
-                        "move it away, then try again"
-                    )
+            fd = open_folder(self.root, relative, make=make, owner=os.geteuid())
+        except Refused as error:
+            raise BadRequest(
+                f"{relative}: {error}; the platform writes only through folders it made: move it away, then try again"
+            ) from None
+        try:
             yield fd
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
 
 
 def copy_hashed(

@@ -34,6 +34,46 @@ def write_atomic(path: Path, text: str, durable: bool = True) -> None:
     os.replace(tmp, path)
 
 
+def open_folder(base: Path, relative: str | Path, make: bool = False, owner: int | None = None) -> int | None:
+    """Return a descriptor (O_PATH) of folder `base/relative`, following no symbolic link from `base` on.
+
+    Missing folders below `base` are made when `make`, else the answer is None. With
+    `owner`, every folder below `base` must be that account's. A link or a file on the way,
+    `base` included, or a folder of another account raises `Refused` naming it. The caller
+    closes the descriptor.
+    """
+    try:
+        fd = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(f"{base} is a symbolic link or a file, not a folder") from None
+        raise
+    try:
+        for part in Path(relative).parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                if make:
+                    raise
+                os.close(fd)
+                return None
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise Refused(f"{part} is a symbolic link or a file, not a folder") from None
+                raise
+            os.close(fd)
+            fd = inner
+            if owner is not None and os.fstat(fd).st_uid != owner:
+                raise Refused(f"{part} was made by another account")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def open_in(folder: Path, relative: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
     """Open a file of a run folder (`logs/worker-1.log`, say) following no symbolic link; return its descriptor.
 
@@ -43,34 +83,30 @@ def open_in(folder: Path, relative: str | Path, flags: int = os.O_RDONLY, mode: 
     file (a FIFO would block) raises `Refused`. Subfolders missing on the way are made when
     `flags` has O_CREAT.
     """
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
     relative = Path(relative).relative_to(folder) if Path(relative).is_absolute() else Path(relative)
-    *folders, name = relative.parts
+    shown = folder / relative
     try:
-        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | nofollow)
-        try:
-            for part in folders:
-                if flags & os.O_CREAT:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | nofollow, dir_fd=fd)
-                os.close(fd)
-                fd = inner
-            opened = os.open(name, flags | os.O_NONBLOCK | nofollow, mode, dir_fd=fd)
-        finally:
-            os.close(fd)
+        parent = open_folder(folder, Path(*relative.parts[:-1]), make=bool(flags & os.O_CREAT))
+    except Refused as error:
+        raise Refused(f"{shown}: {error} (no link is followed in run folders)") from None
+    if parent is None:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(shown))
+    try:
+        opened = os.open(
+            relative.name, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent
+        )
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(
-                f"{folder / relative}: a symbolic link on the way (not followed in run folders)"
-            ) from None
+        if error.errno == errno.ELOOP:
+            raise Refused(f"{shown}: a symbolic link (no link is followed in run folders)") from None
         # what opening a FIFO with no reader, a socket or a folder for writing gives
         if error.errno in (errno.ENXIO, errno.EISDIR):
-            raise Refused(f"{folder / relative}: not a plain file") from None
+            raise Refused(f"{shown}: not a plain file") from None
         raise
+    finally:
+        os.close(parent)
     if not stat.S_ISREG(os.fstat(opened).st_mode):
         os.close(opened)
-        raise Refused(f"{folder / relative}: not a plain file")
+        raise Refused(f"{shown}: not a plain file")
     if flags & (os.O_WRONLY | os.O_RDWR):
         os.set_blocking(opened, True)
     return opened

@@ -79,10 +79,10 @@ def test_publish_and_remove_refuse_a_folder_a_user_put_on_the_way(tmp_path):
     staged = tmp_path / "storage" / "staged"
     staged.mkdir()
     (staged / "part-0").write_text("upload")
-    with pytest.raises(BadRequest, match="mine is a link"):
+    with pytest.raises(BadRequest, match="mine is a symbolic link"):
         storage.publish(staged, storage.dataset_dir("vision", "mine", "abc"))
     (elsewhere / "abc").mkdir()
-    with pytest.raises(BadRequest, match="mine is a link"):
+    with pytest.raises(BadRequest, match="mine is a symbolic link"):
         storage.remove(storage.dataset_dir("vision", "mine", "abc"))
     assert os.listdir(elsewhere) == ["abc"] and staged.is_dir()
 

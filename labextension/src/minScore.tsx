@@ -23,13 +23,16 @@ export function isScored(box: IScoredBox): box is { score: number } {
 }
 
 /**
- * The boxes scored at least `minimum`; a box without a score always shows.
+ * The boxes scored at least `minimum`; a box without a score always shows, and at 0 every box
+ * does (a score under 0 too, as the class chart counts it in its first band).
  */
 export function boxesAbove<T extends IScoredBox>(
   boxes: T[],
   minimum: number
 ): T[] {
-  return boxes.filter(box => !isScored(box) || box.score >= minimum);
+  return boxes.filter(
+    box => !isScored(box) || minimum <= 0 || box.score >= minimum
+  );
 }
 
 /**

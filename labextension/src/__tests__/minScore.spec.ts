@@ -85,11 +85,14 @@ describe('minimum score', () => {
     // bands of 5 %: [0, 0.05) … [0.95, 1), 1
     const bands = (...scores: number[]): number[] => {
       const counts = new Array(21).fill(0);
-      scores.forEach(s => (counts[Math.min(20, Math.floor(s * 20))] += 1));
+      scores.forEach(
+        s => (counts[Math.max(0, Math.min(20, Math.floor(s * 20)))] += 1)
+      );
       return counts;
     };
-    const scores = { cat: [0.9, 0.25, 1], dog: [0.1, 0.35] };
-    const classes = { cat: 3, dog: 2, label: 4 }; // label: no scores, always counted
+    // a score under 0 is in the first band, over 1 in the last, as the server counts them
+    const scores = { cat: [0.9, 0.25, 1, 1.2], dog: [0.1, 0.35, -0.3] };
+    const classes = { cat: 4, dog: 3, label: 4 }; // label: no scores, always counted
     const classBands = { cat: bands(...scores.cat), dog: bands(...scores.dog) };
     for (const minimum of [0, 0.05, 0.25, 0.35, 0.4, 0.95, 1]) {
       const drawn: Record<string, number> = { label: 4 };
@@ -104,6 +107,7 @@ describe('minimum score', () => {
       }
       expect(countsAbove(classes, classBands, minimum)).toEqual(drawn);
     }
-    expect(countsAbove(classes, classBands, 1)).toEqual({ cat: 1, label: 4 });
+    expect(countsAbove(classes, classBands, 1)).toEqual({ cat: 2, label: 4 });
+    expect(countsAbove(classes, classBands, 0)).toEqual(classes);
   });
 });

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
@@ -37,7 +36,7 @@ from kpl_lab.errors import BadRequest, Forbidden, KPLError
 
 from .executor import ExecutionState, Executor
 from .launch import JobLaunch
-from .runfolder import worker_log
+from .runfolder import Refused, worker_log, write_atomic
 from .supervisor import last_line
 
 MOUNT_ROOT = PurePosixPath("/kpl")
@@ -570,8 +569,12 @@ class KubernetesExecutor(Executor):
         folders = [launch.run_dir, *(launch.run_dir / "outputs" / key for key in launch.outputs)]
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(launch.run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, sort_keys=True))
-        _write_atomic(launch.run_dir / "job.json", json.dumps(launch.to_json(), indent=2, sort_keys=True))
+        write_atomic(
+            launch.run_dir / "parameter.yml", yaml.safe_dump(launch.parameters, sort_keys=True), mode=0o600
+        )
+        write_atomic(
+            launch.run_dir / "job.json", json.dumps(launch.to_json(), indent=2, sort_keys=True), mode=0o600
+        )
         if os.geteuid() == 0 and self.run_as_user is not None:
             # Kubelet does not chown subPaths on most PVCs: the job's user must own what it writes.
             group = self.fs_group if self.fs_group is not None else -1
@@ -902,9 +905,11 @@ class KubernetesExecutor(Executor):
         for worker in range(handle.get("workers", 1)):
             text = await self.logs(launch, handle, worker=worker)
             if text:
-                path = worker_log(launch.run_dir, worker)
-                path.parent.mkdir(exist_ok=True)
-                _write_atomic(path, text)
+                # the pods wrote the run folder as the job's user: a link in it leads nowhere
+                try:
+                    write_atomic(worker_log(launch.run_dir, worker), text, within=launch.run_dir, mode=0o600)
+                except Refused as error:
+                    self.log.warning("job %s: its log is not kept: %s", launch.job_id, error)
 
     async def on_complete(self, launch: JobLaunch, state: ExecutionState) -> None:
         """Keep the pod logs in the run folder before Kubernetes deletes the finished Job."""
@@ -954,17 +959,6 @@ async def _delete_quietly(call) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 __all__ = [

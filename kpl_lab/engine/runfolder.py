@@ -17,21 +17,33 @@ from .devices import VISIBLE_DEVICES_VARIABLE
 from .launch import JobLaunch
 
 
-def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+def write_atomic(
+    path: Path, text: str, durable: bool = True, within: Path | None = None, mode: int = 0o666
+) -> None:
     """Write a file through a temporary name and a rename, so readers never see half of it.
 
     `durable=False` skips the fsync, for files that matter only while this machine stays up.
     The temporary file is new (O_EXCL, a random name): a link a job's user put in her run
-    folder is never written through.
+    folder is never written through. With `within` (her run folder), no link is followed
+    from there down to the file's folder either (`open_folder`; missing folders are made).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    with open(fd, "w") as out:
-        out.write(text)
-        if durable:
-            out.flush()
-            os.fsync(out.fileno())
-    os.replace(tmp, path)
+    tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    if within is None:
+        folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    else:
+        folder = open_folder(within, path.parent.relative_to(within), make=True)
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder
+        )
+        with open(fd, "w") as out:
+            out.write(text)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def open_folder(base: Path, relative: str | Path, make: bool = False, owner: int | None = None) -> int | None:

@@ -722,6 +722,31 @@ async def test_indexed_job_without_the_training_operator(double, tmp_path, stora
     assert double.jobs == {} and double.services == {} and double.secrets == {}
 
 
+async def test_a_kept_log_is_written_through_no_link_the_jobs_pods_put_in_the_run_folder(
+    double, tmp_path, storage
+):
+    """The pods write the run folder as the job's user: `logs/` made a link leads the service nowhere."""
+    executor = lifecycle_executor(double, tmp_path, storage)
+    launch = make_launch(storage, limits=Resources(cpu=2, memory=4096, shm=0, workers=2))
+    await executor.before_start(launch)
+    handle = await executor.execute(launch)
+    elsewhere = tmp_path / "elsewhere"  # a folder of the service's she wants a file made in
+    elsewhere.mkdir()
+    (launch.run_dir / "logs").symlink_to(elsewhere)
+    double.set_job_status(NS, NAME, fixture("job_status_succeeded.json"))
+    double.add_pod(worker_pod("pod_succeeded.json", 0))
+    double.add_pod(worker_pod("pod_succeeded.json", 1))
+    double.logs[(NS, f"{NAME}-0-x7k2p")] = "rank 0 done\n"
+    double.logs[(NS, f"{NAME}-1-x7k2p")] = "rank 1 done\n"
+    state = await executor.poll(launch, handle)
+    assert (state.running, state.exit_code) == (False, 0)
+
+    await executor.on_complete(launch, state)
+    assert (launch.run_dir / "output.log").read_text() == "rank 0 done\n"
+    assert list(elsewhere.iterdir()) == []  # worker 1's log is not kept, rather than kept there
+    assert (launch.run_dir / "logs").is_symlink()
+
+
 async def test_pytorchjob_with_the_training_operator(double, tmp_path, storage):
     double.training_operator = True
     executor = lifecycle_executor(double, tmp_path, storage, events_url="http://kpl/api/jobs/{job_id}/events")

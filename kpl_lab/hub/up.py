@@ -372,7 +372,9 @@ def ready_probes(config: Path, url: str) -> tuple[Callable[[], bool], ...]:
 def answers(url: str) -> bool:
     """Say whether the hub at `url` answers its health check now."""
     parts = urllib.parse.urlsplit(url)
-    probe = f"{parts.scheme}://{_netloc(parts)}{parts.path.rstrip('/')}/hub/health"
+    host, port = _address(parts)
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    probe = f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/hub/health"
     try:
         with urllib.request.urlopen(probe, timeout=READY_PROBE_SECONDS) as response:
             return response.status == 200
@@ -382,19 +384,17 @@ def answers(url: str) -> bool:
 
 def listens(url: str) -> bool:
     """Say whether a server accepts connections at `url`'s host and port now (asking it nothing)."""
-    host, _, port = _netloc(urllib.parse.urlsplit(url)).rpartition(":")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=READY_PROBE_SECONDS).close()
+        socket.create_connection(_address(urllib.parse.urlsplit(url)), timeout=READY_PROBE_SECONDS).close()
     except OSError:
         return False
     return True
 
 
-def _netloc(parts: urllib.parse.SplitResult) -> str:
-    """Return `host:port` to connect to for a URL a server binds (all addresses: loopback)."""
+def _address(parts: urllib.parse.SplitResult) -> tuple[str, int]:
+    """Return the (host, port) to connect to for a URL a server binds (all addresses: loopback)."""
     host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(parts.hostname or "", parts.hostname)
-    default = 443 if parts.scheme == "https" else 80
-    return f"{f'[{host}]' if ':' in host else host}:{parts.port or default}"
+    return host, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def configured_url(config: Path) -> str:

@@ -10,8 +10,10 @@ period) and then the supervisor; so does the run folder's removal (the platform'
 deleted under it: nobody could find or stop it any more). Under `run_as_users` the server
 runs as the deployment's user (`identity` in replica.json) while the supervisor stays the
 platform's; it trusts replica.json and status.json only when the platform's account wrote
-them (`read_own_json`): project members may write around a run folder. Standard library
-only: it starts quickly.
+them (`read_own_json`): project members may write around a run folder. There the server
+must listen on its socket: a TCP port on loopback answers every account of the machine, so
+a server found answering on its port is stopped and the replica `failed` (`on_port`).
+Standard library only: it starts quickly.
 """
 
 from __future__ import annotations
@@ -165,6 +167,20 @@ class ReplicaSupervisor:
             return address.unix_url(str(self.socket_folder / SOCKET_NAME))
         return address.tcp_url(self.host, self.status["port"])
 
+    def on_port(self, url: str) -> str | None:
+        """Return why a server that runs as a user's account may not answer at `url`, else None.
+
+        A TCP port on loopback answers every account of the machine; the socket's folder is the
+        deployment user's alone.
+        """
+        if self.identity is None or url.startswith(address.UNIX) or not is_healthy(url):
+            return None
+        return (
+            f"the server answers on TCP port {self.status['port']}, which every account of this machine "
+            "can reach: a replica that runs as its user's account must listen on the Unix socket "
+            "in $KPL_DEPLOY_SOCKET (kpl_helper.deploy.serve does; see docs/serving.md)"
+        )
+
     def watch(self, server: subprocess.Popen) -> bool:
         """Health-check the server until it exits or the supervisor stops; return whether it was ready."""
         ready = False
@@ -173,7 +189,13 @@ class ReplicaSupervisor:
                 self.stopping = True
                 break
             url = self.url()
-            healthy = is_healthy(url)
+            refused = self.on_port(url)
+            if refused is not None:  # stopped at once, and not started again: it would do the same
+                kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+                server.wait()
+                self.write(state="failed", pid=None, url=None, reason=refused, exit_code=server.returncode)
+                break
+            healthy = is_healthy(url) if self.identity is None or url.startswith(address.UNIX) else False
             if healthy and self.status["state"] != "ready":
                 ready = True
                 self.write(state="ready", ready_since=time.time(), failures=0, url=url)
@@ -192,10 +214,16 @@ class ReplicaSupervisor:
             self.spec.get("backoff_seconds", 0.5),
             self.spec.get("max_backoff_seconds", 30.0),
         )
+        if self.identity is not None and self.socket_folder is None:
+            reason = f"the temporary folder {tempfile.gettempdir()} has too long a path for a Unix socket"
+            self.write(state="failed", pid=None, url=None, reason=reason)
+            return
         while not self.stopping:
             server = self.start_server()
             if self.watch(server):
                 failures = 0
+            if self.status["state"] == "failed":
+                return
             if self.stopping:
                 kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
                 server.wait()

@@ -18,6 +18,7 @@ from traitlets.config import Config
 
 from kpl_lab.engine import identity
 from kpl_lab.engine.forkserver import PACKAGE_PARENT
+from kpl_lab.errors import Unavailable
 from kpl_lab.platform import Platform
 
 from .conftest import post, ready_url, toy_algorithm
@@ -40,19 +41,9 @@ with open(os.path.join(os.environ["KPL_ENV_OUTPUT_ROOT_PATH"], "report.json"), "
 """
 
 
-def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
-    account_prefix, open_folder, user_python, monkeypatch
-):
-    home = open_folder / "home"
-    other = home / "storage" / "projects" / "audio"
-    other.mkdir(parents=True)
-    (other / "data.txt").write_text("audio's")
-    identity.secure_project(other, identity.ensure_group(identity.group_name("audio", account_prefix)))
-    monkeypatch.setenv("OTHER_PROJECT_FILE", str(other / "data.txt"))
-    monkeypatch.setenv("CATALOG_FILE", str(home / "kpl.sqlite"))
-    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the service's own token")  # never a user's
-    umask = os.umask(0o027)  # as `kpl-lab up` runs the platform: its files are not for other accounts
-    platform = Platform(
+def _platform(home: Path, account_prefix: str, user_python: str) -> Platform:
+    """Return a platform that runs users' jobs and replicas as their accounts."""
+    return Platform(
         home=str(home),
         config=Config(
             {
@@ -65,6 +56,21 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
             }
         ),
     )
+
+
+def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
+    account_prefix, open_folder, user_python, monkeypatch
+):
+    home = open_folder / "home"
+    other = home / "storage" / "projects" / "audio"
+    other.mkdir(parents=True)
+    (other / "data.txt").write_text("audio's")
+    identity.secure_project(other, identity.ensure_group(identity.group_name("audio", account_prefix)))
+    monkeypatch.setenv("OTHER_PROJECT_FILE", str(other / "data.txt"))
+    monkeypatch.setenv("CATALOG_FILE", str(home / "kpl.sqlite"))
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the service's own token")  # never a user's
+    umask = os.umask(0o027)  # as `kpl-lab up` runs the platform: its files are not for other accounts
+    platform = _platform(home, account_prefix, user_python)
     try:
         algorithm = toy_algorithm(open_folder / "toy-serve")
         (algorithm / "serve.py").write_text(REPORT + (algorithm / "serve.py").read_text())
@@ -125,6 +131,42 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
         platform.close()
         os.umask(umask)
     assert not folder.exists()  # the supervisor removed its socket's folder as it stopped
+
+
+def test_a_users_server_that_answers_on_its_tcp_port_is_stopped_and_the_replica_fails(
+    account_prefix, open_folder, user_python
+):
+    platform = _platform(open_folder / "home", account_prefix, user_python)
+    try:
+        # a server of its own that takes the port and ignores the socket
+        algorithm = toy_algorithm(open_folder / "own-server")
+        serve = (algorithm / "serve.py").read_text()
+        (algorithm / "serve.py").write_text(
+            serve.replace(
+                "deploy.serve(predict)", "deploy.serve(predict, port=int(os.environ['KPL_DEPLOY_PORT']))"
+            )
+        )
+        platform.catalog.add_algorithm("vision", algorithm, name="own-server")
+        (open_folder / "model").mkdir()
+        (open_folder / "model" / "label.txt").write_text("cat")
+        model = platform.catalog.add_model("vision", "toy-model", open_folder / "model").ref
+        service = platform.deployments
+        service.create("vision", "pets", model, algorithm="own-server", user="alice")
+        with pytest.raises(Unavailable) as refused:
+            service.wait("vision", "pets", WAIT)
+        assert "the server answers on TCP port" in str(refused.value)
+        assert "must listen on the Unix socket in $KPL_DEPLOY_SOCKET" in str(refused.value)
+        (replica,) = service.replica_states(service.get("vision", "pets"))
+        assert (replica["state"], replica["restarts"], replica["url"]) == ("failed", 0, None)
+        # the server was stopped: its port answers nobody
+        (row,) = service.get("vision", "pets").replica_rows
+        port = json.loads((service.run_dir(row) / "status.json").read_text())["port"]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+    finally:
+        for deployment in platform.deployments.list("vision"):
+            platform.deployments.delete("vision", deployment.name)
+        platform.close()
 
 
 def test_the_supervisor_refuses_a_replica_json_it_did_not_write(account_prefix, open_folder):

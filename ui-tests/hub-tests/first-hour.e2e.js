@@ -80,6 +80,8 @@ test('the sample algorithm trains with every default, and its model is the userâ
   await page.locator(`#kpl-model-${MODEL} .kpl-deploy`).click();
   const dialog = page.locator('.jp-Dialog');
   await dialog.locator('.kpl-deploy-name').fill('digits');
+  await expect(dialog.locator('.kpl-deploy-replicas')).toHaveValue('1');
+  await shot(page, testInfo, 'hub-deploy-dialog');
   await dialog.getByRole('button', { name: 'Deploy' }).click();
   const deployment = page.locator('#kpl-deployment-digits');
   await expect(

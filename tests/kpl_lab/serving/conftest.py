@@ -86,6 +86,18 @@ def toy_algorithm(folder: Path) -> Path:
     return folder
 
 
+def port_algorithm(folder: Path) -> Path:
+    """Write the toy algorithm with a server of its own on the port it is given, not the socket; return it."""
+    toy_algorithm(folder)
+    serve = (folder / "serve.py").read_text()
+    (folder / "serve.py").write_text(
+        serve.replace(
+            "deploy.serve(predict)", "deploy.serve(predict, port=int(os.environ['KPL_DEPLOY_PORT']))"
+        )
+    )
+    return folder
+
+
 @pytest.fixture
 def toy(serving_platform, tmp_path):
     """Return a function adding the toy algorithm and a model labelled LABEL to a project; it returns the model ref."""

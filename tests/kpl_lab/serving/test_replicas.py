@@ -21,7 +21,7 @@ from kpl_lab.engine.forkserver import PACKAGE_PARENT
 from kpl_lab.errors import Unavailable
 from kpl_lab.platform import Platform
 
-from .conftest import post, ready_url, toy_algorithm
+from .conftest import port_algorithm, post, ready_url, toy_algorithm
 
 WAIT = 120.0
 
@@ -139,14 +139,9 @@ def test_a_users_server_that_answers_on_its_tcp_port_is_stopped_and_the_replica_
     platform = _platform(open_folder / "home", account_prefix, user_python)
     try:
         # a server of its own that takes the port and ignores the socket
-        algorithm = toy_algorithm(open_folder / "own-server")
-        serve = (algorithm / "serve.py").read_text()
-        (algorithm / "serve.py").write_text(
-            serve.replace(
-                "deploy.serve(predict)", "deploy.serve(predict, port=int(os.environ['KPL_DEPLOY_PORT']))"
-            )
+        platform.catalog.add_algorithm(
+            "vision", port_algorithm(open_folder / "own-server"), name="own-server"
         )
-        platform.catalog.add_algorithm("vision", algorithm, name="own-server")
         (open_folder / "model").mkdir()
         (open_folder / "model" / "label.txt").write_text("cat")
         model = platform.catalog.add_model("vision", "toy-model", open_folder / "model").ref

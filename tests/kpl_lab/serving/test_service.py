@@ -13,7 +13,7 @@ from sqlalchemy import select
 from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.errors import BadRequest, Conflict, Unavailable
 
-from .conftest import post, ready_url, toy_algorithm
+from .conftest import port_algorithm, post, ready_url
 
 WAIT = 120.0
 
@@ -76,14 +76,9 @@ def test_a_server_on_a_unix_socket_or_on_its_port_is_reached(serving_platform, t
     service = serving_platform.deployments
     model = toy("cat")
     # a deploy script with a server of its own, listening on the port it is given
-    tcp = toy_algorithm(tmp_path / "own-server")
-    serve = (tcp / "serve.py").read_text()
-    (tcp / "serve.py").write_text(
-        serve.replace(
-            "deploy.serve(predict)", "deploy.serve(predict, port=int(os.environ['KPL_DEPLOY_PORT']))"
-        )
+    serving_platform.catalog.add_algorithm(
+        "default", port_algorithm(tmp_path / "own-server"), name="own-server"
     )
-    serving_platform.catalog.add_algorithm("default", tcp, name="own-server")
     service.create("default", "sock", model, algorithm="toy-serve")
     service.create("default", "tcp", model, algorithm="own-server")
     for name, scheme in (("sock", "unix:"), ("tcp", "http://127.0.0.1:")):

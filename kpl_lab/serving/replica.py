@@ -12,7 +12,7 @@ runs as the deployment's user (`identity` in replica.json) while the supervisor 
 platform's; it trusts replica.json and status.json only when the platform's account wrote
 them (`read_own_json`): project members may write around a run folder. There the server
 must listen on its socket: a TCP port on loopback answers every account of the machine, so
-a server found answering on its port is stopped and the replica `failed` (`on_port`).
+a server found answering on its port is stopped and the replica `failed` (`refuse_port`).
 Standard library only: it starts quickly.
 """
 
@@ -167,19 +167,20 @@ class ReplicaSupervisor:
             return address.unix_url(str(self.socket_folder / SOCKET_NAME))
         return address.tcp_url(self.host, self.status["port"])
 
-    def on_port(self, url: str) -> str | None:
-        """Return why a server that runs as a user's account may not answer at `url`, else None.
+    def refuse_port(self, server: subprocess.Popen) -> None:
+        """Stop a server of a user's account that answers on its TCP port, and fail the replica.
 
         A TCP port on loopback answers every account of the machine; the socket's folder is the
-        deployment user's alone.
+        deployment user's alone. It is not started again: it would do the same.
         """
-        if self.identity is None or url.startswith(address.UNIX) or not is_healthy(url):
-            return None
-        return (
+        kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+        server.wait()
+        reason = (
             f"the server answers on TCP port {self.status['port']}, which every account of this machine "
             "can reach: a replica that runs as its user's account must listen on the Unix socket "
             "in $KPL_DEPLOY_SOCKET (kpl_helper.deploy.serve does; see docs/serving.md)"
         )
+        self.write(state="failed", pid=None, url=None, reason=reason, exit_code=server.returncode)
 
     def watch(self, server: subprocess.Popen) -> bool:
         """Health-check the server until it exits or the supervisor stops; return whether it was ready."""
@@ -189,13 +190,10 @@ class ReplicaSupervisor:
                 self.stopping = True
                 break
             url = self.url()
-            refused = self.on_port(url)
-            if refused is not None:  # stopped at once, and not started again: it would do the same
-                kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
-                server.wait()
-                self.write(state="failed", pid=None, url=None, reason=refused, exit_code=server.returncode)
+            healthy = is_healthy(url)
+            if healthy and self.identity is not None and not url.startswith(address.UNIX):
+                self.refuse_port(server)
                 break
-            healthy = is_healthy(url) if self.identity is None or url.startswith(address.UNIX) else False
             if healthy and self.status["state"] != "ready":
                 ready = True
                 self.write(state="ready", ready_since=time.time(), failures=0, url=url)

@@ -16,7 +16,8 @@ Starting the job quickly matters: the local executor forks supervisors from a fo
 start), or runs this module with
 `python -S` (no site-packages) through `BOOTSTRAP`; either way only the standard library
 and this package's light modules are loaded before the job starts; site-packages and the
-platform (SQLAlchemy) are loaded at the first tick, while the job runs. It also samples the job's resource
+platform (SQLAlchemy) are loaded at the first tick, while the job runs, unless the
+forkserver had them already (it imports them once it served a first job). It also samples the job's resource
 use (`kpl_lab.engine.usage`) every `usage_seconds` and hands the samples to the callbacks.
 """
 

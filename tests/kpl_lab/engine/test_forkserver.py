@@ -411,3 +411,36 @@ def _blocked_in(pid: int) -> str | None:
     """Return the system call a sleeping process waits in (its number), None while it runs."""
     call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
     return call if call.isdigit() and psutil.Process(pid).status() == psutil.STATUS_SLEEPING else None
+
+
+def mapped(pid: int, name: str) -> bool:
+    """Say whether process `pid` has a file whose path holds `name` mapped (a loaded C extension)."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return name in maps.read()
+
+
+def test_supervisors_forked_after_a_first_job_have_its_callbacks_imported(lab, fresh):
+    """Idle after a first job, the forkserver imports the callbacks module; later supervisors share it."""
+    lab = lab()
+    lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
+    lab.release_file.touch()
+    first = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    server = forkserver.shared(sys.executable)
+    assert lab.wait(first.id).state == "succeeded"
+    # pydantic's core is a C extension the callbacks' platform loads, and `python -S` never does
+    lab.wait_for(lambda: mapped(server.pid, "pydantic_core"), "the forkserver to import the callbacks")
+    second = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
+    supervisor = second.handle["supervisor_pid"]
+    assert parent_of(supervisor) == server.pid
+    assert mapped(supervisor, "pydantic_core")  # from its fork on, before its first tick
+    assert lab.wait(second.id).state == "succeeded"
+
+
+async def test_a_forkserver_without_callbacks_imports_nothing_more(tmp_path, fresh):
+    """Jobs whose supervision names no callbacks (an executor on its own) leave the forkserver lean."""
+    executor = LocalExecutor()
+    first = make_launch(tmp_path, "python -c 'print(42)'", job_id="lean1")
+    assert (await run_to_end(executor, first)).exit_code == 0
+    server = forkserver.shared(executor.python)
+    spare_of(server)  # it idled after the job: a preload would have come before this spare
+    assert not mapped(server.pid, "pydantic_core")

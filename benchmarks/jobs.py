@@ -79,11 +79,13 @@ def first_line(path: Path) -> str:
         time.sleep(0.001)
 
 
-def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float]:
-    """Return the medians of submit -> first line and of the bare Popen, and the median of their ratios.
+def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float, float, float]:
+    """Return the medians of submit -> first line and of the bare Popen, the median of their ratios,
+    and the medians of the job's line -> its end recorded (`succeeded`) and -> the bare Popen's exit seen.
 
     The two run in pairs, in turns first (a load that comes and goes hits both alike);
-    each pair's ratio compares two starts a moment apart.
+    each pair's ratio compares two starts a moment apart. The job prints one line and
+    exits, so the end's time is what recording it costs (polled every 20 ms).
     """
     from kpl_lab.api.jobs import JobRequest
     from kpl_lab.engine.runfolder import is_alive
@@ -94,22 +96,28 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float]:
     def bare_start() -> float:
         start = time.time()
         process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-        first = float(process.stdout.readline()) - start
+        printed = float(process.stdout.readline())
         process.communicate()
-        return first
+        bare_ends.append(time.time() - printed)
+        return printed - start
 
     def our_start() -> float:
         start = time.time()
         job = platform.jobs.submit(JobRequest(project="bench", algorithm="first"))
-        first = float(first_line(platform.jobs.run_dir(job) / "output.log")) - start
+        printed = float(first_line(platform.jobs.run_dir(job) / "output.log"))
+        first = printed - start
         handle = wait_final(platform, job.id).handle
+        our_ends.append(time.time() - printed)
         # as communicate() waits for the bare Python's exit: the supervisor's last writes are done
         while is_alive(handle.get("supervisor_pid"), handle.get("supervisor_start")):
             time.sleep(0.005)
         return first
 
+    our_ends: list[float] = []
+    bare_ends: list[float] = []
     our_start()  # the forkserver starts once per server, with its first job: not counted
     bare_start()
+    del our_ends[:], bare_ends[:]
     ours, bare = [], []
     for i in range(repeat):
         if i % 2:
@@ -119,7 +127,8 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float]:
             bare.append(bare_start())
             ours.append(our_start())
     ratio = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
-    return statistics.median(ours), statistics.median(bare), ratio
+    ends = statistics.median(our_ends), statistics.median(bare_ends)
+    return statistics.median(ours), statistics.median(bare), ratio, *ends
 
 
 def bench_push(n: int, folder: Path) -> float:
@@ -216,7 +225,7 @@ def main() -> None:
         config = Config({"LocalExecutor": {"tick_seconds": 0.5}})
         platform = Platform(home=str(tmp_path / "home"), config=config)
         src = tmp_path / "src"
-        ours, bare, ratio = bench_start(platform, src, args.repeat)
+        ours, bare, ratio, our_end, bare_end = bench_start(platform, src, args.repeat)
         if args.start_only:
             platform.close()
             print(
@@ -224,11 +233,14 @@ def main() -> None:
             )
             print(f"submit -> first line of user code  {ours * 1000:.0f} ms  bare Popen {bare * 1000:.0f} ms")
             print(f"ratio: median of the pairs {ratio:.2f}x, of the medians {ours / bare:.2f}x")
+            print(
+                f"last line -> end recorded  {our_end * 1000:.0f} ms  bare Popen's exit {bare_end * 1000:.0f} ms"
+            )
             return
         # the same with each supervisor started as a new Python (no forkserver), as before
         config = Config({"LocalExecutor": {"tick_seconds": 0.5, "use_forkserver": False}})
         slow = Platform(home=str(tmp_path / "home-slow"), config=config)
-        slow_ours, slow_bare, slow_ratio = bench_start(slow, tmp_path / "src-slow", args.repeat)
+        slow_ours, slow_bare, slow_ratio, _, _ = bench_start(slow, tmp_path / "src-slow", args.repeat)
         slow.close()
         push = bench_push(args.push, tmp_path)
         rate, job_id = bench_ingest(platform, src, args.events)
@@ -249,6 +261,12 @@ def main() -> None:
             f"{slow_ours * 1000:.0f} ms",
             f"bare Popen {slow_bare * 1000:.0f} ms",
             f"{slow_ratio:.2f}x",
+        ),
+        (
+            "last line of user code -> end recorded",
+            f"{our_end * 1000:.0f} ms",
+            f"bare Popen's exit {bare_end * 1000:.0f} ms",
+            "",
         ),
         ("push_metric per call", f"{push * 1e6:.2f} us", "", ""),
         (f"metric points ingested ({2 * args.events} points)", f"{rate:,.0f} points/s", "", ""),

@@ -1,13 +1,33 @@
-"""kpl_dataset: a typed record format on Apache Arrow, compatible with kpl-dataset 0.0.9."""
+"""kpl_dataset: a typed record format on Apache Arrow, compatible with kpl-dataset 0.0.9.
 
-from kpl_dataset.errors import KPLDatasetError
-from kpl_dataset.files import FileType, set_size_threshold
-from kpl_dataset.manifest import list_parts
-from kpl_dataset.metadb import MetaDB
-from kpl_dataset.reader import ReadOnlyDataset
-from kpl_dataset.schema import BasicType
-from kpl_dataset.writer import WriteOnlyDataset
+The names below are imported on first use (PEP 562), so that a module of the package that
+needs no Arrow (`kpl_dataset.names`: a folder's file names) loads without pyarrow and numpy.
+"""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kpl_dataset.errors import KPLDatasetError
+    from kpl_dataset.files import FileType, set_size_threshold
+    from kpl_dataset.manifest import list_parts
+    from kpl_dataset.metadb import MetaDB
+    from kpl_dataset.reader import ReadOnlyDataset
+    from kpl_dataset.schema import BasicType
+    from kpl_dataset.writer import WriteOnlyDataset
+
+_MODULE_OF = {
+    "BasicType": "schema",
+    "FileType": "files",
+    "KPLDatasetError": "errors",
+    "MetaDB": "metadb",
+    "ReadOnlyDataset": "reader",
+    "WriteOnlyDataset": "writer",
+    "list_parts": "manifest",
+    "set_size_threshold": "files",
+}
 __all__ = [
     "BasicType",
     "FileType",
@@ -18,3 +38,15 @@ __all__ = [
     "list_parts",
     "set_size_threshold",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'kpl_dataset' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"kpl_dataset.{_MODULE_OF[name]}"), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

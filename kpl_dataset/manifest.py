@@ -14,35 +14,11 @@ import pyarrow as pa
 from kpl_dataset.checksum import CRC_KINDS
 from kpl_dataset.errors import KPLDatasetError
 from kpl_dataset.fs import Location, resolve
+from kpl_dataset.names import manifest_name, part_of
 from kpl_dataset.schema import to_arrow_schema
 
 FORMAT = "kpl-dataset"
 VERSION = 2
-DEFAULT_PART = "root"
-MANIFEST_SUFFIX = ".manifest.json"
-
-
-def check_part_name(name: Any) -> str:
-    """Return the part name or raise if it cannot be a file name."""
-    if name is None:
-        return DEFAULT_PART
-    if not isinstance(name, str) or not name:
-        raise KPLDatasetError(f"data_name must be a non-empty string, got {name!r}")
-    if name.startswith(".") or any(c in name for c in "/\\\0") or len(name.encode()) > 200:
-        raise KPLDatasetError(
-            f"data_name {name!r} is not usable as a file name (no '/', '\\', NUL, leading '.', max 200 bytes)"
-        )
-    return name
-
-
-def manifest_name(part: str) -> str:
-    """Return the manifest file name of a part."""
-    return part + MANIFEST_SUFFIX
-
-
-def meta_name(part: str) -> str:
-    """Return the MetaDB file name of a part."""
-    return part + ".meta.json"
 
 
 def part_folder(part: str) -> str:
@@ -236,8 +212,4 @@ def load_manifest(loc: Location, part: str) -> Manifest | None:
 def list_parts(data_dir: Any, filesystem: Any = None) -> list[str]:
     """Return the names of the committed parts in a dataset folder, sorted."""
     loc = resolve(data_dir, filesystem)
-    return sorted(
-        n[: -len(MANIFEST_SUFFIX)]
-        for n in loc.list()
-        if n.endswith(MANIFEST_SUFFIX) and "/" not in n and not n.startswith(".")
-    )
+    return sorted(part for part in map(part_of, loc.list()) if part is not None)

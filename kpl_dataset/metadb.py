@@ -18,7 +18,7 @@ from kpl_dataset.errors import (
     KPLDatasetError,
 )
 from kpl_dataset.fs import Location, resolve
-from kpl_dataset.manifest import check_part_name, meta_name
+from kpl_dataset.names import check_part_name, meta_name
 
 _LEGACY_SUFFIX = ".prop"
 

@@ -19,8 +19,9 @@ from kpl_dataset.checksum import crc, sum64
 from kpl_dataset.errors import DatasetNotFoundError, KPLDatasetError
 from kpl_dataset.files import open_file_value
 from kpl_dataset.fs import Location, resolve
-from kpl_dataset.manifest import DEFAULT_PART, Manifest, Shard, check_part_name, list_parts, load_manifest
+from kpl_dataset.manifest import Manifest, Shard, list_parts, load_manifest
 from kpl_dataset.metadb import MetaDB
+from kpl_dataset.names import DEFAULT_PART, check_part_name
 
 _ARROW_MAGIC = b"ARROW1"
 _REMOTE_CACHE = 8  # record batches kept in memory per reader on remote filesystems

@@ -28,13 +28,12 @@ from kpl_dataset.manifest import (
     Batch,
     Manifest,
     Shard,
-    check_part_name,
     load_manifest,
-    manifest_name,
     now,
     part_folder,
 )
 from kpl_dataset.metadb import MetaDB
+from kpl_dataset.names import check_part_name, manifest_name
 from kpl_dataset.schema import FieldError, RecordChecker, to_arrow_schema
 
 try:

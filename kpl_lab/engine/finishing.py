@@ -150,7 +150,7 @@ class Finisher:
 
     def _register_outputs(self, job: Job) -> None:
         """Register each written output folder (dataset or model) and each saved path, with lineage."""
-        from kpl_dataset.manifest import MANIFEST_SUFFIX
+        from kpl_dataset.names import part_of  # a folder's names only: no Arrow loaded to finish a job
 
         catalog, project, run_dir = self.platform.catalog, job.project.name, self.records.run_dir(job)
         lineage = {
@@ -170,7 +170,7 @@ class Finisher:
             # the port's name describes it ("trained model"); the catalog name says whose it is
             name = _catalog_name(f"{algorithm}-{key}", key)
             description = f"{spec.get('name') or key}: output {key} of job {job.id}"
-            if any(p.name.endswith(MANIFEST_SUFFIX) for p in folder.iterdir()):
+            if any(part_of(p.name) is not None for p in folder.iterdir()):
                 row = catalog.add_dataset(
                     project, name, folder, description, lineage={**lineage, "output": key}, within=run_dir
                 )

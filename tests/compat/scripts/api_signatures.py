@@ -58,7 +58,8 @@ for name in MODULES:
     module = importlib.import_module(name)
     package = name.split(".")[0]
     names = {}
-    for attribute, value in vars(module).items():
+    for attribute in dir(module):  # as a caller reaches them: with names a package loads on first use
+        value = getattr(module, attribute)
         if attribute.startswith("_") or not callable(value):
             continue
         home = getattr(value, "__module__", "") or ""

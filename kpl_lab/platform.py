@@ -137,6 +137,12 @@ class Platform(LoggingConfigurable):
 
         return JobService(self)
 
+    @staticmethod
+    def import_job_modules() -> None:
+        """Import now what opening the platform and recording a job import on first use."""
+        from .catalog import migrate, service  # noqa: F401
+        from .engine import service as job_service  # noqa: F401
+
     @cached_property
     def deployments(self) -> DeploymentService:
         """Return the deployment service."""

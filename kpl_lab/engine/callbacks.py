@@ -8,17 +8,15 @@ import time
 
 from traitlets.config import Config
 
-from ..catalog import migrate, service  # noqa: F401 - see below
 from ..catalog.jobs import Job
 from ..errors import NotFound
 from ..platform import Platform
-from . import service as job_service  # noqa: F401 - see below
 from .launch import JobLaunch
 from .runfolder import read_own_json, write_atomic
 
-# Opening the platform and recording a job's end import the catalog's migrations and services
-# lazily; they are imported with this module instead, so that a forkserver that preloads it
-# (`forkserver._preload`) forks supervisors that have everything their first tick needs.
+# With this module, so that a forkserver that preloads it (`forkserver._preload`) forks
+# supervisors that have everything their first tick needs.
+Platform.import_job_modules()
 
 log = logging.getLogger(__name__)
 

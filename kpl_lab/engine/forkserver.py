@@ -328,15 +328,12 @@ def _preload(request: dict) -> None:
     a second of CPU); one whose job ended first records the end only after that. Imported here
     once, while idle after a first job, it costs later supervisors nothing: their fork shares it.
     """
-    import importlib
-
-    from .supervisor import enable_site_packages
+    from .supervisor import import_callbacks_module
 
     spec = (request.get("supervision") or {}).get("callbacks")
     if spec:
         with contextlib.suppress(Exception):
-            enable_site_packages()
-            importlib.import_module(spec.partition(":")[0])
+            import_callbacks_module(spec)
             gc.freeze()
 
 

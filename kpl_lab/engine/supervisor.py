@@ -105,6 +105,12 @@ def enable_site_packages() -> None:
         site.main()
 
 
+def import_callbacks_module(spec: str):
+    """Import the module of a callbacks spec (`module:factory`), site-packages first."""
+    enable_site_packages()
+    return importlib.import_module(spec.partition(":")[0])
+
+
 def tail_lines(run_dir: Path, path: str | Path, count: int = LAST_LINES, max_bytes: int = 8192) -> str:
     """Return the last lines of a log file of a run folder, reading only its end."""
     try:
@@ -321,9 +327,7 @@ class Supervisor:
     def _load_callbacks(self) -> None:
         spec = self.config.get("callbacks")
         if spec:
-            enable_site_packages()
-            module, _, name = spec.partition(":")
-            factory = getattr(importlib.import_module(module), name)
+            factory = getattr(import_callbacks_module(spec), spec.partition(":")[2])
             self.callbacks = factory(self.config.get("callbacks_config") or {})
 
     def run(self, adopt: bool = False, after_start=None, after_handle=None) -> None:

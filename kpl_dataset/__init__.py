@@ -9,14 +9,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kpl_dataset.errors import KPLDatasetError
-    from kpl_dataset.files import FileType, set_size_threshold
-    from kpl_dataset.manifest import list_parts
-    from kpl_dataset.metadb import MetaDB
-    from kpl_dataset.reader import ReadOnlyDataset
-    from kpl_dataset.schema import BasicType
-    from kpl_dataset.writer import WriteOnlyDataset
+if TYPE_CHECKING:  # what type checkers and editors read; `X as X` re-exports
+    from kpl_dataset.errors import KPLDatasetError as KPLDatasetError
+    from kpl_dataset.files import FileType as FileType
+    from kpl_dataset.files import set_size_threshold as set_size_threshold
+    from kpl_dataset.manifest import list_parts as list_parts
+    from kpl_dataset.metadb import MetaDB as MetaDB
+    from kpl_dataset.reader import ReadOnlyDataset as ReadOnlyDataset
+    from kpl_dataset.schema import BasicType as BasicType
+    from kpl_dataset.writer import WriteOnlyDataset as WriteOnlyDataset
 
 _MODULE_OF = {
     "BasicType": "schema",
@@ -28,16 +29,7 @@ _MODULE_OF = {
     "list_parts": "manifest",
     "set_size_threshold": "files",
 }
-__all__ = [
-    "BasicType",
-    "FileType",
-    "KPLDatasetError",
-    "MetaDB",
-    "ReadOnlyDataset",
-    "WriteOnlyDataset",
-    "list_parts",
-    "set_size_threshold",
-]
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str):

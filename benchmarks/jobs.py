@@ -93,32 +93,27 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float, 
     add_algorithm(platform, src, "first", {"first.py": FIRST_LINE}, "python first.py")
     script = src / "first" / "first.py"
 
-    def bare_start() -> float:
+    def bare_start() -> tuple[float, float]:
         start = time.time()
         process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
         printed = float(process.stdout.readline())
         process.communicate()
-        bare_ends.append(time.time() - printed)
-        return printed - start
+        return printed - start, time.time() - printed
 
-    def our_start() -> float:
+    def our_start() -> tuple[float, float]:
         start = time.time()
         job = platform.jobs.submit(JobRequest(project="bench", algorithm="first"))
         printed = float(first_line(platform.jobs.run_dir(job) / "output.log"))
-        first = printed - start
         handle = wait_final(platform, job.id).handle
-        our_ends.append(time.time() - printed)
+        end = time.time() - printed
         # as communicate() waits for the bare Python's exit: the supervisor's last writes are done
         while is_alive(handle.get("supervisor_pid"), handle.get("supervisor_start")):
             time.sleep(0.005)
-        return first
+        return printed - start, end
 
-    our_ends: list[float] = []
-    bare_ends: list[float] = []
     our_start()  # the forkserver starts once per server, with its first job: not counted
     bare_start()
-    del our_ends[:], bare_ends[:]
-    ours, bare = [], []
+    ours, bare = [], []  # (start, end) pairs
     for i in range(repeat):
         if i % 2:
             ours.append(our_start())
@@ -126,9 +121,14 @@ def bench_start(platform, src: Path, repeat: int) -> tuple[float, float, float, 
         else:
             bare.append(bare_start())
             ours.append(our_start())
-    ratio = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
-    ends = statistics.median(our_ends), statistics.median(bare_ends)
-    return statistics.median(ours), statistics.median(bare), ratio, *ends
+    ratio = statistics.median(o[0] / b[0] for o, b in zip(ours, bare, strict=True))
+    return (
+        statistics.median(o[0] for o in ours),
+        statistics.median(b[0] for b in bare),
+        ratio,
+        statistics.median(o[1] for o in ours),
+        statistics.median(b[1] for b in bare),
+    )
 
 
 def bench_push(n: int, folder: Path) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -78,9 +79,20 @@ def kpl_spawner_in_use(request):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def app(request, ssl_tmpdir):
-    """Return JupyterHub's MockHub (its own `app` fixture), in the module's event loop."""
+    """Return JupyterHub's MockHub (its own `app` fixture), in the module's event loop; reap its proxy after.
+
+    The hub's stop terminates the proxy without waiting: its `Popen`, collected in a later test
+    as "still running", would fail that test (ResourceWarning is an error here).
+    """
     async for hub in upstream.app.__wrapped__(request, ssl_tmpdir):
         yield hub
+        proxy = getattr(hub.proxy, "proxy_process", None)
+    if proxy is not None:
+        try:
+            proxy.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            proxy.wait()
 
 
 @pytest_asyncio.fixture(autouse=True, loop_scope="module")

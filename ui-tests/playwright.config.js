@@ -17,6 +17,8 @@ const baseURL = `http://127.0.0.1:${process.env.KPL_UI_PORT}`;
 
 module.exports = {
   ...baseConfig,
+  // beside the hub tests' ./test-results/hub: each run empties its own folder only
+  outputDir: './test-results/lab',
   reporter: [[process.env.CI ? 'line' : 'list'], ['html', { open: 'never' }]],
   workers: 1,
   use: {

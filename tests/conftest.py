@@ -9,7 +9,6 @@ Tests of multi-user isolation make test OS accounts (`account_prefix`).
 
 from __future__ import annotations
 
-import fcntl
 import grp
 import itertools
 import os
@@ -25,8 +24,8 @@ from sqlalchemy import create_engine
 
 from kpl_lab.catalog.migrate import seed_write_lock, upgrade
 from kpl_lab.engine.identity import group_prefix
-from kpl_lab.hub import userenv
 from kpl_lab.platform import Platform
+from kpl_lab.testing import environments
 from kpl_lab.testing.postgres import THROWAWAY_SETTINGS, PostgresServer, PostgresUnavailable
 
 OPT_OUT = "KPL_TEST_POSTGRESQL"
@@ -150,9 +149,7 @@ def user_python() -> str:
 
     Its folder is $KPL_TEST_USER_ENV, default /tmp/kpl-test-user-env; the first build takes minutes.
     """
-    if os.geteuid() != 0 or not userenv.reachable_by_others(userenv.DEFAULT_PYTHON):
-        pytest.skip(f"needs root and {userenv.DEFAULT_PYTHON}")
-    folder = Path(os.environ.get("KPL_TEST_USER_ENV", "/tmp/kpl-test-user-env"))
-    with open(f"{folder}.lock", "a") as lock:  # test runs beside this one build it once
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return str(userenv.build(folder))
+    try:
+        return str(environments.user_python())
+    except environments.Unavailable as error:
+        pytest.skip(str(error))

@@ -84,6 +84,7 @@ async def app(request, ssl_tmpdir):
     The hub's stop terminates the proxy without waiting: its `Popen`, collected in a later test
     as "still running", would fail that test (ResourceWarning is an error here).
     """
+    proxy = None
     async for hub in upstream.app.__wrapped__(request, ssl_tmpdir):
         yield hub
         proxy = getattr(hub.proxy, "proxy_process", None)

@@ -161,7 +161,8 @@ test('the deployment view draws the boxes the detection example answers for a dr
     const dialog = page.locator('.jp-Dialog');
     await expect(dialog).toContainText(`Delete deployment ${name}?`);
     await dialog.getByRole('button', { name: 'Delete' }).click();
-    await expect(view).toHaveCount(0);
+    // the view closes once the server has stopped the replicas: seconds on a loaded machine
+    await expect(view).toHaveCount(0, { timeout: 30_000 });
     await expect(item).toHaveCount(0, { timeout: 30_000 });
     expect(
       (await page.request.get(`/kpl/api/deployments/${name}`)).status()

@@ -124,7 +124,8 @@ def index_options(pins: list[str], log: Callable[[str], None] = print) -> list[s
     return ["--extra-index-url", TORCH_CPU_INDEX]
 
 
-def _python_of(env: Path) -> Path:
+def python_of(env: Path) -> Path:
+    """Return the python of a virtual environment."""
     return env / "bin" / "python"
 
 
@@ -183,7 +184,7 @@ def build(
         wanted["copied"] = copied
     stamp = env / STAMP
     if not force and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
-        return _python_of(env)
+        return python_of(env)
     started = time.monotonic()
     log(f"building the users' Python environment {env} on {base} ({len(pins)} packages; once, then cached)")
     if env.exists():
@@ -197,7 +198,7 @@ def build(
         options = [] if "torch" in copied else index_options(pins, log)
         with subprocess.Popen(
             [
-                str(_python_of(env)),
+                str(python_of(env)),
                 "-m",
                 "pip",
                 "install",
@@ -221,14 +222,14 @@ def build(
         stamp.write_text(json.dumps(wanted))
     finally:
         os.umask(previous)
-    log(f"users' Python environment ready in {time.monotonic() - started:.0f} s: {_python_of(env)}")
-    return _python_of(env)
+    log(f"users' Python environment ready in {time.monotonic() - started:.0f} s: {python_of(env)}")
+    return python_of(env)
 
 
 def _site_packages(env: Path) -> Path:
     return Path(
         subprocess.run(
-            [str(_python_of(env)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            [str(python_of(env)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             check=True,
             capture_output=True,
             text=True,

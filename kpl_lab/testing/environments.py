@@ -52,10 +52,6 @@ def user_python() -> Path:
         return userenv.build(folder)
 
 
-def _python(folder: Path) -> Path:
-    return folder / "bin" / "python"
-
-
 def original_python() -> Path:
     """Return the python of a virtual environment holding the original packages (ORIGINALS), building it if needed.
 
@@ -65,14 +61,15 @@ def original_python() -> Path:
     cache = Path(os.environ.get(COMPAT_VARIABLE) or Path.home() / ".cache" / "kpl-lab" / "compat")
     version = f"py{sys.version_info.major}{sys.version_info.minor}"
     folder = cache / f"originals-{version}"
+    python = userenv.python_of(folder)
     ready = folder / "ready.txt"  # written last: a half-built environment is built again
     wanted = "\n".join(ORIGINALS)
     with _locked(cache / f".originals-{version}.lock"):
-        if not (ready.is_file() and ready.read_text() == wanted and _python(folder).is_file()):
+        if not (ready.is_file() and ready.read_text() == wanted and python.is_file()):
             venv.EnvBuilder(clear=True, with_pip=True).create(folder)
             install = subprocess.run(
                 [
-                    str(_python(folder)),
+                    str(python),
                     "-m",
                     "pip",
                     "install",
@@ -89,7 +86,7 @@ def original_python() -> Path:
                     f"cannot install the original packages from PyPI: {install.stderr.strip()[-800:]}"
                 )
             ready.write_text(wanted)
-    return _python(folder)
+    return python
 
 
 def main() -> int:

@@ -214,7 +214,7 @@ def test_reconcile_leaves_a_job_another_process_is_starting(lab):
     queued = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
     # what a server or another CLI leaves between marking a job running and storing its handle
     starter = subprocess.Popen(["sleep", "60"])
-    with lab.platform.session() as session:
+    with lab.platform.session(immediate=True) as session:  # read then write, beside supervisors that write
         row = session.get(Job, queued.id)
         row.state, row.handle = "running", {"launcher": [starter.pid, process_start_time(starter.pid)]}
     assert queued.id not in lab.jobs.reconcile()

@@ -264,7 +264,7 @@ async def test_usage_and_events_pushed_with_the_job_token(api, tmp_path, jp_serv
         assert response.code == status, response.body
     # the executor that gives a job a token keeps its SHA-256 in the handle (Kubernetes)
     app = next(e for e in jp_serverapp.extension_manager.extension_apps["kpl_lab"])
-    with app.platform.session() as session:
+    with app.platform.session(immediate=True) as session:  # read then write, beside supervisors that write
         row = session.scalar(select(Job).where(Job.id == job["id"]))
         row.handle = {**row.handle, "token_sha256": hashlib.sha256(b"secret-token").hexdigest()}
     headers = {"Authorization": "token secret-token"}

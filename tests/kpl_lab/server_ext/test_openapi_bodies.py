@@ -201,7 +201,7 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.get(f"jobs/{waiting['id']}/usage"))[0] == 200
     assert (await api.get("devices"))[0] == 200
     app = next(e for e in jp_serverapp.extension_manager.extension_apps["kpl_lab"])
-    with app.platform.session() as session:
+    with app.platform.session(immediate=True) as session:  # read then write, beside supervisors that write
         row = session.scalar(select(Job).where(Job.id == waiting["id"]))
         row.handle = {**row.handle, "token_sha256": hashlib.sha256(b"secret").hexdigest()}
     events = [{"type": "metric", "title": "acc", "x": 1, "values": {"acc": 0.5}}]

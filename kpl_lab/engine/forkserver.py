@@ -34,6 +34,7 @@ cannot, `ForkServerError` tells the caller to start the supervisor the slow way.
 
 from __future__ import annotations
 
+import array
 import atexit
 import contextlib
 import gc
@@ -292,7 +293,7 @@ def serve(fd: int) -> None:
             readable, _, _ = select.select([channel], [], [], SPARE_SECONDS)
             _reap()
             if readable:
-                chunk, received, _, _ = socket.recv_fds(channel, 65536, 1)
+                chunk, received = receive(channel, 65536)
                 if not chunk:
                     return  # the launcher is gone: supervisors already started run on
                 pending += chunk
@@ -465,11 +466,25 @@ def _rehearsal_id(pid: int) -> str:
     return f"rehearsal-{pid}"
 
 
+def receive(link: socket.socket, size: int) -> tuple[bytes, list[int]]:
+    """Read up to `size` bytes and the descriptor sent with them, close-on-exec: no job inherits it.
+
+    Not `socket.recv_fds`: Python 3.11's ignores its `flags`, and its descriptors are inheritable.
+    """
+    space = socket.CMSG_LEN(array.array("i").itemsize)
+    chunk, ancillary, _, _ = link.recvmsg(size, space, socket.MSG_CMSG_CLOEXEC)
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return chunk, list(fds)
+
+
 def _receive(link: socket.socket) -> tuple[bytes | None, int | None]:
     """Read one request line, and the go pipe sent with it, from the forkserver; None at its exit."""
     data, wait = b"", None
     while not data.endswith(b"\n"):
-        chunk, fds, _, _ = socket.recv_fds(link, 1 << 20, 1)
+        chunk, fds = receive(link, 1 << 20)
         if fds:
             wait = fds[0]
         if not chunk:

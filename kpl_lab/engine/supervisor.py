@@ -181,11 +181,12 @@ def spawn(
     """Start a process group with stdout and stderr on `output`, stdin on /dev/null.
 
     Without a `preexec` step, `posix_spawn` (vfork, no Python between fork and exec, a
-    few hundred microseconds less than a Popen); it has no working folder of its own, so
-    this thread steps into `cwd` for the call. Only 0-2 reach the child: every other
-    descriptor of a supervisor is close-on-exec. The group is not a session: a setsid in
-    the job's cpu cgroup costs 2-3 ms (the kernel makes a scheduler autogroup), and the
-    supervisor's session has no controlling terminal to detach from.
+    few ms less than a Popen in a supervisor); it has no working folder of its own, so
+    this thread steps into `cwd` for the call. Only 0-2 reach the child: the spawn also
+    closes each descriptor that is not close-on-exec (`_inheritable`), as a Popen's
+    close_fds does. The group is not a session: a setsid in the job's cpu cgroup costs
+    2-3 ms (the kernel makes a scheduler autogroup), and the supervisor's session has no
+    controlling terminal to detach from.
     """
     if preexec is not None:
         return subprocess.Popen(
@@ -209,6 +210,7 @@ def spawn(
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, output, 1),
                 (os.POSIX_SPAWN_DUP2, output, 2),
+                *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable() if fd != output),
             ],
             setpgroup=0,
             setsigdef=RESTORED_SIGNALS,
@@ -217,6 +219,21 @@ def spawn(
         os.fchdir(here)
         os.close(here)
     return Spawned(pid)
+
+
+def _inheritable() -> list[int]:
+    """Return this process's descriptors above 2 that an exec would keep.
+
+    Listed, not raced: a supervisor has one thread when it spawns. Such a descriptor is a
+    C library's, or one received without MSG_CMSG_CLOEXEC (SCM_RIGHTS).
+    """
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            if fd > 2 and os.get_inheritable(fd):
+                found.append(fd)
+    return found
 
 
 @dataclass

@@ -444,3 +444,19 @@ async def test_a_forkserver_without_callbacks_imports_nothing_more(tmp_path, fre
     server = forkserver.shared(executor.python)
     spare_of(server)  # it idled after the job: a preload would have come before this spare
     assert not mapped(server.pid, "pydantic_core")
+
+
+def test_a_go_pipe_received_is_close_on_exec():
+    """The forkserver's and a spare's copies of a go pipe reach no job (Python's recvmsg keeps them inheritable)."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    wait, go = os.pipe()
+    with ours, theirs:
+        socket.send_fds(ours, [b"request\n"], [wait])
+        chunk, fds = forkserver.receive(theirs, 100)
+    os.close(wait)
+    os.close(go)
+    assert chunk == b"request\n" and len(fds) == 1
+    assert not os.get_inheritable(fds[0])
+    os.close(fds[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -16,7 +17,7 @@ from kpl_lab.engine.limits import PARENT, JobLimits
 from kpl_lab.engine.local import LocalExecutor
 from kpl_lab.engine.runfolder import is_alive, read_json
 from kpl_lab.engine.spares import PREFIX
-from kpl_lab.engine.supervisor import CommandNotFound, command_argv
+from kpl_lab.engine.supervisor import CommandNotFound, command_argv, spawn
 
 SHOW_ENV = """\
 import json, os
@@ -187,6 +188,21 @@ async def test_job_process_gets_its_group_folder_signals_and_three_descriptors(t
     assert session != os.getsid(0) and terminal == 0  # no Ctrl-C of the server's terminal reaches it
     assert lines[2] == str(launch.algorithm_dir)
     assert lines[3:] == ["0", "1", "2", "3", ""]  # 3: the listing ls opened
+
+
+@pytest.mark.parametrize("preexec", [None, os.getpid])
+def test_a_job_gets_no_descriptor_its_supervisor_left_inheritable(tmp_path, preexec):
+    """A descriptor without close-on-exec (a C library's, one received over a socket) stays with the supervisor."""
+    stray = os.open(tmp_path, os.O_RDONLY)  # Python's own are close-on-exec: this one is not
+    os.set_inheritable(stray, True)
+    output = os.open(tmp_path / "output.log", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
+    try:
+        process = spawn([shutil.which("ls"), "/proc/self/fd"], tmp_path, dict(os.environ), output, preexec)
+        assert process.wait() == 0
+    finally:
+        os.close(output)
+        os.close(stray)
+    assert (tmp_path / "output.log").read_text().split() == ["0", "1", "2", "3"], stray  # 3: ls's listing
 
 
 def test_fallback_limits_start_children_through_preexec():

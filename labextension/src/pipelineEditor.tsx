@@ -466,54 +466,64 @@ function Editor(props: IEditorProps): JSX.Element {
           }}
           onDrop={onDrop}
         >
-          <ReactFlow
-            nodes={shown}
-            edges={edges}
-            nodeTypes={NODE_TYPES}
-            onNodesChange={changes => {
-              const during = new Map(dragging);
-              for (const c of changes) {
-                if (c.type === 'position' && c.dragging && c.position) {
-                  during.set(c.id, c.position);
-                } else if (c.type === 'position' && c.dragging === false) {
-                  during.delete(c.id);
-                }
-              }
-              setDragging(during);
-              // Controlled nodes show once measured: keep the sizes xyflow reports.
-              const measured = changes.filter(c => c.type === 'dimensions');
-              if (measured.length) {
-                setSizes(current => {
-                  const next = new Map(current);
-                  for (const c of measured) {
-                    if (c.type === 'dimensions' && c.dimensions) {
-                      next.set(c.id, c.dimensions);
-                    }
+          {/* Edges and the layout come from the node types: a canvas laid out without
+              them would move every node when they arrive, after the first fit. */}
+          {types.length ? (
+            <ReactFlow
+              nodes={shown}
+              edges={edges}
+              nodeTypes={NODE_TYPES}
+              onNodesChange={changes => {
+                const during = new Map(dragging);
+                for (const c of changes) {
+                  if (c.type === 'position' && c.dragging && c.position) {
+                    during.set(c.id, c.position);
+                  } else if (c.type === 'position' && c.dragging === false) {
+                    during.delete(c.id);
                   }
-                  return next;
-                });
-              }
-              onNodesChange(
-                changes.map(c =>
-                  c.type === 'position' &&
-                  c.dragging === false &&
-                  !c.position &&
-                  dragging.has(c.id)
-                    ? { ...c, position: dragging.get(c.id) }
-                    : c
-                )
-              );
-            }}
-            onEdgesChange={onEdgesChange}
-            onConnect={onConnect}
-            onPaneClick={() => setSelected(null)}
-            fitView
-            fitViewOptions={{ maxZoom: 1 }}
-            deleteKeyCode={['Delete', 'Backspace']}
-          >
-            <Background />
-            <Controls />
-          </ReactFlow>
+                }
+                setDragging(during);
+                // Controlled nodes show once measured: keep the sizes xyflow reports.
+                const measured = changes.filter(c => c.type === 'dimensions');
+                if (measured.length) {
+                  setSizes(current => {
+                    const next = new Map(current);
+                    for (const c of measured) {
+                      if (c.type === 'dimensions' && c.dimensions) {
+                        next.set(c.id, c.dimensions);
+                      }
+                    }
+                    return next;
+                  });
+                }
+                onNodesChange(
+                  changes.map(c =>
+                    c.type === 'position' &&
+                    c.dragging === false &&
+                    !c.position &&
+                    dragging.has(c.id)
+                      ? { ...c, position: dragging.get(c.id) }
+                      : c
+                  )
+                );
+              }}
+              onEdgesChange={onEdgesChange}
+              onConnect={onConnect}
+              onPaneClick={() => setSelected(null)}
+              fitView
+              fitViewOptions={{ maxZoom: 1 }}
+              deleteKeyCode={['Delete', 'Backspace']}
+            >
+              <Background />
+              <Controls />
+            </ReactFlow>
+          ) : (
+            <div className="kpl-meta">
+              {error
+                ? 'No node types: the canvas needs them.'
+                : 'Loading node types…'}
+            </div>
+          )}
         </div>
       </div>
       <div className="kpl-PipelineEditor-properties">

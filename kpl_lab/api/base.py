@@ -1,11 +1,37 @@
-"""The base of every response body: every field is always present (null when unknown)."""
+"""The base of every response body (every field always present), and strings that match a pattern."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 
 class Body(BaseModel):
     """A JSON body the server answers."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+def matching(pattern: str) -> Any:
+    """Return the type of a string that must match `pattern` (whole), as `Field(pattern=)` says it.
+
+    Checked by Python's `re`, compiled on first use: pydantic-core compiles a `Field(pattern=)`
+    when its model is defined, and a Unicode `\\w{0,99}` takes it 50-180 ms, so a handful of
+    them cost every CLI call and server start half a second or more. The error and the JSON
+    schema are those of `Field(pattern=)`.
+    """
+    compiled: list[re.Pattern] = []
+
+    def check(value: str) -> str:
+        if not compiled:
+            compiled.append(re.compile(pattern))
+        if compiled[0].fullmatch(value) is None:
+            raise PydanticCustomError(
+                "string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": pattern}
+            )
+        return value
+
+    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": pattern})]

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import Body
+from .base import Body, matching
 
 # a name of a project, dataset, model, algorithm or version: one safe path component
 # (`\w` is Unicode in Python: names in any language)
@@ -17,6 +17,9 @@ NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLe
 REF_PATTERN = r"^\w[\w.\-]{0,99}(:\w[\w.\-]{0,99})?$"
 # a model also answers to NAME@ALIAS (production, canary, ...)
 MODEL_REF_PATTERN = r"^\w[\w.\-]{0,99}([:@]\w[\w.\-]{0,99})?$"
+Name = matching(NAME_PATTERN)
+Ref = matching(REF_PATTERN)
+ModelRef = matching(MODEL_REF_PATTERN)
 
 
 class CatalogVersion(Body):

@@ -8,7 +8,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Body
-from .catalog import MODEL_REF_PATTERN, NAME_PATTERN
+from .catalog import ModelRef, Name
 
 
 class DeploymentState(str, Enum):
@@ -26,8 +26,8 @@ class DeploymentRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=NAME_PATTERN)
-    model: str = Field(description="NAME, NAME:VERSION or NAME@ALIAS", pattern=MODEL_REF_PATTERN)
+    name: Name
+    model: ModelRef = Field(description="NAME, NAME:VERSION or NAME@ALIAS")
     replicas: int = Field(default=1, ge=1, le=64)
     algorithm: str | None = Field(
         default=None, description="NAME[:VERSION]; default: the algorithm of the job that made the model"
@@ -39,7 +39,7 @@ class CanaryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="NAME:VERSION or NAME@ALIAS", pattern=MODEL_REF_PATTERN)
+    model: ModelRef = Field(description="NAME:VERSION or NAME@ALIAS")
     weight: int = Field(ge=0, le=100, description="percent of requests")
     algorithm: str | None = Field(default=None, description="default: the algorithm of the model's job")
     sticky_header: str | None = Field(

@@ -8,12 +8,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import Body
-from .catalog import NAME_PATTERN, REF_PATTERN
-from .jobs import INPUT_PATTERN, JobState, ResourceRequest
+from .base import Body, matching
+from .catalog import Name, Ref
+from .jobs import InputRef, JobState, ResourceRequest
 
 # FIGURE/SERIES, or SERIES when one figure of the algorithm's jobs has it
 METRIC_PATTERN = r"^[^/]+(/[^/]+)?$"
+MetricName = matching(METRIC_PATTERN)
 
 
 # comparing
@@ -131,9 +132,7 @@ class Objective(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: str = Field(
-        pattern=METRIC_PATTERN, description="FIGURE/SERIES or SERIES, as kpl-helper pushes it"
-    )
+    metric: MetricName = Field(description="FIGURE/SERIES or SERIES, as kpl-helper pushes it")
     direction: Direction = Direction.maximize
 
 
@@ -196,12 +195,10 @@ class ExperimentRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=NAME_PATTERN)
-    algorithm: str = Field(
-        description="NAME or NAME:VERSION (pinned to a version at creation)", pattern=REF_PATTERN
-    )
+    name: Name
+    algorithm: Ref = Field(description="NAME or NAME:VERSION (pinned to a version at creation)")
     function: str = "train"
-    inputs: dict[str, Annotated[str, Field(pattern=INPUT_PATTERN)]] = Field(default_factory=dict)
+    inputs: dict[str, InputRef] = Field(default_factory=dict)
     parameters: dict[str, Any] = Field(default_factory=dict, description="fixed parameters of every trial")
     space: dict[str, Distribution] = Field(min_length=1, description="parameter (dotted) -> range or choices")
     objective: Objective

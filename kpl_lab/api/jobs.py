@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from .base import Body
-from .catalog import MODEL_REF_PATTERN, REF_PATTERN
+from .base import Body, matching
+from .catalog import MODEL_REF_PATTERN, Ref
 
 # dataset:NAME[:VERSION], model:NAME[:VERSION|@ALIAS] or NAME[:VERSION|@ALIAS]
 INPUT_PATTERN = r"^((dataset|model):)?" + MODEL_REF_PATTERN.removeprefix("^")
+InputRef = matching(INPUT_PATTERN)
 MAX_WORKER = 2**31 - 1  # the largest worker rank a request may name
 
 
@@ -54,9 +55,9 @@ class JobRequest(BaseModel):
 
     # from the query (?project=), never the body
     project: SkipJsonSchema[str] = "default"
-    algorithm: str = Field(description="NAME or NAME:VERSION", pattern=REF_PATTERN)
+    algorithm: Ref = Field(description="NAME or NAME:VERSION")
     function: str = "train"
-    inputs: dict[str, Annotated[str, Field(pattern=INPUT_PATTERN)]] = Field(
+    inputs: dict[str, InputRef] = Field(
         default_factory=dict, description="input key -> dataset:NAME[:VERSION], model:NAME[:VERSION] or NAME"
     )
     parameters: dict[str, Any] = Field(

@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Body
-from .catalog import NAME_PATTERN, CatalogVersion
+from .catalog import CatalogVersion, Name
 
 
 class ModelVersion(CatalogVersion):
@@ -38,10 +38,8 @@ class AliasRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: str | None = Field(
-        default=None,
-        description="the version (or a unique prefix); default: the latest",
-        pattern=NAME_PATTERN,
+    version: Name | None = Field(
+        default=None, description="the version (or a unique prefix); default: the latest"
     )
 
 

@@ -17,7 +17,7 @@ import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tabl
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
 from kpl_lab.catalog.db import Base
-from kpl_lab.catalog.migrate import alembic_config, current_revision, head_revision, upgrade
+from kpl_lab.catalog.migrate import HEAD, alembic_config, current_revision, head_revision, upgrade
 from kpl_lab.platform import Platform
 
 pytestmark = pytest.mark.databases
@@ -80,6 +80,24 @@ def test_concurrent_first_use(tmp_path, empty_database_url):
     ]
     errors = [proc.communicate()[1] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0], errors
+
+
+def test_a_database_at_head_opens_without_alembic(tmp_path, empty_database_url):
+    """HEAD names the newest script; a platform whose database is there never imports Alembic."""
+    assert head_revision() == HEAD
+    first = Platform(home=str(tmp_path), database_url=empty_database_url)
+    first.engine  # noqa: B018  (upgraded to head)
+    first.close()
+    code = (
+        "import sys; from kpl_lab.platform import Platform; "
+        "p = Platform(home=sys.argv[1], database_url=sys.argv[2]); p.engine; p.close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    opened = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), empty_database_url], capture_output=True, text=True
+    )
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == "[]"
 
 
 def test_schema_compiles_for_postgresql():

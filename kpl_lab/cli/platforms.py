@@ -133,7 +133,7 @@ class LocalPlatform:
     # jobs
 
     def _job(self, job, queue=None) -> dict:
-        fraction, eta = self.platform.jobs.progress(self.project, job.id)
+        fraction, eta = self.platform.jobs.progress(job)
         if queue is None and job.state == "queued":
             queue = self.platform.jobs.queue_reason(job)
         return serialize.job_json(job, fraction, eta, queue)

@@ -92,9 +92,9 @@ class JobRecords:
             if not row.stop_requested and row.state == "running":
                 row.stop_requested, row.reason = True, reason
 
-    def progress(self, project: str, job_id: str) -> tuple[float, float | None]:
-        """Return the fraction done and the seconds left (None when unknown)."""
-        job = self.get(project, job_id)
+    @staticmethod
+    def progress(job: Job) -> tuple[float, float | None]:
+        """Return the fraction done and the seconds left (None when unknown), from the row its state came from."""
         if job.state == "succeeded":
             return 1.0, 0.0
         if job.eta_seconds is None or job.progress_time is None:

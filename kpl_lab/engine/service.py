@@ -188,9 +188,13 @@ class JobService(LoggingConfigurable):
             return None
         return self.queue_reasons(job.project.name).get(job.id)
 
-    def progress(self, project: str, job_id: str) -> tuple[float, float | None]:
-        """Return the fraction done and the seconds left (None when unknown)."""
-        return self.records.progress(project, job_id)
+    def progress(self, job: Job) -> tuple[float, float | None]:
+        """Return the fraction done and the seconds left (None when unknown), of the row given.
+
+        One row for the state and the progress: read apart, a job that ended in between
+        showed "succeeded" at the progress it had while running.
+        """
+        return self.records.progress(job)
 
     def log_path(self, job: Job, worker: int = 0) -> Path:
         """Return the log of one worker of a job (rank 0's is output.log)."""

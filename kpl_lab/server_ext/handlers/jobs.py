@@ -74,7 +74,7 @@ class JobBase(KPLHandler):
         def run() -> Job:
             job = work()
             jobs = self.platform.jobs
-            return job_model(job, *jobs.progress(job.project.name, job.id), jobs.queue_reason(job))
+            return job_model(job, *jobs.progress(job), jobs.queue_reason(job))
 
         self.reply(await self.blocking(run), status=status)
 
@@ -93,11 +93,7 @@ class JobsHandler(JobBase):
             jobs = self.platform.jobs
             listed = jobs.list(self.project, state)
             queue = jobs.queue_reasons(self.project) if any(job.state == "queued" for job in listed) else {}
-            return JobList(
-                jobs=[
-                    job_model(job, *jobs.progress(self.project, job.id), queue.get(job.id)) for job in listed
-                ]
-            )
+            return JobList(jobs=[job_model(job, *jobs.progress(job), queue.get(job.id)) for job in listed])
 
         self.reply(await self.blocking(work))
 
@@ -267,8 +263,8 @@ class JobProgressHandler(KPLHandler):
 
         def work() -> Progress:
             jobs = self.platform.jobs
-            progress, eta = jobs.progress(self.project, job_id)
             job = jobs.get(self.project, job_id)
+            progress, eta = jobs.progress(job)
             queue = jobs.queue_reason(job)
             return Progress(
                 state=job.state,

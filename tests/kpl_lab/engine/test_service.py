@@ -56,7 +56,7 @@ def test_submit_runs_and_ingests_events(lab):
     assert (job.state, job.exit_code, job.reason) == ("succeeded", 0, "")
     assert job.enforcement  # cgroup or the stated fallback
     assert job.progress == 1.0
-    assert lab.jobs.progress("p", job.id) == (1.0, 0.0)
+    assert lab.jobs.progress(lab.jobs.get("p", job.id)) == (1.0, 0.0)
     assert lab.jobs.metrics("p", job.id) == {
         "loss": {
             "train": [(0.0, 1.0), (1.0, 0.5), (2.0, 1 / 3), (3.0, 0.25)],

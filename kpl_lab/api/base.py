@@ -18,17 +18,14 @@ class Body(BaseModel):
 def matching(pattern: str) -> Any:
     """Return the type of a string that must match `pattern` (whole), as `Field(pattern=)` says it.
 
-    Checked by Python's `re`, compiled on first use: pydantic-core compiles a `Field(pattern=)`
-    when its model is defined, and a Unicode `\\w{0,99}` takes it 50-180 ms, so a handful of
+    Checked by Python's `re`, which compiles it on first use and keeps it: pydantic-core
+    compiles a `Field(pattern=)` when its model is defined, and a Unicode `\\w{0,99}` takes it 50-180 ms, so a handful of
     them cost every CLI call and server start half a second or more. The error and the JSON
     schema are those of `Field(pattern=)`.
     """
-    compiled: list[re.Pattern] = []
 
     def check(value: str) -> str:
-        if not compiled:
-            compiled.append(re.compile(pattern))
-        if compiled[0].fullmatch(value) is None:
+        if re.fullmatch(pattern, value) is None:  # re keeps the compiled pattern
             raise PydanticCustomError(
                 "string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": pattern}
             )

@@ -21,9 +21,14 @@ One per platform (home folder), started by the platform when a deployment is mad
 round restarts a killed one within a round), detached like replicas' supervisors, with its
 state in `<home>/gateway/`: `spec.json` (what to open), `gateway.json` (pid, start time,
 port, URL) and `gateway.log`. It keeps its port across restarts, holds `running.lock` while
-it runs (a second one exits at once) and exits on its own once no deployment is left — unless
-`keep.json` names a process that still runs (the platform service under JupyterHub, whose
-proxy route and health check want it there from the start).
+it runs (a second one waits for the first to end) and exits on its own once no deployment is
+left — unless `keep.json` names a process that still runs (the platform service under
+JupyterHub, whose proxy route and health check want it there from the start).
+
+`start.lock` orders the starter and the gateway: `ensure` decides and writes its note under
+it, the gateway writes its record under it (so the note never hides the port), and the
+gateway decides to exit under it, handing `gateway.json` back (`_retire`) before it lets go:
+a deployment made while it exits finds no live gateway and starts the next one.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ WORKER_THREADS = 4
 MAX_BODY_BYTES = 256 * 1024 * 1024
 TOKENS_SECONDS = 2.0  # a server that starts or stops is seen within this
 MAX_ADMITTED = 4096  # credentials and targets let in, remembered until their credentials are checked again
+PREDECESSOR_SECONDS = 60.0  # how long a new gateway waits for the one that retired to end
 
 
 # the platform's side
@@ -96,6 +102,14 @@ def url(home: str | Path) -> str | None:
     return found.get("url") if found and found.get("port") else None
 
 
+@contextlib.contextmanager
+def _start_lock(where: Path):
+    """Hold `start.lock`: whether a gateway runs, and its record, change only under it."""
+    with open(where / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure(platform, port: int = 0, keep_for: dict | None = None) -> bool:
     """Start the gateway process unless it runs; return whether it was started.
 
@@ -104,8 +118,7 @@ def ensure(platform, port: int = 0, keep_for: dict | None = None) -> bool:
     """
     where = folder(platform.home)
     where.mkdir(parents=True, exist_ok=True)
-    with open(where / "start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a server and a CLI ensuring at once start one
+    with _start_lock(where):  # a server and a CLI ensuring at once start one
         if keep_for is not None and read_json(where / "keep.json") != keep_for:
             write_atomic(where / "keep.json", json.dumps(keep_for), durable=False)
         before = read_json(where / "gateway.json") or {}
@@ -383,9 +396,7 @@ async def run(where: Path) -> None:
     from ..platform import Platform
 
     lock = open(where / "running.lock", "w")  # noqa: SIM115 - held for the process's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _lock_within(lock, PREDECESSOR_SECONDS):  # one that retired ends within it; another runs on
         print("kpl_lab: another gateway process runs for this platform; this one exits", file=sys.stderr)
         return
     spec = json.loads((where / "spec.json").read_text())
@@ -402,14 +413,15 @@ async def run(where: Path) -> None:
     port = server.sockets[0].getsockname()[1]
     pid = os.getpid()
     record = {"pid": pid, "pid_start": process_start_time(pid), "port": port, "url": f"http://{HOST}:{port}"}
-    write_atomic(where / "gateway.json", json.dumps(record), durable=False)
+    with _start_lock(where):  # after the starter's note, never before it
+        write_atomic(where / "gateway.json", json.dumps(record), durable=False)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
     loop.add_signal_handler(signal.SIGINT, stopping.set)
     stopped = threading.Event()
     rounds = threading.Thread(
-        target=_rounds, args=(app, where, record, loop, stopping, stopped), name="kpl-gateway-rounds"
+        target=_rounds, args=(app, where, port, loop, stopping, stopped), name="kpl-gateway-rounds"
     )
     rounds.start()
     try:
@@ -422,10 +434,37 @@ async def run(where: Path) -> None:
             app.close()
 
 
+def _lock_within(lock, seconds: float) -> bool:
+    """Take an exclusive flock on `lock` within `seconds`; return whether it was taken."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _needed(app: GatewayApp, where: Path) -> bool:
+    """Say whether a deployment is left or a process keeps this gateway."""
+    return kept(where) or app.any_deployment()
+
+
+def _retire(app: GatewayApp, where: Path, port: int) -> bool:
+    """Hand gateway.json back (its port kept for the next one) unless needed after all; return whether it did."""
+    with _start_lock(where):  # a deployment made now is in the catalog, or its `ensure` comes after this
+        if _needed(app, where):
+            return False
+        write_atomic(where / "gateway.json", json.dumps({"wanted_port": port}), durable=False)
+        return True
+
+
 def _rounds(
     app: GatewayApp,
     where: Path,
-    record: dict,
+    port: int,
     loop: asyncio.AbstractEventLoop,
     stopping: asyncio.Event,
     stopped: threading.Event,
@@ -439,9 +478,7 @@ def _rounds(
         loop.call_soon_threadsafe(app.gateway.sweep)
         try:
             app.gateway.flush_metrics()
-            if read_json(where / "gateway.json") != record:  # the starter's note came after ours
-                write_atomic(where / "gateway.json", json.dumps(record), durable=False)
-            if not kept(where) and not app.any_deployment():
+            if not _needed(app, where) and _retire(app, where, port):
                 break
         except Exception as error:  # the platform's folder or database is gone: nothing to serve
             print(f"kpl_lab: the gateway stops: {error!r}", file=sys.stderr)

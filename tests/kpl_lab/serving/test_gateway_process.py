@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import os
@@ -198,6 +199,36 @@ def test_the_gateway_process_starts_with_the_first_deployment_and_ends_with_the_
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert gateway_process.state(home) is None and service.gateway_url("solo") is None
+
+
+def test_a_deployment_made_while_the_gateway_decides_to_exit_is_served(serving_platform, toy):
+    """The gateway decides to exit under start.lock: a deployment made meanwhile keeps it, or gets the next one."""
+    home = serving_platform.home
+    where = gateway_process.folder(home)
+    keeper = subprocess.Popen(["sleep", "600"])
+    keep_for = {"pid": keeper.pid, "start": process_start_time(keeper.pid)}
+    assert gateway_process.ensure(serving_platform, keep_for=keep_for) is True
+    running = _gateway(home)
+    with open(where / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as `ensure` holds it: the gateway finds it live here
+        keeper.kill()
+        keeper.wait()
+        time.sleep(3 * gateway_process.FLUSH_SECONDS)  # rounds that find nothing to serve
+        assert is_alive(running["pid"], running["pid_start"])  # it waits to decide under the lock
+        assert gateway_process.state(home) == running
+    ref = toy("cat")
+    service = serving_platform.deployments
+    service.create("default", "late", ref, algorithm="toy-serve")
+    service.wait("default", "late", WAIT)
+    _, key = service.keys.create("default", "late")
+    serving = _gateway(home)  # the same one, or the next one on its port: no round of a server needed
+    assert serving["port"] == running["port"]
+    connection = http.client.HTTPConnection("127.0.0.1", serving["port"], timeout=60)
+    status, answer, body = _call(
+        connection, "/kpl/api/deployments/late/predict", b"img", {"X-KPL-API-Key": key}
+    )
+    assert (status, body["class_name"], answer.headers["X-KPL-Model-Version"]) == (200, "cat", ref)
+    connection.close()
 
 
 def test_a_gateway_kept_for_a_process_runs_without_deployments_until_that_process_ends(serving_platform):

@@ -107,11 +107,15 @@ def supervised(handle: dict) -> bool:
 
 
 def status(run_dir: Path, handle: dict) -> dict:
-    """Return a replica's status.json, with `stopped` when its supervisor vanished without a word."""
+    """Return a replica's status.json, with `stopped` when its supervisor vanished without a word.
+
+    An empty handle is a replica recorded but not spawned yet (or lost before its spawn, which
+    `reconcile` spawns): starting.
+    """
     found = read_own_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
     if "url" not in found and found.get("port"):  # written by a supervisor from before `url`
         found["url"] = address.tcp_url("127.0.0.1", found["port"])
-    if found["state"] not in ("failed", "stopped") and not supervised(handle):
+    if found["state"] not in ("failed", "stopped") and handle and not supervised(handle):
         found = {**found, **GONE}
     if found["state"] == "failed":
         found["last_log_lines"] = tail(run_dir / "output.log", LAST_LOG_LINES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.errors import BadRequest, Conflict, Unavailable
+from kpl_lab.serving import replicas
 
 from .conftest import port_algorithm, post, ready_url
 
@@ -50,6 +52,34 @@ def test_create_wait_predict_and_delete_frees_reservations(serving_platform, toy
     assert service.delete("default", "pets") == ["pets"]
     assert reservations(serving_platform) == []
     assert service.list("default") == []
+
+
+def test_a_replica_recorded_before_its_spawn_is_starting(serving_platform, toy, monkeypatch):
+    """Between its row and its supervisor's start a replica is starting: a wait or a view meanwhile is not told 'stopped'."""
+    service = serving_platform.deployments
+    model = toy("cat")
+    recorded, go = threading.Event(), threading.Event()
+    spawn = replicas.spawn
+
+    def held_spawn(run_dir):
+        recorded.set()
+        assert go.wait(WAIT)
+        return spawn(run_dir)
+
+    monkeypatch.setattr(replicas, "spawn", held_spawn)
+    creating = threading.Thread(
+        target=service.create, args=("default", "early", model), kwargs={"algorithm": "toy-serve"}
+    )
+    creating.start()
+    try:
+        assert recorded.wait(WAIT)
+        [state] = service.replica_states(service.get("default", "early"))
+        assert (state["state"], state.get("reason")) == ("starting", None)
+        assert service.state(service.get("default", "early"))[0] == "starting"
+    finally:
+        go.set()
+        creating.join(WAIT)
+    service.wait("default", "early", WAIT)
 
 
 def test_crashed_replica_is_restarted(serving_platform, toy):

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 OWNER_KIND = "deployment"
 HOST = "127.0.0.1"
 WAIT_INTERVAL = 0.1
+GATEWAY_START_SECONDS = 30.0  # how long `create` waits for a starting gateway process to listen
 
 
 @dataclass
@@ -307,6 +308,7 @@ class DeploymentService(LoggingConfigurable):
             raise
         self.generation += 1
         self.ensure_gateway()
+        self._await_gateway()
         return self.get(project, name)
 
     def canary(
@@ -444,6 +446,17 @@ class DeploymentService(LoggingConfigurable):
         except (OSError, RuntimeError, subprocess.SubprocessError) as error:  # the REST route still serves
             self.log.warning("kpl_lab: the gateway process did not start: %s", error)
             return False
+
+    def _await_gateway(self) -> None:
+        """Wait while the gateway process starts (pid known, port not yet), so a new deployment comes with its URL."""
+        from . import gateway_process
+
+        deadline = time.monotonic() + GATEWAY_START_SECONDS
+        while time.monotonic() < deadline:
+            found = gateway_process.state(self.platform.home)
+            if found is None or found.get("port"):  # none (off, failed: the REST route serves) or listening
+                return
+            time.sleep(WAIT_INTERVAL)
 
     def gateway_url(self, name: str) -> str | None:
         """Return the URL callers with an API key predict with through the gateway process (None: not running)."""

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -199,6 +200,39 @@ def test_the_gateway_process_starts_with_the_first_deployment_and_ends_with_the_
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert gateway_process.state(home) is None and service.gateway_url("solo") is None
+
+
+def test_a_deployment_is_created_with_its_gateway_listening(serving_platform, toy):
+    """`create` returns once the gateway it started listens: a caller with a key can predict at once."""
+    home = serving_platform.home
+    where = gateway_process.folder(home)
+    where.mkdir(parents=True)
+    ref = toy("cat")
+    created = []
+    with open(where / "running.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a gateway that retires holds it: the next one waits to listen
+        creating = threading.Thread(
+            target=lambda: created.append(
+                serving_platform.deployments.create("default", "prompt", ref, algorithm="toy-serve")
+            )
+        )
+        creating.start()
+        deadline = time.monotonic() + WAIT
+        while not [d for d in serving_platform.deployments.list("default") if d.name == "prompt"]:
+            assert time.monotonic() < deadline, "no deployment row"
+            time.sleep(0.05)
+        serving_platform.deployments.wait("default", "prompt", WAIT)  # the replica is ready meanwhile
+        creating.join(2 * gateway_process.FLUSH_SECONDS)
+        assert creating.is_alive() and gateway_process.url(home) is None
+    creating.join(WAIT)
+    assert created and created[0].name == "prompt"
+    listening = gateway_process.state(home)
+    assert listening is not None and listening["port"]  # no wait after `create`
+    _, key = serving_platform.deployments.keys.create("default", "prompt")
+    connection = http.client.HTTPConnection("127.0.0.1", listening["port"], timeout=60)
+    status, _, body = _call(connection, "/kpl/api/deployments/prompt/predict", b"img", {"X-KPL-API-Key": key})
+    assert (status, body["class_name"]) == (200, "cat")
+    connection.close()
 
 
 def test_a_deployment_made_while_the_gateway_decides_to_exit_is_served(serving_platform, toy):

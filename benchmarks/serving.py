@@ -11,10 +11,13 @@ kept-alive upstream connections, no access log) in front of the same replica: `-
 interleaved rounds of direct, gateway process, nginx and the floor (`floor_proxy.py`: the
 least an asyncio proxy in Python does, none of the gateway's work), medians of them.
 Debian: `apt-get install nginx-light`; without nginx that table has no nginx columns.
+`--model digits` puts seed 001's model there instead: the digits example trained for two
+epochs, its `deploy` answering a real test image (what a model's own work does to the ratios).
 
     python benchmarks/serving.py                           # 2000 requests per run, 10k for the split
     python benchmarks/serving.py --requests 300 --clients 1,8 --split-requests 1000
     python benchmarks/serving.py --only-proxies --rounds 5   # the gateway process against nginx only
+    python benchmarks/serving.py --only-proxies --model digits --clients 1   # the same, serving the digits model
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, l
 """
 BODY = os.urandom(1024)
 START_TIMEOUT = 120.0
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -75,24 +79,26 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(fraction * len(ordered) + 0.999999) - 1))]
 
 
-def post_request(url: str, headers: dict):
-    """Return tornado's POST of BODY to `url`: http://… or a replica's `unix:PATH` (its /predict, through curl)."""
+def post_request(url: str, headers: dict, body: bytes = BODY):
+    """Return tornado's POST of `body` to `url`: http://… or a replica's `unix:PATH` (its /predict, through curl)."""
     from tornado.httpclient import HTTPRequest
 
     if not url.startswith("unix:"):
-        return HTTPRequest(url, method="POST", body=BODY, headers=headers)
+        return HTTPRequest(url, method="POST", body=body, headers=headers)
     import pycurl
 
     def on_socket(curl) -> None:
         curl.setopt(pycurl.UNIX_SOCKET_PATH, url.removeprefix("unix:"))
 
     return HTTPRequest(
-        "http://localhost/predict", method="POST", body=BODY, headers=headers, prepare_curl_callback=on_socket
+        "http://localhost/predict", method="POST", body=body, headers=headers, prepare_curl_callback=on_socket
     )
 
 
-async def load(url: str, headers: dict, requests: int, clients: int) -> tuple[list[float], float, list[str]]:
-    """Send `requests` POSTs with `clients` in flight; return latencies (ms), seconds, served versions."""
+async def load(
+    url: str, headers: dict, requests: int, clients: int, body: bytes = BODY
+) -> tuple[list[float], float, list[str]]:
+    """Send `requests` POSTs of `body` with `clients` in flight; return latencies (ms), seconds, served versions."""
     from tornado.curl_httpclient import CurlAsyncHTTPClient
 
     client = CurlAsyncHTTPClient(force_instance=True, max_clients=clients)
@@ -102,12 +108,12 @@ async def load(url: str, headers: dict, requests: int, clients: int) -> tuple[li
     async def worker():
         for _ in left:
             start = time.perf_counter()
-            answer = await client.fetch(post_request(url, headers))
+            answer = await client.fetch(post_request(url, headers, body))
             latencies.append((time.perf_counter() - start) * 1000)
             versions.append(answer.headers.get("X-KPL-Model-Version", ""))
 
     # warm the connections first: the measured run starts with them open
-    await asyncio.gather(*(client.fetch(post_request(url, headers)) for _ in range(clients)))
+    await asyncio.gather(*(client.fetch(post_request(url, headers, body)) for _ in range(clients)))
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     seconds = time.perf_counter() - start
@@ -310,7 +316,12 @@ def start_floor(replica: str) -> tuple[subprocess.Popen, str]:
 
 
 def compare_proxies(
-    direct: str, process: tuple[int, str], references: list[tuple[str, int, str]], headers: dict, args
+    direct: str,
+    process: tuple[int, str],
+    references: list[tuple[str, int, str]],
+    headers: dict,
+    args,
+    body: bytes = BODY,
 ) -> None:
     """Print direct, the gateway process and the references (name, pid, URL) in interleaved rounds:
     medians of p50 and throughput."""
@@ -319,7 +330,8 @@ def compare_proxies(
     nginx = any(name == "nginx" for name, *_ in references)
     print(
         f"\nthe gateway process (API key) against nginx and the floor (floor_proxy.py) in front of the "
-        f"same replica; medians of {args.rounds} interleaved rounds of {args.requests} requests; "
+        f"same replica ({args.model} model); medians of {args.rounds} interleaved rounds of "
+        f"{args.requests} requests of {len(body)} bytes; "
         "CPU: ms of the proxy's CPU per request"
     )
     columns = "".join(
@@ -335,7 +347,13 @@ def compare_proxies(
             for name, pid, url, extra in named:
                 before = cpu_seconds(pid) if pid else 0.0
                 latencies, seconds, _ = asyncio.run(
-                    load(url, {"Content-Type": "application/octet-stream", **extra}, args.requests, clients)
+                    load(
+                        url,
+                        {"Content-Type": "application/octet-stream", **extra},
+                        args.requests,
+                        clients,
+                        body,
+                    )
                 )
                 cpu = (cpu_seconds(pid) - before) / args.requests * 1000 if pid else 0.0
                 found[name].append((percentile(latencies, 0.5), args.requests / seconds, cpu))
@@ -364,6 +382,29 @@ def gateway_process_url(home: Path) -> tuple[int, str]:
     return found["pid"], found["url"] + "/kpl/api/deployments/"
 
 
+def train_digits(home: Path, base: Path) -> tuple[str, bytes]:
+    """Train the digits example on `home` (two epochs, through `kpl-lab`); return its model's ref and a test image."""
+    from kpl_dataset import ReadOnlyDataset
+
+    digits = base / "digits"
+    subprocess.run([sys.executable, str(ROOT / "examples/datasets/make_digits.py"), str(digits)], check=True)
+    cli = [sys.executable, "-m", "kpl_lab.cli", "--home", str(home)]
+    subprocess.run([*cli, "dataset", "add", "digits", str(digits)], check=True, stdout=subprocess.DEVNULL)
+    algorithm = ROOT / "examples/algorithms/image-classification"
+    subprocess.run([*cli, "algorithm", "add", str(algorithm)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*cli, "job", "submit", "image-classification", "--input", "data=dataset:digits"]
+        + ["--param", "epochs=2", "--param", "threads=1", "--follow"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    models = subprocess.run([*cli, "model", "list", "--json"], check=True, capture_output=True, text=True)
+    (model,) = [m for m in json.loads(models.stdout) if m["name"] == "image-classification-model"]
+    with ReadOnlyDataset(digits, "test") as reader:
+        image = reader[0]["content"]
+    return f"{model['name']}:{model['versions'][-1]['version']}", image
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests per run")
@@ -376,7 +417,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the gateway process against nginx (no Jupyter server)",
     )
+    parser.add_argument(
+        "--model",
+        choices=("echo", "digits"),
+        default="echo",
+        help="the replica's model: echo answers at once; digits is the trained digits example (--only-proxies)",
+    )
     args = parser.parse_args(argv)
+    if args.model == "digits" and not args.only_proxies:
+        parser.error("--model digits measures the proxies' comparison only: add --only-proxies")
     from traitlets.config import Config
 
     from kpl_lab.platform import Platform
@@ -397,11 +446,14 @@ def main(argv: list[str] | None = None) -> int:
             (base / label / "label.txt").write_text(label)
             refs.append(platform.catalog.add_model("default", "echo-model", base / label).ref)
         service = platform.deployments
-        service.create("default", "bench", refs[0], algorithm="echo")
+        served, body, algorithm_name = refs[0], BODY, "echo"
+        if args.model == "digits":
+            (served, body), algorithm_name = train_digits(home, base), "image-classification"
+        service.create("default", "bench", served, algorithm=algorithm_name)
         server, references = None, []
         try:
             service.wait("default", "bench", START_TIMEOUT)
-            (replica,) = service.routing("default", "bench").ready[refs[0]]
+            (replica,) = service.routing("default", "bench").ready[served]
             process_pid, process_url = gateway_process_url(home)
             direct = replica if replica.startswith("unix:") else f"{replica}/predict"
             headers = {"Content-Type": "application/octet-stream"}
@@ -416,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"X-KPL-API-Key": key},
             )
             if args.only_proxies:
-                compare_proxies(direct, *proxies, args)
+                compare_proxies(direct, *proxies, args, body)
                 return 0
             server, url, token = start_server(home, base)
             gateway = url + "deployments/bench/predict"

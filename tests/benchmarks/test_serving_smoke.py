@@ -33,6 +33,29 @@ def test_a_small_run_prints_every_row_and_the_split():
     assert "forwarding client asyncio forwarder" in done.stdout
 
 
+def test_the_proxies_compared_in_front_of_the_trained_digits_model():
+    """`--model digits` trains the example and serves its test images (a bad body would be refused: a 400 fails the run)."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--only-proxies", "--model", "digits"]
+        + ["--requests", "40", "--clients", "1", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "in front of the same replica (digits model)" in done.stdout
+    (row,) = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["1"]]
+    assert len(row) in (13, 19)  # with or without nginx
+
+
+def test_digits_needs_the_proxies_comparison_only():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--model", "digits"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and "add --only-proxies" in done.stderr
+
+
 def test_the_gateway_python_benchmark_answers_every_prediction_and_profiles():
     done = subprocess.run(
         [sys.executable, str(SCRIPT.with_name("gateway_python.py")), "--requests", "200", "--profile"],

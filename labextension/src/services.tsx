@@ -30,7 +30,9 @@ function DeploymentsList(props: {
       <ul className="kpl-list">
         {model.loaded && model.items.length === 0 && !model.error && (
           <li className="kpl-empty">
-            No deployments yet: `kpl-lab deployment create NAME --model MODEL`.
+            No deployments yet: open a model version in the Models panel and
+            press Deploy…, or run `kpl-lab deployment create NAME --model
+            MODEL`.
           </li>
         )}
         {model.items.map(deployment => (

@@ -11,10 +11,9 @@ from kpl_helper import deploy
 
 
 def main():
+    parameter = helper.get_parameter(default="./parameter.yml")
     model_path = helper.io.get_input_path(key="model", default="./output/model")
-    # one image a request: a second PyTorch thread made each slower (benchmarks/README.md);
-    # requests run side by side on the server's own threads instead
-    logits_of, class_names, image_size = load_predictor(model_path, threads=1)
+    logits_of, class_names, image_size = load_predictor(model_path, parameter.deploy_threads)
 
     def predict(data: bytes, content_type: str) -> dict:
         try:

@@ -10,7 +10,7 @@ from kpl_helper import deploy
 def main():
     parameter = helper.get_parameter(default="./parameter.yml")
     model_path = helper.io.get_input_path(key="model", default="./output/model")
-    torch.set_num_threads(parameter.threads)
+    torch.set_num_threads(parameter.deploy_threads)
     state = load_checkpoint(model_path)
     model = build_model(state)
 

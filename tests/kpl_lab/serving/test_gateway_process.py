@@ -204,7 +204,8 @@ def test_the_gateway_process_starts_with_the_first_deployment_and_ends_with_the_
 
 def test_a_deployment_is_created_with_its_gateway_listening(serving_platform, toy, monkeypatch):
     """`create` returns once the gateway it started listens: a caller with a key can predict at once."""
-    monkeypatch.setattr("kpl_lab.serving.service.GATEWAY_START_SECONDS", WAIT)  # the replica's start, not this wait, is timed
+    # the replica's start is timed by WAIT, not by create's wait for the gateway
+    monkeypatch.setattr("kpl_lab.serving.service.GATEWAY_START_SECONDS", WAIT)
     home = serving_platform.home
     where = gateway_process.folder(home)
     where.mkdir(parents=True)

@@ -271,6 +271,34 @@ class KubernetesDeployments(LoggingConfigurable):
                 raise self.executor._refused(exc, namespace, f"reading Deployment {name}") from exc
         return deployment_state(found)
 
+    async def logs(self, project: str, name: str, lines: int) -> list[tuple[str, str]]:
+        """Return each pod of a served version, oldest first, with its last `lines` lines ([] without a Deployment)."""
+        namespace = self.executor.namespace_for(project)
+        async with self._api(f"reading the logs of deployment {name}") as (api, apps, core):
+            try:
+                found = api.sanitize_for_serialization(await apps.read_namespaced_deployment(name, namespace))
+                selected = found["spec"]["selector"]["matchLabels"]
+                listed = await core.list_namespaced_pod(
+                    namespace, label_selector=",".join(f"{key}={value}" for key, value in selected.items())
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    return []
+                raise self.executor._refused(
+                    exc, namespace, f"reading the pods of Deployment {name}"
+                ) from exc
+            pods = sorted(
+                api.sanitize_for_serialization(listed)["items"],
+                key=lambda pod: (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"]),
+            )
+            return [
+                (
+                    pod["metadata"]["name"],
+                    await self.executor._pod_log(core, namespace, pod, CONTAINER, lines),
+                )
+                for pod in pods
+            ]
+
     async def delete(self, project: str, name: str) -> None:
         """Delete a served version's Deployment (its pods go with it) and Service; missing ones are fine."""
         namespace = self.executor.namespace_for(project)

@@ -253,16 +253,23 @@ class DeploymentService(LoggingConfigurable):
         return found
 
     def logs(self, project: str, name: str, lines: int = 100) -> list[dict]:
-        """Return the last lines of each replica's output: [{"replica", "model_version", "text"}]."""
+        """Return the last lines of each replica's output: [{"replica", "model_version", "text"}].
+
+        A Kubernetes replica is a pod of its version's Deployment: named by the pod, one entry each.
+        """
         deployment = self.get(project, name)
-        return [
-            {
-                "replica": row.id,
-                "model_version": row.model_ref,
-                "text": replicas.tail(self.run_dir(row) / "output.log", lines),
-            }
-            for row in deployment.replica_rows
-        ]
+        found, served = [], set()
+        for row in deployment.replica_rows:
+            if "kubernetes" not in row.handle:
+                text = replicas.tail(self.run_dir(row) / "output.log", lines)
+                found.append({"replica": row.id, "model_version": row.model_ref, "text": text})
+            elif row.handle["kubernetes"] not in served:
+                served.add(row.handle["kubernetes"])
+                pods = _run(self.kubernetes.logs(project, row.handle["kubernetes"], lines))
+                found += [
+                    {"replica": pod, "model_version": row.model_ref, "text": text} for pod, text in pods
+                ]
+        return found
 
     # changing
 

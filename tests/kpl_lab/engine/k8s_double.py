@@ -111,13 +111,19 @@ class K8sDouble:
         self.pytorchjobs[(namespace, name)]["metadata"]["resourceVersion"] = self._next_version()
 
     def add_pod(self, pod: dict) -> None:
-        """Store a pod, owned by the Job (or PyTorchJob) its `job-name` label names, as their controllers do."""
+        """Store a pod, owned by the Job (or PyTorchJob) its `job-name` label names, as their controllers do.
+
+        A pod with neither label is a Deployment's (its ReplicaSet, which the double does not keep, owns it).
+        """
         pod = copy.deepcopy(pod)
         meta = pod["metadata"]
         if "training.kubeflow.org/job-name" in meta["labels"]:
             job = self.pytorchjobs[(meta["namespace"], meta["labels"]["training.kubeflow.org/job-name"])]
-        else:
+        elif "job-name" in meta["labels"]:
             job = self.jobs[(meta["namespace"], meta["labels"]["job-name"])]
+        else:
+            self.pods[(meta["namespace"], meta["name"])] = pod
+            return
         uid = job["metadata"]["uid"]
         meta["labels"]["batch.kubernetes.io/controller-uid"] = uid
         meta["labels"]["controller-uid"] = uid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import sys
 import threading
@@ -15,7 +16,7 @@ from sqlalchemy import select
 from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.engine.kubernetes import KubernetesAPIError, KubernetesExecutor
 from kpl_lab.engine.launch import Resources
-from kpl_lab.errors import BadRequest, Forbidden, Unavailable
+from kpl_lab.errors import BadRequest, Forbidden, NotFound, Unavailable
 from kpl_lab.serving.describe import deployment_model
 from kpl_lab.serving.kubernetes import KubernetesDeployments, ServedVersion, deployment_state
 
@@ -435,3 +436,73 @@ def test_show_lists_pod_replicas_and_an_api_failure_is_a_502(on_kubernetes, clus
     with pytest.raises(KubernetesAPIError) as refused:
         service.routing("default", "pets")
     assert refused.value.status == 502
+
+
+def _replica_pod(deployment: dict, name: str, created: str) -> dict:
+    """Return a pod of a Deployment as its ReplicaSet makes it: the template's labels and a hash."""
+    template = deployment["spec"]["template"]
+    labels = {**template["metadata"]["labels"], "pod-template-hash": "6d4cf56db6"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": deployment["metadata"]["namespace"],
+            "labels": labels,
+            "creationTimestamp": created,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": name.rsplit("-", 1)[0],
+                    "uid": "7c1d5e0a-3b7f-4c8e-9a51-6e2f0d4b8c37",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+        "status": {"phase": "Running"},
+    }
+
+
+def test_logs_are_each_pods_last_lines_and_only_its_versions(on_kubernetes, cluster, toy):
+    service = on_kubernetes.deployments
+    production, canary = toy("cat"), toy("dog")
+    service.create("default", "pets", production, replica_count=2, algorithm="toy-serve")
+    service.canary("default", "pets", canary, 20, algorithm="toy-serve")
+    names = {
+        cluster.deployments[key]["spec"]["template"]["metadata"]["annotations"][
+            "kpl-lab.io/model-version"
+        ]: key
+        for key in cluster.deployments
+    }
+    (namespace, name), (_, canary_name) = names[production], names[canary]
+    made = cluster.deployments[(namespace, name)]
+    for pod, created in (
+        (f"{name}-6d4cf56db6-a9q", "2026-11-28T10:00:05Z"),
+        (f"{name}-6d4cf56db6-b2x", "2026-11-28T10:00:01Z"),
+    ):
+        cluster.add_pod(_replica_pod(made, pod, created))
+        cluster.logs[(namespace, pod)] = "".join(f"{pod} line {i}\n" for i in range(5))
+    other = _replica_pod(
+        cluster.deployments[(namespace, canary_name)], f"{canary_name}-7f9-k1", "2026-11-28T10:01:00Z"
+    )
+    cluster.add_pod(other)
+    cluster.logs[(namespace, other["metadata"]["name"])] = "canary started\n"
+
+    found = service.logs("default", "pets", lines=2)
+
+    first, second = f"{name}-6d4cf56db6-b2x", f"{name}-6d4cf56db6-a9q"  # oldest first
+    assert [entry for entry in found if entry["model_version"] == production] == [
+        {"replica": first, "model_version": production, "text": f"{first} line 3\n{first} line 4\n"},
+        {"replica": second, "model_version": production, "text": f"{second} line 3\n{second} line 4\n"},
+    ]
+    assert [entry for entry in found if entry["model_version"] == canary] == [
+        {"replica": other["metadata"]["name"], "model_version": canary, "text": "canary started\n"}
+    ]
+    selectors = [read.query["labelSelector"] for read in cluster.sent("GET", "/pods")]
+    assert selectors and all("kpl-lab.io/model-version=" in s for s in selectors)  # a version's own pods
+
+    service.delete("default", "pets")
+    with pytest.raises(NotFound):
+        service.logs("default", "pets")

@@ -84,13 +84,7 @@ class KubernetesDeployments(LoggingConfigurable):
 
     def labels(self, served: ServedVersion) -> dict[str, str]:
         """Return the labels of a version's objects; its Service selects its pods by them."""
-        return {
-            "app.kubernetes.io/managed-by": "kpl-lab",
-            "app.kubernetes.io/component": "deployment",
-            PROJECT_LABEL: label_value(served.project),
-            DEPLOYMENT_LABEL: label_value(served.deployment),
-            VERSION_LABEL: label_value(served.model_version),
-        }
+        return version_labels(served.project, served.deployment, served.model_version)
 
     def launch(self, served: ServedVersion) -> JobLaunch:
         """Return the launch the job executor builds a replica pod from (function `deploy`)."""
@@ -271,21 +265,20 @@ class KubernetesDeployments(LoggingConfigurable):
                 raise self.executor._refused(exc, namespace, f"reading Deployment {name}") from exc
         return deployment_state(found)
 
-    async def logs(self, project: str, name: str, lines: int) -> list[tuple[str, str]]:
-        """Return each pod of a served version, oldest first, with its last `lines` lines ([] without a Deployment)."""
+    async def logs(
+        self, project: str, deployment: str, model_version: str, lines: int
+    ) -> list[tuple[str, str]]:
+        """Return each pod of a served version (its labels select them), oldest first, with its last `lines` lines."""
         namespace = self.executor.namespace_for(project)
-        async with self._api(f"reading the logs of deployment {name}") as (api, apps, core):
+        selected = version_labels(project, deployment, model_version)
+        async with self._api(f"reading the logs of deployment {deployment}") as (api, _, core):
             try:
-                found = api.sanitize_for_serialization(await apps.read_namespaced_deployment(name, namespace))
-                selected = found["spec"]["selector"]["matchLabels"]
                 listed = await core.list_namespaced_pod(
                     namespace, label_selector=",".join(f"{key}={value}" for key, value in selected.items())
                 )
             except ApiException as exc:
-                if exc.status == 404:
-                    return []
                 raise self.executor._refused(
-                    exc, namespace, f"reading the pods of Deployment {name}"
+                    exc, namespace, f"listing the pods of deployment {deployment}"
                 ) from exc
             pods = sorted(
                 api.sanitize_for_serialization(listed)["items"],
@@ -313,6 +306,17 @@ class KubernetesDeployments(LoggingConfigurable):
     def url(self, project: str, name: str) -> str:
         """Return the in-cluster URL of a served version's Service."""
         return f"http://{name}.{self.executor.namespace_for(project)}.svc:{self.service_port}"
+
+
+def version_labels(project: str, deployment: str, model_version: str) -> dict[str, str]:
+    """Return the labels of one served version's Deployment, Service and pods."""
+    return {
+        "app.kubernetes.io/managed-by": "kpl-lab",
+        "app.kubernetes.io/component": "deployment",
+        PROJECT_LABEL: label_value(project),
+        DEPLOYMENT_LABEL: label_value(deployment),
+        VERSION_LABEL: label_value(model_version),
+    }
 
 
 def deployment_state(found: dict) -> dict:

@@ -263,9 +263,9 @@ class DeploymentService(LoggingConfigurable):
             if "kubernetes" not in row.handle:
                 text = replicas.tail(self.run_dir(row) / "output.log", lines)
                 found.append({"replica": row.id, "model_version": row.model_ref, "text": text})
-            elif row.handle["kubernetes"] not in served:
-                served.add(row.handle["kubernetes"])
-                pods = _run(self.kubernetes.logs(project, row.handle["kubernetes"], lines))
+            elif row.model_ref not in served:  # one Deployment per version: its pods once
+                served.add(row.model_ref)
+                pods = _run(self.kubernetes.logs(project, name, row.model_ref, lines))
                 found += [
                     {"replica": pod, "model_version": row.model_ref, "text": text} for pod, text in pods
                 ]

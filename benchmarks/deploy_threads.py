@@ -14,28 +14,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ("image-classification", "detection", "segmentation")
+from trained_example import EXAMPLES, ROOT, train
+
 START_TIMEOUT = 120.0
-
-
-def make_dataset(example: str, folder: Path) -> None:
-    """Write the dataset the example trains on: the digits, or small shapes for its task."""
-    if example == "image-classification":
-        command = [str(ROOT / "examples/datasets/make_digits.py"), str(folder)]
-    else:
-        command = [str(ROOT / "examples/datasets/make_shapes.py"), str(folder), "--task", example]
-        command += ["--train", "200", "--test", "20"]
-    subprocess.run([sys.executable, *command], check=True, stdout=subprocess.DEVNULL)
 
 
 def add_versions(platform, example: str, threads: list[int], base: Path) -> dict[int, str]:
@@ -72,32 +60,15 @@ async def latencies(replica: str, body: bytes, requests: int) -> list[float]:
 
 def measure(example: str, threads: list[int], requests: int, rounds: int) -> dict[int, float]:
     """Train the example, deploy it at each thread count; return the median p50 (ms) of each."""
-    from kpl_dataset import ReadOnlyDataset
     from kpl_lab.platform import Platform
 
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
-        home, data = base / "home", base / "data"
-        make_dataset(example, data)
-        cli = [sys.executable, "-m", "kpl_lab.cli", "--home", str(home)]
-        subprocess.run([*cli, "dataset", "add", "data", str(data)], check=True, stdout=subprocess.DEVNULL)
+        home = base / "home"
         platform = Platform(home=str(home))
         try:
             versions = add_versions(platform, example, threads, base)
-            subprocess.run(
-                [*cli, "job", "submit", versions[threads[0]], "--input", "data=dataset:data"]
-                + ["--param", "epochs=1", "--param", "threads=1", "--follow"],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            (model,) = json.loads(
-                subprocess.run(
-                    [*cli, "model", "list", "--json"], check=True, capture_output=True, text=True
-                ).stdout
-            )
-            ref = f"{model['name']}:{model['versions'][-1]['version']}"
-            with ReadOnlyDataset(data, "test") as reader:
-                body = reader[0]["content"]
+            ref, body = train(home, base, example, epochs=1, algorithm=versions[threads[0]])
             service = platform.deployments
             for count in threads:
                 service.create("default", f"t{count}", ref, algorithm=versions[count])

@@ -38,6 +38,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from trained_example import train
+
 ENVIRONMENT = """\
 version: 1
 deploy:
@@ -59,7 +61,6 @@ deploy.serve(lambda data, content_type: deploy.ClassificationResponse.dumps(1, l
 """
 BODY = os.urandom(1024)
 START_TIMEOUT = 120.0
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -382,29 +383,6 @@ def gateway_process_url(home: Path) -> tuple[int, str]:
     return found["pid"], found["url"] + "/kpl/api/deployments/"
 
 
-def train_digits(home: Path, base: Path) -> tuple[str, bytes]:
-    """Train the digits example on `home` (two epochs, through `kpl-lab`); return its model's ref and a test image."""
-    from kpl_dataset import ReadOnlyDataset
-
-    digits = base / "digits"
-    subprocess.run([sys.executable, str(ROOT / "examples/datasets/make_digits.py"), str(digits)], check=True)
-    cli = [sys.executable, "-m", "kpl_lab.cli", "--home", str(home)]
-    subprocess.run([*cli, "dataset", "add", "digits", str(digits)], check=True, stdout=subprocess.DEVNULL)
-    algorithm = ROOT / "examples/algorithms/image-classification"
-    subprocess.run([*cli, "algorithm", "add", str(algorithm)], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(
-        [*cli, "job", "submit", "image-classification", "--input", "data=dataset:digits"]
-        + ["--param", "epochs=2", "--param", "threads=1", "--follow"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    models = subprocess.run([*cli, "model", "list", "--json"], check=True, capture_output=True, text=True)
-    (model,) = [m for m in json.loads(models.stdout) if m["name"] == "image-classification-model"]
-    with ReadOnlyDataset(digits, "test") as reader:
-        image = reader[0]["content"]
-    return f"{model['name']}:{model['versions'][-1]['version']}", image
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests per run")
@@ -448,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         service = platform.deployments
         served, body, algorithm_name = refs[0], BODY, "echo"
         if args.model == "digits":
-            (served, body), algorithm_name = train_digits(home, base), "image-classification"
+            algorithm_name = "image-classification"
+            served, body = train(home, base, algorithm_name, epochs=2)
         service.create("default", "bench", served, algorithm=algorithm_name)
         server, references = None, []
         try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session
-from traitlets import Unicode, default, validate
+from traitlets import List, Unicode, default, validate
 from traitlets.config import Config, LoggingConfigurable
 
 from .catalog.storage import Storage
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .catalog.service import Catalog
     from .engine.service import JobService
     from .experiments.search import ExperimentService
+    from .privileged.client import HelperClient
     from .serving.service import DeploymentService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -59,9 +60,23 @@ class Platform(LoggingConfigurable):
 
     default_project = Unicode("default", help="Project used when none is named.").tag(config=True)
 
+    helper_socket = Unicode(
+        "",
+        help="The privileged helper's socket (`kpl-lab up` as root sets <home>/run/helper.sock): users' "
+        "notebooks, jobs, deployments and sandboxed work then run as their own OS accounts. Empty: "
+        "everything runs as this process's account.",
+    ).tag(config=True)
+
+    passed_environment = List(
+        Unicode(),
+        help="Names of this process's environment variables that users' processes get too (`NAME` or "
+        "`PREFIX*`), beyond the allowlist of kpl_lab.engine.environment (PATH, the locale, ...): e.g. "
+        "HTTP_PROXY. Nothing else of the platform's environment reaches them.",
+    ).tag(config=True)
+
     @default("home")
     def _default_home(self) -> str:
-        return os.environ.get("KPL_LAB_HOME") or str(Path("~/.kpl-lab").expanduser())
+        return os.environ.get("KPL_LAB_HOME") or default_home()
 
     @validate("home")
     def _absolute_home(self, proposal) -> str:
@@ -117,6 +132,15 @@ class Platform(LoggingConfigurable):
                 raise
 
     @cached_property
+    def helper(self) -> HelperClient | None:
+        """Return the privileged helper's client, None where everything runs as this account."""
+        if not self.helper_socket:
+            return None
+        from .privileged.client import HelperClient
+
+        return HelperClient(self.helper_socket)
+
+    @cached_property
     def storage(self) -> Storage:
         """Return the storage root."""
         storage = Storage(self.storage_url)
@@ -164,6 +188,15 @@ class Platform(LoggingConfigurable):
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.dispose()
+
+
+def default_home() -> str:
+    """Return the platform home when none is set: /var/lib/kpl-lab for root, ~/.kpl-lab for anyone else.
+
+    Root's own home is closed to other accounts (mode 0700), and under `kpl-lab up` as root the
+    platform runs as its own system account, which must enter its home.
+    """
+    return "/var/lib/kpl-lab" if os.geteuid() == 0 else str(Path("~/.kpl-lab").expanduser())
 
 
 def with_moved_settings(config: Config, section: str, log: Logger) -> Config:

@@ -16,14 +16,15 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
 
 from kpl_lab.catalog.migrate import seed_write_lock, upgrade
-from kpl_lab.engine.identity import group_prefix
 from kpl_lab.platform import Platform
 from kpl_lab.testing import environments
 from kpl_lab.testing.postgres import THROWAWAY_SETTINGS, PostgresServer, PostgresUnavailable
@@ -125,13 +126,52 @@ def account_prefix():
 
 
 def remove_accounts(prefix: str) -> None:
-    """Delete the OS accounts named `prefix*` and the groups of that prefix (users' and projects')."""
+    """Delete the OS accounts and groups of a test prefix: users', projects', sandboxes' (`kt1a2b*`)."""
+    stem = prefix.rstrip("-")
     for account in pwd.getpwall():
-        if account.pw_name.startswith(prefix):
+        if account.pw_name.startswith(stem):
             subprocess.run(["userdel", account.pw_name], capture_output=True, check=False)
     for group in grp.getgrall():
-        if group.gr_name.startswith((prefix, group_prefix(prefix))):
+        if group.gr_name.startswith(stem):
             subprocess.run(["groupdel", group.gr_name], capture_output=True, check=False)
+
+
+@pytest.fixture
+def privileged_helper(account_prefix, open_folder):
+    """Start the privileged helper for the home `open_folder/home` (its service account: root, this process).
+
+    Returns its socket's path. The home's storage is its default, `<home>/storage`. The platform under test runs as root here; the tests of `kpl-lab up`
+    and of the hub run it as a service account of its own.
+    """
+    home = open_folder / "home"
+    home.mkdir(mode=0o711)
+    socket = home / "run" / "helper.sock"
+    log = open_folder / "helper.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kpl_lab.privileged.helper",
+                f"--home={home}",
+                f"--storage={home / 'storage'}",
+                "--service-account=root",
+                f"--account-prefix={account_prefix}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        for _ in range(600):
+            if socket.exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert socket.exists(), log.read_text()
+        yield socket
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.fixture

@@ -142,8 +142,25 @@ def ensure_group(name: str) -> int:
         return grp.getgrnam(name).gr_gid
 
 
-def ensure_account(name: str, home: Path) -> pwd.struct_passwd:
-    """Return an OS account, creating it (with its own group) if needed; its home is its own, 0700."""
+def owner_note(home: str | Path) -> str:
+    """Return the comment (GECOS) of the accounts a platform home makes: which home they belong to."""
+    return f"kpl-lab {Path(home)}"
+
+
+class AccountTaken(OSError):
+    """An OS account of the platform's name already belongs to another platform home."""
+
+
+def ensure_account(
+    name: str, home: Path, note: str = "", shell: str = "/bin/bash", make_home: bool = True
+) -> pwd.struct_passwd:
+    """Return an OS account, creating it (with its own group) if needed; its home is its own, 0700.
+
+    `note` (`owner_note`) marks the accounts of one platform home. An account of the same name
+    that another home made is taken over when that home is gone (a reinstall) and refused with
+    `AccountTaken` while it is still there (a second installation on this machine).
+    `make_home=False`: an account that logs in nowhere and has no home (a sandbox's).
+    """
     try:
         account = pwd.getpwnam(name)
     except KeyError:
@@ -154,13 +171,20 @@ def ensure_account(name: str, home: Path) -> pwd.struct_passwd:
                 "--home-dir",
                 str(home),
                 "--shell",
-                "/bin/bash",
+                shell,
+                "--comment",
+                note,
                 "--user-group",
                 name,
             ],
             9,
         )
         account = pwd.getpwnam(name)
+    if note and (account.pw_gecos != note or Path(account.pw_dir) != Path(home)):
+        _adopt(account, home, note)
+        account = pwd.getpwnam(name)
+    if not make_home:
+        return account
     home = Path(account.pw_dir)
     home.mkdir(parents=True, exist_ok=True)
     stat = home.stat()
@@ -170,26 +194,74 @@ def ensure_account(name: str, home: Path) -> pwd.struct_passwd:
     return account
 
 
-def sync_groups(account: str, projects: list[str], prefix: str = USER_PREFIX) -> list[int]:
-    """Make the account a member of exactly its projects' groups (of this prefix); return their gids."""
+def _adopt(account: pwd.struct_passwd, home: Path, note: str) -> None:
+    """Make an existing account this home's, unless the home it belongs to is still there."""
+    other = account.pw_gecos.removeprefix("kpl-lab ") if account.pw_gecos.startswith("kpl-lab ") else ""
+    elsewhere = Path(other or account.pw_dir)
+    taken = other or not _inside(elsewhere, home.parent)  # an older kpl-lab left no note
+    if account.pw_gecos != note and taken and elsewhere.exists():
+        raise AccountTaken(
+            f"the OS account {account.pw_name} already belongs to "
+            + (f"the KPL Lab home {other}" if other else f"another owner (its home is {account.pw_dir})")
+            + ", which is still there: remove that account (userdel "
+            + f"{account.pw_name}), or start this home with another --account-prefix"
+        )
+    _run(["usermod", "--home", str(home), "--comment", note, account.pw_name], exists_code=-1)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def ensure_system_account(name: str) -> pwd.struct_passwd:
+    """Return the platform's own system account (no login, no home of its own), creating it if needed."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        _run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--comment",
+                "KPL Lab platform",
+                "--user-group",
+                name,
+            ],
+            9,
+        )
+        return pwd.getpwnam(name)
+
+
+def sync_groups(
+    account: str, projects: list[str], prefix: str = USER_PREFIX, exact: bool = True
+) -> list[int]:
+    """Make the account a member of its projects' groups (`exact`: of no other of this prefix); return their gids."""
     wanted = {group_name(project, prefix): ensure_group(group_name(project, prefix)) for project in projects}
     ours = group_prefix(prefix)
     for group in grp.getgrall():
         member = account in group.gr_mem
         if group.gr_name in wanted and not member:
             _run(["gpasswd", "--add", account, group.gr_name], exists_code=-1)
-        elif group.gr_name.startswith(ours) and group.gr_name not in wanted and member:
+        elif exact and group.gr_name.startswith(ours) and group.gr_name not in wanted and member:
             _run(["gpasswd", "--delete", account, group.gr_name], exists_code=-1)
-    return sorted(wanted.values())
+    return [wanted[group_name(project, prefix)] for project in projects]
 
 
-def secure_project(project_dir: Path, gid: int) -> None:
+def secure_project(project_dir: Path, gid: int, owner: int = -1) -> None:
     """Give a project's folder to its group only: 2750 (setgid) for it and the folders directly in it, 3770 for `datasets/`.
 
     The first time (the folder is not the group's yet), everything below is given to the
     group too, readable by it and by nobody else: what was stored before the group existed.
+    `owner`: the platform's account, which owns the folders (-1: whoever made them).
     """
-    project_dir.mkdir(parents=True, exist_ok=True)
+    if not project_dir.exists():
+        project_dir.mkdir(parents=True)
+        os.chown(project_dir, owner, gid)
     if project_dir.stat().st_gid != gid:
         for folder, folders, files in os.walk(project_dir):
             for name in folders:
@@ -201,10 +273,13 @@ def secure_project(project_dir: Path, gid: int) -> None:
                 os.lchown(path, -1, gid)
                 if not os.path.islink(path):
                     os.chmod(path, (os.stat(path).st_mode | 0o040) & 0o7770)
-    (project_dir / "datasets").mkdir(exist_ok=True)
+    if not (project_dir / "datasets").exists():
+        (project_dir / "datasets").mkdir()
+        os.chown(project_dir / "datasets", owner, gid)
     for folder in (project_dir, *(p for p in project_dir.iterdir() if p.is_dir() and not p.is_symlink())):
-        if folder.stat().st_gid != gid:
-            os.chown(folder, -1, gid)
+        found = folder.stat()
+        if found.st_gid != gid or owner not in (-1, found.st_uid):
+            os.lchown(folder, owner, gid)
         os.chmod(
             folder, PROJECT_MODE if folder == project_dir else SHARED_FOLDERS.get(folder.name, PROJECT_MODE)
         )

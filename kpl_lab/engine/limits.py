@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ CPU_PERIOD_US = 100_000
 SHARES_PER_CPU = 1024  # v1 cpu.shares of one process
 WEIGHT_PER_CPU = 100  # v2 cpu.weight of one process (1 to 10000)
 FALLBACK = "fallback: RLIMIT_DATA + RSS watchdog (cpu not enforced)"
+RELEASE_TRIES = 50  # times 20 ms: killed processes take a moment to leave their cgroup
 
 
 def _write(path: Path, value: str) -> None:
@@ -271,12 +273,32 @@ class JobLimits:
             with contextlib.suppress(OSError):
                 path.rmdir()
 
+    def release(self) -> None:
+        """Kill what is left in the job's cgroups and remove them, once the killed processes left them."""
+        self.kill_all()
+        for _ in range(RELEASE_TRIES):
+            self.remove()
+            if not any(path.exists() for path in self.paths.values()):
+                return
+            time.sleep(0.02)
+
     def to_json(self) -> dict:
         return {
             "version": self.version,
             "paths": {k: str(v) for k, v in self.paths.items()},
             "enforcement": self.enforcement,
         }
+
+    @classmethod
+    def from_json(cls, data: dict, memory_mb: int, cpu: float) -> JobLimits:
+        """Return the limits `to_json` described (made elsewhere: by a supervisor before, or the helper)."""
+        return cls(
+            memory_mb,
+            cpu,
+            version=int(data.get("version", 0)),
+            paths={k: Path(v) for k, v in data.get("paths", {}).items()},
+            enforcement=data.get("enforcement", FALLBACK),
+        )
 
 
 def cgroup_name(job_id: str, worker: int | str | None = None) -> str:

@@ -23,13 +23,22 @@ import time
 from pathlib import Path
 
 import yaml
-from traitlets import Bool, Dict, Float, Unicode
+from traitlets import Bool, Dict, Float, List, Unicode
 
-from . import forkserver, identity
+from ..privileged.client import HelperClient
+from . import forkserver
 from .executor import ExecutionState, Executor
 from .forkserver import PACKAGE_PARENT, ForkServerError
 from .launch import JobLaunch
-from .runfolder import APPEND, is_alive, open_in, process_start_time, read_own_json, write_atomic
+from .runfolder import (
+    APPEND,
+    is_alive,
+    open_in,
+    process_start_time,
+    read_own_json,
+    worker_log,
+    write_atomic,
+)
 from .spares import SUPERVISOR_FILES, Spares
 from .supervisor import BOOTSTRAP
 
@@ -85,16 +94,15 @@ class LocalExecutor(Executor):
     environments_dir = Unicode(
         "", config=True, help="Folder caching the virtual environments built for `image.runs`."
     )
-    run_as_users = Bool(
-        False,
-        config=True,
-        help="Run each job as the OS account of the user who submitted it, in its project's group "
-        "(docs/multi-user.md); the supervisor must run as root.",
+    helper_socket = Unicode(
+        "",
+        help="The privileged helper's socket (the platform's `Platform.helper_socket`): each job then runs "
+        "as the OS account of the user who submitted it, in its project's group (docs/multi-user.md).",
     )
-    account_prefix = Unicode(
-        identity.USER_PREFIX, config=True, help="Prefix of users' OS accounts, as the spawner's."
+    passed_environment = List(
+        Unicode(),
+        help="Names of the platform's environment variables jobs also get (`Platform.passed_environment`).",
     )
-    users_dir = Unicode("", help="Folder of users' homes (<home>/users), for accounts made here first.")
     callbacks = Unicode(
         "", help="`module:factory` the supervisor calls with `callbacks_config` to ingest and finish."
     )
@@ -130,8 +138,12 @@ class LocalExecutor(Executor):
         if not spare:
             for name in ("output.log", "events.jsonl"):
                 (folder / name).touch()
-        if self.run_as_users and launch.user:
-            supervision["identity"] = self._give_run_folder(launch, folder).to_json()
+        for rank in range(1, launch.limits.workers):  # made here, so they are given with the folder
+            log = worker_log(folder, rank)
+            log.parent.mkdir(exist_ok=True)
+            log.touch()
+        if self.runs_as_user(launch):
+            supervision |= self._give_run_folder(launch, folder)
         write(folder / "supervisor.json", json.dumps(supervision))
         if spare:
             try:
@@ -150,6 +162,7 @@ class LocalExecutor(Executor):
             "environments_dir": self.environments_dir or None,
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
+            "passed_environment": list(self.passed_environment),
         }
 
     async def start(self, launch: JobLaunch) -> dict:
@@ -161,7 +174,7 @@ class LocalExecutor(Executor):
         Jobs that run as their users' accounts (the identity comes with their run folder)
         and launchers without a forkserver start one step after the other.
         """
-        if not self.use_forkserver or (self.run_as_users and launch.user):
+        if not self.use_forkserver or self.runs_as_user(launch):
             return await super().start(launch)
         try:
             pending = forkserver.shared(self.python).prepare(
@@ -188,26 +201,23 @@ class LocalExecutor(Executor):
             "run_dir": str(launch.run_dir),
         }
 
-    def user_identity(self, user: str, project: str, project_dir: Path) -> identity.Identity | None:
-        """Return the identity a user's process in a project runs as; None: as the platform (not `run_as_users`)."""
-        if not (self.run_as_users and user):
-            return None
-        return identity.project_identity(user, project, project_dir, self.account_prefix, self.users_dir)
+    def runs_as_user(self, launch: JobLaunch) -> bool:
+        """Say whether a job runs as its submitter's own account (through the privileged helper)."""
+        return bool(self.helper_socket and launch.user)
 
-    def _give_run_folder(self, launch: JobLaunch, folder: Path) -> identity.Identity:
-        """Return the submitter's identity in the project's group; the run folder becomes theirs (0700).
+    @property
+    def helper(self) -> HelperClient:
+        return HelperClient(self.helper_socket)
 
-        `folder`: the run folder, or the spare one about to become it.
+    def _give_run_folder(self, launch: JobLaunch, folder: Path) -> dict:
+        """Make the run folder the submitter's (the platform reads it through its group); return whom it runs as.
+
+        `folder`: the run folder, or the spare one about to become it. What runs, and as whom,
+        stays the platform's (`PLATFORM_FILES`).
         """
-        who = self.user_identity(launch.user, launch.project, launch.run_dir.parents[1])
-        assert who is not None  # called only for jobs run as their users
-        gid = who.groups[0]
-        for parent, folders, files in os.walk(folder):
-            for entry in (*folders, *files):
-                if parent != str(folder) or entry not in PLATFORM_FILES:
-                    os.lchown(os.path.join(parent, entry), who.uid, gid)
-        identity.give(folder, who, 0o700)  # the job writes its outputs; nobody else reads them
-        return who
+        runs_as = self.helper.user_in_project(launch.user, launch.project)
+        self.helper.give(runs_as["as"], folder, project=launch.project, keep=PLATFORM_FILES)
+        return runs_as
 
     async def execute(self, launch: JobLaunch) -> dict:
         """Start the job's detached supervisor and return its handle; then make the next spare run folder."""
@@ -284,16 +294,29 @@ class LocalExecutor(Executor):
             if full.get("pid") is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(full["supervisor_pid"], signal.SIGUSR1)  # wake it now
-        else:  # nobody supervises it: signal the process groups directly
+        else:  # nobody supervises it: signal the process groups directly (as its user, through the helper)
+            supervision = read_own_json(launch.run_dir / "supervisor.json") or {}
             for worker in _workers(full):
-                if is_alive(worker.get("pid"), worker.get("pid_start")):
-                    with contextlib.suppress(ProcessLookupError):
+                if not is_alive(worker.get("pid"), worker.get("pid_start")):
+                    continue
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    if supervision.get("as"):
+                        self.helper.signal(
+                            supervision["as"], worker["pgid"], worker["pid_start"], signal.SIGKILL
+                        )
+                    else:
                         os.killpg(worker["pgid"], signal.SIGKILL)
 
     async def on_failure(self, launch: JobLaunch, state: ExecutionState) -> None:
         """Remove the cgroups of a job whose supervisor died before cleaning up."""
+        mine = not (read_own_json(launch.run_dir / "supervisor.json") or {}).get("as")
         for worker in _workers(read_own_json(launch.run_dir / "handle.json") or {}):
-            for path in (worker.get("limits") or {}).get("paths", {}).values():
+            limits = worker.get("limits") or {}
+            if not mine:  # the helper made them
+                with contextlib.suppress(OSError):
+                    self.helper.release(limits)
+                continue
+            for path in limits.get("paths", {}).values():
                 with contextlib.suppress(OSError):
                     Path(path).rmdir()
 

@@ -11,8 +11,10 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
+from . import environment
 from .devices import VISIBLE_DEVICES_VARIABLE
 from .launch import JobLaunch
 
@@ -190,9 +192,15 @@ def is_alive(pid: int | None, start_time: int | None) -> bool:
     return pid is not None and start_time is not None and process_start_time(pid) == start_time
 
 
-def job_environment(launch: JobLaunch, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Return the job's environment variables (docs/job-contract.md) over `base`."""
-    env = dict(os.environ if base is None else base)
+def job_environment(
+    launch: JobLaunch, base: dict[str, str] | None = None, passed: Iterable[str] = ()
+) -> dict[str, str]:
+    """Return the job's environment (docs/job-contract.md): its contract over what `base` may pass on.
+
+    `base` is the launching process's environment (default: this one's); only the allowlist of
+    `kpl_lab.engine.environment`, and the names in `passed`, reach the job.
+    """
+    env = environment.passed(base, passed)
     run_dir = launch.run_dir
     env.update(
         {
@@ -209,7 +217,6 @@ def job_environment(launch: JobLaunch, base: dict[str, str] | None = None) -> di
             "PYTHONUNBUFFERED": "1",  # logs reach output.log as they are printed
         }
     )
-    env.pop("KPL_EVENTS_URL", None)
     for kind, variable in VISIBLE_DEVICES_VARIABLE.items():
         env[variable] = ",".join(str(i) for i in launch.assigned_devices.get(kind, []))
     env.update(launch.env)

@@ -63,7 +63,8 @@ class JobService(LoggingConfigurable):
         if self.supervised:
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
-            self.executor.users_dir = str(Path(platform.home) / "users")
+            self.executor.helper_socket = platform.helper_socket
+            self.executor.passed_environment = list(platform.passed_environment)
             self.executor.callbacks = "kpl_lab.engine.callbacks:supervisor_callbacks"
             self.executor.callbacks_config = self._platform_config()
         self.records = JobRecords(platform)
@@ -112,7 +113,7 @@ class JobService(LoggingConfigurable):
         config = {}
         for name in CONFIG_SECTIONS:
             section = dict(self.platform.config.get(name, {}))
-            # a command-line value (`--LocalExecutor.run_as_users=True`) is text until a trait reads it
+            # a command-line value (`--LocalExecutor.use_cgroups=False`) is text until a trait reads it
             for key, value in section.items():
                 if isinstance(value, DeferredConfigString) and live[name].has_trait(key):
                     section[key] = live[name].traits()[key].from_string(value)

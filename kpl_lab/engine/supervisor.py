@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import fcntl
 import importlib
 import json
@@ -40,7 +41,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .identity import Identity
+from ..privileged.client import HelperClient, HelperError, HelperProcess
+from . import environment
 from .launch import JobLaunch
 from .limits import JobLimits, cgroup_name, group_rss_bytes
 from .runfolder import (
@@ -312,6 +314,9 @@ class Supervisor:
         self.failed: Worker | None = None  # the first worker that failed while the others ran
         self.ready: tuple | Exception | None = None  # what `prepare` built, or why it could not
         self.after_start = None  # see `run`
+        # a job of a user's runs as her, started and signalled by the privileged helper
+        self.runs_as: dict | None = self.config.get("as")
+        self.helper = HelperClient(self.config["helper"]) if self.runs_as else None
 
     def prepare(self, base: dict[str, str], ahead: list[JobLimits] | None = None) -> None:
         """Build the job's command, environment (over `base`) and limits ahead of `run`.
@@ -404,39 +409,33 @@ class Supervisor:
             self._started()
             self._record(None, f"could not start: {error}", stopped=False)
             return [], False
-        identity = Identity.from_json(self.config.get("identity"))  # the submitter's account (multi-user)
+        account = self.config.get("account")  # the submitter's account (its name and home), with `as`
         port = free_port() if len(workers) > 1 else 0
         for worker in workers:
             worker_env = env if len(workers) == 1 else worker_environment(env, self.launch, worker.rank, port)
-            if identity:
-                worker_env = identity.job_env(worker_env)
+            if account:
+                worker_env = environment.for_account(worker_env, account["name"], account["home"])
             try:
                 worker.output = open_in(self.run_dir, worker.log, APPEND)
-                if identity:  # the run folder is the submitter's: so are the workers' logs
-                    identity.own(worker.output, worker.log.parent)
-                with worker.limits.starting() as preexec:  # the child is under the limits before exec
-                    worker.process = spawn(
-                        argv,
-                        self.launch.algorithm_dir,
-                        worker_env,
-                        worker.output,
-                        # joined the limits (no escape window), then dropped to the submitter
-                        identity.preexec(preexec) if identity else preexec,
-                    )
-                    if worker is workers[-1]:
-                        self._started()
-            except (FileNotFoundError, PermissionError, Refused) as error:
+                worker.process = self._spawn(worker, argv, worker_env)
+                if worker is workers[-1]:
+                    self._started()
+            except (FileNotFoundError, PermissionError, Refused, HelperError) as error:
                 no_log = worker.output is None  # its log could not be opened: the command was not tried
                 for started in workers[: worker.rank]:
-                    self._signal(started.pid, signal.SIGKILL)
+                    self._signal(started, signal.SIGKILL)
                     started.process.wait()
                 for each in workers:
-                    each.limits.remove()
+                    self._release(each)
                     if each.output is not None:
                         os.close(each.output)
                         each.output = None
                 self._started()
-                if no_log:
+                if (
+                    no_log
+                    or isinstance(error, HelperError)
+                    and error.errno not in (errno.ENOENT, errno.EACCES)
+                ):
                     self._record(None, f"could not start: {error}", stopped=False)
                 else:
                     self._record(127, f"command not found: {argv[0]}", stopped=False)
@@ -465,7 +464,7 @@ class Supervisor:
     def _prepare(
         self, base: dict[str, str] | None = None, ahead: list[JobLimits] | None = None
     ) -> tuple[list[str], bool, dict[str, str], list[Worker]]:
-        env = job_environment(self.launch, base)
+        env = job_environment(self.launch, base, self.config.get("passed_environment") or ())
         if self.launch.runs:  # a cached virtual environment built from image.runs
             enable_site_packages()
             from kpl_lab.algorithms.runtime import prepare_runtime
@@ -488,6 +487,9 @@ class Supervisor:
             for rank in range(count):
                 # each worker its own cgroup with the per-worker limits: one cannot starve another
                 name = cgroup_name(self.launch.job_id, None if count == 1 else rank)
+                if self.runs_as:  # the helper makes them as it starts the worker
+                    made.append(JobLimits(self.launch.limits.memory, self.launch.limits.cpu))
+                    continue
                 made.append(
                     JobLimits.create(
                         name,
@@ -510,18 +512,62 @@ class Supervisor:
         return argv, shell, env, workers
 
     def _limits_from(self, handle: dict) -> JobLimits:
-        data = handle.get("limits") or {}
-        limits = JobLimits(self.launch.limits.memory, self.launch.limits.cpu)
-        limits.version = int(data.get("version", 0))
-        limits.paths = {k: Path(v) for k, v in data.get("paths", {}).items()}
-        limits.enforcement = data.get("enforcement", limits.enforcement)
-        return limits
+        return JobLimits.from_json(
+            handle.get("limits") or {}, self.launch.limits.memory, self.launch.limits.cpu
+        )
+
+    def _spawn(self, worker: Worker, argv: list[str], env: dict[str, str]):
+        """Start one worker's process group under its limits: as the submitter through the helper, else here."""
+        if self.helper is None:
+            with worker.limits.starting() as preexec:  # the child is under the limits before exec
+                return spawn(argv, self.launch.algorithm_dir, env, worker.output, preexec)
+        name = cgroup_name(self.launch.job_id, None if len(self._workers_count()) == 1 else worker.rank)
+        with open(os.devnull, "rb") as devnull:
+            spawned = self.helper.spawn(
+                self.runs_as,
+                argv,
+                env,
+                self.launch.algorithm_dir,
+                stdio=(devnull.fileno(), worker.output, worker.output),
+                limits={"name": name, "memory_mb": worker.limits.memory_mb, "cpu": worker.limits.cpu}
+                if self.config.get("use_cgroups", True)
+                else None,
+            )
+        if spawned.limits:
+            worker.limits = JobLimits.from_json(spawned.limits, worker.limits.memory_mb, worker.limits.cpu)
+        return spawned
+
+    def _workers_count(self) -> range:
+        return range(max(1, self.launch.limits.workers))
+
+    def _signal(self, worker: Worker, signum: int) -> None:
+        """Signal a worker's process group (through the helper, as its user, for a user's job)."""
+        if self.helper is not None:
+            with contextlib.suppress(OSError):  # gone already, or the helper is: nothing to signal
+                self.helper.signal(self.runs_as, worker.pid, worker.pid_start, signum)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.pid, signum)
+
+    def _release(self, worker: Worker) -> None:
+        """Kill what is left in a worker's cgroups and remove them."""
+        if self.helper is not None:
+            with contextlib.suppress(OSError):
+                self.helper.release(worker.limits.to_json())
+            return
+        worker.limits.release()
 
     def _on_wake(self, signum, frame) -> None:
         self.wake = True
 
     def _watch(self, workers: list[Worker]) -> None:
-        pidfds = {worker.rank: os.pidfd_open(worker.pid) for worker in workers if worker.process is not None}
+        pidfds = {  # readable once the worker ended: its pidfd, or the helper's connection that tells its end
+            worker.rank: worker.process.fileno()
+            if isinstance(worker.process, HelperProcess)
+            else os.pidfd_open(worker.pid)
+            for worker in workers
+            if worker.process is not None
+        }
         # the first tick (loading the platform) waits a tick, so the job starts on a quiet CPU
         last_tick = last_sample = last_look = time.monotonic()
         memory_limit = self.launch.limits.memory * 1024 * 1024
@@ -531,7 +577,7 @@ class Supervisor:
         self.samples.append(combine([sampler.sample() for sampler in samplers]))
         try:
             while running := [worker for worker in workers if worker.running()]:
-                waiting = [pidfds[worker.rank] for worker in running if worker.rank in pidfds]
+                waiting = [pidfds[worker.rank] for worker in running if pidfds.get(worker.rank, -1) >= 0]
                 if waiting:  # an ended worker's pidfd stays readable: wait on the running ones only
                     select.select(waiting, [], [], LOOP_SECONDS)
                 else:
@@ -544,7 +590,7 @@ class Supervisor:
                         and group_rss_bytes(worker.pid) > memory_limit
                     ):
                         self.memory_exceeded = worker.rank
-                        self._signal(worker.pid, signal.SIGKILL)
+                        self._signal(worker, signal.SIGKILL)
                 self._check_failed(workers)
                 if time.monotonic() - last_sample >= self.usage_seconds:
                     last_sample = time.monotonic()
@@ -561,8 +607,9 @@ class Supervisor:
             # the end: nothing left running, the peak kept
             self.samples.append(combine([sampler.sample() for sampler in samplers]))
         finally:
-            for pidfd in pidfds.values():
-                os.close(pidfd)
+            for worker in workers:
+                if worker.rank in pidfds and not isinstance(worker.process, HelperProcess):
+                    os.close(pidfds[worker.rank])
 
     def _check_failed(self, workers: list[Worker]) -> None:
         """Stop the other workers when one failed: they would wait for it forever."""
@@ -575,7 +622,7 @@ class Supervisor:
                 self.failed = worker
                 self.stopping_since = time.monotonic()
                 for other in workers:
-                    self._signal(other.pid, signal.SIGTERM)
+                    self._signal(other, signal.SIGTERM)
                 return
 
     def _tick(self) -> None:
@@ -602,27 +649,18 @@ class Supervisor:
             self.stopping_since = time.monotonic()
             self.stop_requested = True
             for worker in workers:
-                self._signal(worker.pid, signal.SIGTERM)
+                self._signal(worker, signal.SIGTERM)
         elif not self.killed and time.monotonic() - self.stopping_since >= self.grace:
             self.killed = True
             for worker in workers:
-                self._signal(worker.pid, signal.SIGKILL)
-
-    def _signal(self, pgid: int, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signum)
+                self._signal(worker, signal.SIGKILL)
 
     def _finish(self, workers: list[Worker], shell: bool) -> None:
         for worker in workers:
-            self._signal(worker.pid, signal.SIGKILL)  # what the job left running in the background
-            worker.limits.kill_all()
+            self._signal(worker, signal.SIGKILL)  # what the job left running in the background
         oom = [w for w in workers if self.memory_exceeded == w.rank or w.limits.oom_killed()]
-        for _ in range(50):  # the killed processes take a moment to leave the cgroup
-            for worker in workers:
-                worker.limits.remove()
-            if not any(path.exists() for w in workers for path in w.limits.paths.values()):
-                break
-            time.sleep(0.02)
+        for worker in workers:
+            self._release(worker)
         # the worker whose end says why the job ended: the first to fail, else the first that failed
         failing = self.failed or (oom[0] if oom else None)
         if failing is None:

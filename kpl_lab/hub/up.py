@@ -4,6 +4,12 @@ The first run writes `<home>/hub/jupyterhub_config.py` (edit it for a real deplo
 runs use it as it is) and a first admin account whose generated password is printed once and
 kept in `<home>/hub/secrets.json` (mode 0600). The proxy is the pure Python
 `configurable-http-proxy` from PyPI (no Node). The hub's own database is SQLite in `<home>/hub/`.
+
+Run as root, it separates privileges (docs/admin-guide.md, "Who runs as whom"): the hub, its
+proxy, the platform service and the gateway run as the platform's system account
+(`--service-account`, default `kpl`, made on the first run), which owns the home; the one
+process left as root is the privileged helper (`kpl_lab.privileged`), which makes users'
+accounts and starts their notebooks, jobs and deployments as them.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import contextlib
 import functools
 import json
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -21,6 +28,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -28,7 +36,9 @@ from pathlib import Path
 
 import psutil
 
-from ..engine import identity
+from ..engine import environment, identity
+from ..platform import default_home
+from ..privileged.helper import socket_path
 from ..serving.hub_tokens import ACCESS_SCOPE as GATEWAY_ACCESS
 from ..serving.hub_tokens import TOKEN_ENV as GATEWAY_TOKEN_ENV
 from . import userenv
@@ -37,6 +47,8 @@ STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy bef
 WATCH_SECONDS = 2.0  # how often the hub's children are noted while it runs
 READY_PROBE_SECONDS = 0.5  # how often the hub is asked whether it answers, until it does
 SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "image-classification"
+SERVICE_ACCOUNT = "kpl"
+HELPER_START_SECONDS = 30.0
 
 AUTHENTICATORS = {
     "shared": "jupyterhub.authenticators.shared.SharedPasswordAuthenticator",
@@ -89,37 +101,72 @@ def load_secrets(hub_dir: Path, admin: str) -> tuple[dict, bool]:
     return values, True
 
 
-def secure_home(home: Path, storage: Path, prefix: str) -> None:
-    """Make the platform's files its own and give every project folder to its group (run as root).
+# the home's folders, their owner (None: root; else the service account) and mode
+HOME_FOLDERS = (
+    ("", "service", 0o711),  # passed through by users to their own folder, never listed
+    ("hub", "service", 0o700),  # hub database, cookie secret, secrets.json, the configuration
+    ("uploads", "service", 0o700),
+    ("environments", "service", 0o755),  # jobs' virtual environments, run by every user
+    ("users", None, 0o711),  # users' homes: the helper makes them as root
+)
+ROOT_FOLDERS = ("users", "user-env", "run")  # root's: users' homes, the users' Python, the helper's socket
+OWNER_STAMP = ".owner"  # the uid the home was last given to: its files are walked only when it changes
 
-    Users pass through the home to their own folder, their projects and the users'
-    Python; they list and read nothing else (docs/admin-guide.md, "What users can read").
+
+def secure_home(home: Path, storage: Path, service: pwd.struct_passwd, prefix: str) -> None:
+    """Make the home the service account's and give every project folder to its group (run as root).
+
+    Users pass through the home to their own folder, their projects and the users' Python; they
+    list and read nothing else (docs/multi-user.md, "What users can read"). A home an earlier
+    version ran as root is handed over once: what root owns in it becomes the service account's.
     """
-    for folder, mode in (
-        (home, 0o711),
-        (home / "hub", 0o700),  # hub database, cookie secret, secrets.json, the configuration
-        (home / "uploads", 0o700),
-        (home / "users", 0o711),
-        (home / "environments", 0o755),  # jobs' virtual environments, run by every user
-        (storage, 0o711),
-        (storage / "projects", 0o711),
+    for relative, owner, mode in (
+        *HOME_FOLDERS,
+        (storage, "service", 0o711),
+        (storage / "projects", "service", 0o711),
     ):
+        folder = home / relative
         folder.mkdir(parents=True, exist_ok=True)
+        uid, gid = (service.pw_uid, service.pw_gid) if owner else (0, 0)
+        os.lchown(folder, uid, gid)
         os.chmod(folder, mode)
+    stamp = home / OWNER_STAMP
+    if not stamp.exists() or stamp.read_text().strip() != str(service.pw_uid):
+        _hand_over(home, service, skip={home / name for name in ROOT_FOLDERS})
+        stamp.write_text(f"{service.pw_uid}\n")
+        os.chown(stamp, service.pw_uid, service.pw_gid)
     for path in (*home.iterdir(), *(home / "hub").iterdir()):
-        if path.is_file() and not path.is_symlink():  # the catalog database and its journals
+        if path.is_file() and not path.is_symlink():  # the catalog database, its journals, the configuration
+            os.lchown(path, service.pw_uid, service.pw_gid)
             os.chmod(path, stat.S_IMODE(path.stat().st_mode) & 0o770)
     for project in (storage / "projects").iterdir():
         if project.is_dir() and not project.is_symlink():
-            identity.secure_project(project, identity.ensure_group(identity.group_name(project.name, prefix)))
+            gid = identity.ensure_group(identity.group_name(project.name, prefix))
+            identity.secure_project(project, gid, service.pw_uid)
 
 
-def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python: str = "") -> str:
+def _hand_over(folder: Path, service: pwd.struct_passwd, skip: set[Path]) -> None:
+    """Give what root owns below `folder` to the service account (links not followed), but `skip`."""
+    for parent, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if Path(parent, name) not in skip]
+        for name in (*folders, *files):
+            path = os.path.join(parent, name)
+            found = os.lstat(path)
+            if found.st_uid == 0:
+                os.lchown(path, service.pw_uid, service.pw_gid if found.st_gid == 0 else -1)
+
+
+def render_config(
+    args: argparse.Namespace, home: Path, creds: dict, user_python: str = "", helper_socket: str = ""
+) -> str:
     """Return the text of the generated jupyterhub_config.py.
 
-    `user_python`: the Python of users' notebooks and jobs, run as their own accounts
-    (empty: everything runs as this process's account, as when it is not root).
+    `user_python`: the Python of users' notebooks and jobs, and of the platform's own processes
+    (every account can run it); `helper_socket`: the privileged helper's, through which users'
+    processes run as their own accounts (empty: everything runs as this process's account, as
+    when it is not root).
     """
+    python = user_python or sys.executable
     authenticator = AUTHENTICATORS.get(args.authenticator, args.authenticator)
     service_port, hub_port, proxy_api_port, gateway_port = free_ports(4)
     hub_dir = home / "hub"
@@ -142,13 +189,10 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         # there from the service's start: the hub waits for its route's URL and checks it every minute
         "--DeploymentService.gateway_always=True",
     ]
-    if user_python:  # jobs as their submitters, supervised by the users' Python (what the jobs run)
-        service_args += [
-            "--LocalExecutor.run_as_users=True",
-            f"--LocalExecutor.account_prefix={args.account_prefix}",
-            f"--LocalExecutor.python={user_python}",
-        ]
-    allow_root = ["--allow-root"] if os.geteuid() == 0 else []
+    if helper_socket:  # jobs and deployments as their users, through the privileged helper
+        platform["helper_socket"] = helper_socket
+        service_args += [f"--Platform.helper_socket={helper_socket}", f"--LocalExecutor.python={python}"]
+    allow_root = ["--allow-root"] if os.geteuid() == 0 and not helper_socket else []
     lines = [
         "# Generated by `kpl-lab up`; edit freely (later runs use this file as it is).",
         "import sys",
@@ -162,8 +206,7 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{proxy_api_port}'",
         # --proxy-timeout=0: no limit, as the Node proxy; the Python one otherwise cuts every answer at
         # 20 s (tornado's default): the spawn page's progress stream of a slow start, long uploads
-        f"c.ConfigurableHTTPProxy.command = [{shutil.which('configurable-http-proxy') or 'configurable-http-proxy'!r}, "
-        "'--proxy-timeout=0']",
+        f"c.ConfigurableHTTPProxy.command = [{proxy_command(python)!r}, '--proxy-timeout=0']",
         "",
         "# who may log in",
         f"c.JupyterHub.authenticator_class = {authenticator!r}",
@@ -186,13 +229,12 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "c.Spawner.start_timeout = 120",
         *(
             [
-                "# each notebook as its user's own account (kpl-<name>), on a Python every account runs",
-                "c.KPLLocalSpawner.run_as_user = True",
-                f"c.KPLLocalSpawner.account_prefix = {args.account_prefix!r}",
+                "# each notebook as its user's own account (kpl-<name>; the helper's socket is in c.Platform),",
+                "# on a Python every account runs",
                 f"c.KPLLocalSpawner.user_python = {user_python!r}",
             ]
-            if user_python
-            else ["c.KPLLocalSpawner.run_as_user = False"]
+            if helper_socket
+            else []
         ),
         f"c.Spawner.environment = {{'KPL_SERVICE_URL': {service_url + '/services/kpl/'!r}}}",
         "c.Spawner.server_token_scopes = ['users:activity!user', 'access:servers!server', 'access:services!service=kpl',",
@@ -215,7 +257,7 @@ def render_config(args: argparse.Namespace, home: Path, creds: dict, user_python
         "    {",
         "        'name': 'kpl',",
         f"        'url': {service_url!r},",
-        f"        'command': [sys.executable, '-m', 'kpl_lab.hub.service', *{service_args!r}],",
+        f"        'command': [{python!r}, '-m', 'kpl_lab.hub.service', *{service_args!r}],",
         # the gateway process it starts takes hub users' API tokens with the kpl-gateway service's token
         f"        'environment': {{'KPL_LAB_HOME': {str(home)!r}, {GATEWAY_TOKEN_ENV!r}: {gateway_token!r}}},",
         "        'display': True,",
@@ -242,7 +284,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="kpl-lab up", description="Start the multi-user KPL Lab on this machine."
     )
-    parser.add_argument("--home", help="platform home (default $KPL_LAB_HOME or ~/.kpl-lab)")
+    parser.add_argument(
+        "--home",
+        help="platform home (default $KPL_LAB_HOME, else /var/lib/kpl-lab as root, ~/.kpl-lab otherwise)",
+    )
     parser.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=int, default=0, help="port of the hub (default 8000 if free, else a free one)"
@@ -272,6 +317,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="a Python every account can run, on which <home>/user-env is built (default /usr/bin/python3)",
     )
     parser.add_argument(
+        "--service-account",
+        default=SERVICE_ACCOUNT,
+        help=f"as root: the system account the hub, its proxy, the platform service and the gateway run as "
+        f"(default {SERVICE_ACCOUNT}, made on the first run)",
+    )
+    parser.add_argument(
         "--account-prefix",
         default=identity.USER_PREFIX,
         help="prefix of users' OS accounts (default kpl-: kpl-alice; project groups kplp-<project>)",
@@ -288,23 +339,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Write the configuration if needed, print how to log in, and run JupyterHub until stopped."""
     args = parse(argv)
-    home = Path(args.home or os.environ.get("KPL_LAB_HOME") or "~/.kpl-lab").expanduser().absolute()
+    home = Path(args.home or os.environ.get("KPL_LAB_HOME") or default_home()).expanduser().absolute()
     hub_dir = home / "hub"
     hub_dir.mkdir(parents=True, exist_ok=True)
-    user_python = ""
-    if os.geteuid() == 0:  # users' notebooks and jobs run as their own accounts (docs/multi-user.md)
-        os.umask(0o027)  # what the hub and the service create is not for other accounts
-        storage = Path(args.storage_url or home / "storage")
-        if storage.is_absolute():  # a local storage root (not s3://...)
-            secure_home(home, storage, args.account_prefix)
-        user_python = str(userenv.prepare(home, args.user_python, args.user_env_base, log=_say))
+    separated = Separation.prepare(home, args) if os.geteuid() == 0 else None
     creds, fresh = load_secrets(hub_dir, args.admin)
     config = Path(args.config).absolute() if args.config else hub_dir / "jupyterhub_config.py"
-    command = [sys.executable, "-m", "jupyterhub", "-f", str(config)]
+    python = separated.python if separated else sys.executable
+    command = [python, "-m", "jupyterhub", "-f", str(config)]
     if not args.config and (args.regenerate or not config.exists()):
         if not args.port:
             args.port = 8000 if port_free(args.ip, 8000) else free_port(args.ip)
-        text = render_config(args, home, creds, user_python)
+        text = render_config(
+            args, home, creds, *((separated.python, str(separated.socket)) if separated else ())
+        )
         tmp = config.with_suffix(".tmp")
         tmp.write_text(text)
         os.replace(tmp, config)
@@ -315,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         command.append(f"--JupyterHub.bind_url={url}")
     else:
         url = configured_url(config)
-    set_up_demo(home, args, user_python or sys.executable)
+    if separated:
+        separated.hand_over()  # the configuration and secrets just written are the service account's
+    set_up_demo(home, args, python, separated.service if separated else None)
     sys.stdout.flush()
 
     def announce() -> None:
@@ -333,14 +383,114 @@ def main(argv: list[str] | None = None) -> int:
                 )
         sys.stdout.flush()
 
-    return run_hub(command, hub_dir, ready=(ready_probes(config, url), announce))
+    try:
+        if separated:
+            separated.start_helper()
+        return run_hub(
+            command,
+            hub_dir,
+            ready=(ready_probes(config, url), announce),
+            account=separated.service if separated else None,
+            env=hub_environment(home, separated.service if separated else None),
+        )
+    finally:
+        if separated:
+            separated.stop_helper()
 
 
-def set_up_demo(home: Path, args: argparse.Namespace, python: str) -> None:
-    """Add the sample data unless `--no-sample-data`, and say when `python` (what jobs run) lacks PyTorch."""
+class Separation:
+    """Privilege separation under root: the service account, the Python it runs, the privileged helper."""
+
+    def __init__(
+        self, home: Path, storage: Path, service: pwd.struct_passwd, python: str, prefix: str
+    ) -> None:
+        self.home, self.storage, self.service, self.python, self.prefix = (
+            home,
+            storage,
+            service,
+            python,
+            prefix,
+        )
+        self.socket = socket_path(home)
+        self.helper: subprocess.Popen | None = None
+
+    @classmethod
+    def prepare(cls, home: Path, args: argparse.Namespace) -> Separation:
+        """Make the service account, build the users' Python and give the home to the account (as root)."""
+        os.umask(0o027)  # what the platform creates is not for other accounts
+        service = identity.ensure_system_account(args.service_account)
+        storage = Path(args.storage_url or home / "storage").absolute()
+        python = str(userenv.prepare(home, args.user_python, args.user_env_base, log=_say))
+        separated = cls(home, storage, service, python, args.account_prefix)
+        separated.hand_over()
+        return separated
+
+    def hand_over(self) -> None:
+        """Give the home (but users' homes, the users' Python, the helper's folder) to the service account."""
+        secure_home(self.home, self.storage, self.service, self.prefix)
+
+    def start_helper(self) -> None:
+        """Start the privileged helper (root) and wait until it listens."""
+        argv = [
+            sys.executable,
+            "-m",
+            "kpl_lab.privileged.helper",
+            f"--home={self.home}",
+            f"--storage={self.storage}",
+            f"--service-account={self.service.pw_name}",
+            f"--account-prefix={self.prefix}",
+        ]
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        self.helper = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, start_new_session=True, env=environment.passed()
+        )
+        deadline = time.monotonic() + HELPER_START_SECONDS
+        while not self.socket.exists():
+            if self.helper.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(
+                    f"kpl-lab up: the privileged helper did not start (exit code {self.helper.poll()})"
+                )
+            time.sleep(0.05)
+
+    def stop_helper(self) -> None:
+        """Stop the helper (what it started runs on: jobs survive a restart)."""
+        if self.helper is not None and self.helper.poll() is None:
+            self.helper.terminate()
+            try:
+                self.helper.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.helper.kill()
+                self.helper.wait()
+
+
+def hub_environment(home: Path, service: pwd.struct_passwd | None) -> dict[str, str]:
+    """Return the hub's environment: the allowlist's, the platform home and, separated, the service account's names."""
+    env = environment.passed()
+    env["KPL_LAB_HOME"] = str(home)
+    if service is not None:
+        env = environment.for_account(env, service.pw_name, str(home / "hub"))
+    return env
+
+
+def proxy_command(python: str) -> str:
+    """Return the `configurable-http-proxy` beside `python` (its environment's), else the one on PATH."""
+    beside = Path(python).parent / "configurable-http-proxy"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("configurable-http-proxy") or "configurable-http-proxy"
+
+
+def set_up_demo(
+    home: Path, args: argparse.Namespace, python: str, service: pwd.struct_passwd | None = None
+) -> None:
+    """Add the sample data unless `--no-sample-data`, and say when `python` (what jobs run) lacks PyTorch.
+
+    As the service account when separated: the catalog and the storage are its own.
+    """
     if not args.sample_data:
         return
-    add_sample_data(home, args.database_url, args.storage_url)
+    as_account(service, lambda: add_sample_data(home, args.database_url, args.storage_url, python))
     if not runs_torch(python):
         _say(
             "the sample algorithm needs PyTorch, which this installation lacks: "
@@ -437,11 +587,14 @@ def run_hub(
     cwd: Path,
     stop_seconds: float = STOP_SECONDS,
     ready: tuple[tuple[Callable[[], bool], ...], Callable[[], None]] | None = None,
+    account: pwd.struct_passwd | None = None,
+    env: dict[str, str] | None = None,
 ) -> int:
     """Run JupyterHub until it ends or this process is asked to stop; leave none of its processes behind.
 
     `ready`: the probes to ask, in order (`ready_probes`), and what to call once all say yes
-    (print the URL to open).
+    (print the URL to open). `account`: the service account the hub runs as (this process is
+    root), with `env` (default: this process's).
     """
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in signals}
@@ -449,7 +602,12 @@ def run_hub(
     hub = None
     try:
         # its own session: a Ctrl-C in the terminal reaches only us, and we stop the hub in order
-        hub = subprocess.Popen(command, cwd=cwd, start_new_session=True)
+        drop = (
+            {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": [], "umask": 0o027}
+            if account
+            else {}
+        )
+        hub = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env, **drop)
         while True:
             try:
                 return hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
@@ -513,7 +671,30 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def add_sample_data(home: Path, database_url: str | None = None, storage_url: str | None = None) -> bool:
+def as_account(account: pwd.struct_passwd | None, work: Callable[[], object]) -> None:
+    """Run `work` here, or, for `account`, in a child that became it (this process is root)."""
+    if account is None:
+        work()
+        return
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(account.pw_gid)
+            os.setuid(account.pw_uid)
+            work()
+            code = 0
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    os.waitpid(pid, 0)
+
+
+def add_sample_data(
+    home: Path, database_url: str | None = None, storage_url: str | None = None, python: str = sys.executable
+) -> bool:
     """Register the digits dataset and the image-classification algorithm in the `demo` project once."""
     from ..errors import KPLError
     from ..example import examples_folder
@@ -535,7 +716,7 @@ def add_sample_data(home: Path, database_url: str | None = None, storage_url: st
             with tempfile.TemporaryDirectory(prefix="kpl-digits-") as tmp:
                 out = Path(tmp) / "digits"
                 done = subprocess.run(
-                    [sys.executable, str(script), str(out)], capture_output=True, text=True, check=False
+                    [python, str(script), str(out)], capture_output=True, text=True, check=False
                 )
                 if done.returncode != 0:
                     print(f"kpl-lab up: no sample data: {script.name} failed: {done.stderr.strip()[-500:]}")

@@ -7,11 +7,11 @@ environment) from the run folder and keeps `status.json` there up to date: `stat
 `url` (where it answered its health check: the Unix socket in a folder the supervisor
 makes for it, `socket_folder`, or the port), `restarts` and the last error. SIGTERM stops the server (SIGTERM, SIGKILL after the grace
 period) and then the supervisor; so does the run folder's removal (the platform's home
-deleted under it: nobody could find or stop it any more). Under `run_as_users` the server
-runs as the deployment's user (`identity` in replica.json) while the supervisor stays the
-platform's; it trusts replica.json and status.json only when the platform's account wrote
-them (`read_own_json`): project members may write around a run folder. There the server
-must listen on its socket: a TCP port on loopback answers every account of the machine, so
+deleted under it: nobody could find or stop it any more). With the privileged helper the
+server runs as the deployment's user (`as` in replica.json), started and signalled by the
+helper, while the supervisor stays the platform's; the run folder is then hers, and the
+supervisor trusts replica.json and status.json only when the platform's account wrote them
+(`read_own_json`). There the server must listen on its socket: a TCP port on loopback answers every account of the machine, so
 a server found answering on its port is stopped and the replica `failed` (`refuse_port`).
 Standard library only: it starts quickly.
 """
@@ -28,10 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from ..engine.identity import Identity
-from ..engine.runfolder import is_alive, process_start_time, read_own_json, write_atomic
+from ..engine.runfolder import APPEND, is_alive, open_in, process_start_time, read_own_json, write_atomic
+from ..privileged.client import HelperClient, HelperProcess
 from . import address
 
 STARTING_CHECK_SECONDS = 0.2
@@ -39,6 +40,7 @@ READY_CHECK_SECONDS = 1.0
 HEALTH_TIMEOUT_SECONDS = 2.0
 SOCKET_PREFIX = "kpl-replica-"  # in the temporary folder: a short path (sun_path holds 108 bytes)
 SOCKET_NAME = "http.sock"
+SOCKET_FOLDER_MODE = 0o2770  # the server's; the platform's group connects to the socket and cleans up
 
 
 def free_port(host: str) -> int:
@@ -56,14 +58,17 @@ def is_healthy(url: str) -> bool:
         return False
 
 
-def socket_folder(identity: Identity | None) -> Path | None:
-    """Make the private folder a server's Unix socket goes in (the server's user's, 0700); None when too long a path."""
+def socket_folder(helper: HelperClient | None, runs_as: dict | None) -> Path | None:
+    """Make the private folder a server's Unix socket goes in (the server's user's, the platform's group reads it).
+
+    None when its path would be too long for a socket.
+    """
     folder = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX))
     if len(str(folder / SOCKET_NAME)) > address.MAX_SOCKET_PATH:
         folder.rmdir()
         return None
-    if identity is not None:
-        os.chown(folder, identity.uid, identity.gid)
+    if helper is not None:
+        helper.give(runs_as, folder, mode=SOCKET_FOLDER_MODE)
     return folder
 
 
@@ -75,9 +80,9 @@ def remove_socket_folder(status: dict) -> None:
 
 
 def tail(path: Path, lines: int = 20) -> str:
-    """Return the last lines of a log file ("" when there is none)."""
+    """Return the last lines of a log file ("" when there is none), following no link."""
     try:
-        with open(path, "rb") as log:
+        with open(open_in(path.parent, path.name), "rb") as log:
             log.seek(0, os.SEEK_END)
             log.seek(max(0, log.tell() - 16384))
             return b"\n".join(log.read().splitlines()[-lines:]).decode(errors="replace")
@@ -85,12 +90,21 @@ def tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def kill_group(pid: int, start: int | None, grace: float) -> None:
-    """Stop a server's process group: SIGTERM, then SIGKILL after `grace` seconds."""
+def signaller(spec: dict) -> Callable[[int, int | None, int], None]:
+    """Return how to signal a replica's server group: as its user through the helper, or directly."""
+    if spec.get("as"):
+        helper = HelperClient(spec["helper"])
+        return lambda pid, start, number: helper.signal(spec["as"], pid, start, number)
+    return lambda pid, start, number: os.killpg(pid, number)
+
+
+def kill_group(pid: int, start: int | None, grace: float, send=None) -> None:
+    """Stop a server's process group: SIGTERM, then SIGKILL after `grace` seconds (`send`: a `signaller`)."""
+    send = send or signaller({})
     if not is_alive(pid, start):
         return
     try:
-        os.killpg(pid, signal.SIGTERM)
+        send(pid, start, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
@@ -98,7 +112,7 @@ def kill_group(pid: int, start: int | None, grace: float) -> None:
         time.sleep(0.05)
     if is_alive(pid, start):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+            send(pid, start, signal.SIGKILL)
 
 
 class ReplicaSupervisor:
@@ -110,7 +124,9 @@ class ReplicaSupervisor:
         if spec is None:  # what runs, and as whom, is the platform's word only
             raise SystemExit(f"{run_dir / 'replica.json'}: missing, or not written by this account")
         self.spec = spec
-        self.identity = Identity.from_json(spec.get("identity"))  # the user the server runs as
+        self.runs_as = spec.get("as")  # the user the server runs as, through the privileged helper
+        self.helper = HelperClient(spec["helper"]) if self.runs_as else None
+        self.send = signaller(spec)
         self.host = self.spec.get("host", "127.0.0.1")
         self.stopping = False
         self.status: dict = {"state": "starting", "restarts": 0, "supervisor_pid": os.getpid()}
@@ -118,7 +134,9 @@ class ReplicaSupervisor:
         self.status["restarts"] = previous.get("restarts", 0)
         # a server left behind by a supervisor that died: stop it, this one starts its own
         if previous.get("pid"):
-            kill_group(previous["pid"], previous.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+            kill_group(
+                previous["pid"], previous.get("pid_start"), self.spec.get("grace_seconds", 5.0), self.send
+            )
         remove_socket_folder(previous)
         self.socket_folder: Path | None = None  # made in `run`, once a stop signal stops it in order
 
@@ -135,22 +153,35 @@ class ReplicaSupervisor:
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
-    def start_server(self) -> subprocess.Popen:
+    def start_server(self) -> subprocess.Popen | HelperProcess:
         port = free_port(self.host)
         env = {**self.spec["env"], "KPL_DEPLOY_PORT": str(port)}
         if self.socket_folder is not None:  # a server that takes it listens there instead
             env["KPL_DEPLOY_SOCKET"] = str(self.socket_folder / SOCKET_NAME)
-        with open(self.run_dir / "output.log", "ab") as log:
-            server = subprocess.Popen(
-                self.spec["argv"],
-                cwd=self.spec["cwd"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopped as a whole
-                preexec_fn=self.identity.preexec(None) if self.identity else None,
-            )
+        log = open_in(self.run_dir, "output.log", APPEND)  # her run folder: no link followed
+        try:
+            if self.helper is not None:
+                with open(os.devnull, "rb") as devnull:
+                    server = self.helper.spawn(
+                        self.runs_as,
+                        self.spec["argv"],
+                        env,
+                        self.spec["cwd"],
+                        stdio=(devnull.fileno(), log, log),
+                        session=True,  # its own process group: stopped as a whole
+                    )
+            else:
+                server = subprocess.Popen(
+                    self.spec["argv"],
+                    cwd=self.spec["cwd"],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: stopped as a whole
+                )
+        finally:
+            os.close(log)
         self.write(
             state="starting",
             pid=server.pid,
@@ -173,7 +204,7 @@ class ReplicaSupervisor:
         A TCP port on loopback answers every account of the machine; the socket's folder is the
         deployment user's alone. It is not started again: it would do the same.
         """
-        kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+        kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0), self.send)
         server.wait()
         reason = (
             f"the server answers on TCP port {self.status['port']}, which every account of this machine "
@@ -191,7 +222,7 @@ class ReplicaSupervisor:
                 break
             url = self.url()
             healthy = is_healthy(url)
-            if healthy and self.identity is not None and not url.startswith(address.UNIX):
+            if healthy and self.runs_as is not None and not url.startswith(address.UNIX):
                 self.refuse_port(server)
                 break
             if healthy and self.status["state"] != "ready":
@@ -205,14 +236,14 @@ class ReplicaSupervisor:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
-        self.socket_folder = socket_folder(self.identity)
+        self.socket_folder = socket_folder(self.helper, self.runs_as)
         failures = 0  # crashes since the server was last ready
         max_failures = self.spec.get("max_failures", 5)
         backoff, max_backoff = (
             self.spec.get("backoff_seconds", 0.5),
             self.spec.get("max_backoff_seconds", 30.0),
         )
-        if self.identity is not None and self.socket_folder is None:
+        if self.runs_as is not None and self.socket_folder is None:
             reason = f"the temporary folder {tempfile.gettempdir()} has too long a path for a Unix socket"
             self.write(state="failed", pid=None, url=None, reason=reason)
             return
@@ -223,7 +254,9 @@ class ReplicaSupervisor:
             if self.status["state"] == "failed":
                 return
             if self.stopping:
-                kill_group(server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0))
+                kill_group(
+                    server.pid, self.status.get("pid_start"), self.spec.get("grace_seconds", 5.0), self.send
+                )
                 server.wait()
                 break
             failures += 1

@@ -17,18 +17,23 @@ from pathlib import Path
 
 import yaml
 
+from ..engine import environment
 from ..engine.forkserver import PACKAGE_PARENT
-from ..engine.identity import PLATFORM_VARIABLES, Identity
 from ..engine.local import start_detached
 from ..engine.runfolder import is_alive, read_own_json, write_atomic
 from ..engine.supervisor import CommandNotFound, command_argv
 from ..errors import BadRequest
+from ..privileged.client import HelperClient
 from . import address
-from .replica import kill_group, remove_socket_folder, tail
+from .replica import kill_group, remove_socket_folder, signaller, tail
 
 LAST_LOG_LINES = 20
 # what a replica's state becomes when its supervisor is gone without saying how it ended
 GONE = {"state": "stopped", "reason": "its supervisor is gone"}
+
+
+# what stays the platform's in a replica's run folder given to its user: what runs and as whom, its state
+PLATFORM_FILES = ("replica.json", "status.json", "supervisor.log")
 
 
 def prepare(
@@ -39,22 +44,23 @@ def prepare(
     parameters: dict,
     settings: dict,
     python: str = sys.executable,
-    identity: Identity | None = None,
+    runs_as: dict | None = None,
+    project: str | None = None,
+    passed: tuple[str, ...] = (),
 ) -> None:
     """Write a replica's run folder: the model input, the parameters and replica.json.
 
-    `python`: the Python the server finds first on PATH (with kpl_helper). `identity`: the
-    user account the server runs as (multi-user); the run folder stays the platform's,
-    readable by the project's group, and only `outputs/` is the user's.
+    `python`: the Python the server finds first on PATH (with kpl_helper). `runs_as`: the
+    user the server runs as, through the privileged helper (`HelperClient.user_in_project`);
+    the run folder is then hers, but for `PLATFORM_FILES`. Its environment is the allowlist's
+    (`kpl_lab.engine.environment`, with `passed`) and the deploy contract.
     """
     (run_dir / "inputs").mkdir(parents=True, exist_ok=True)
     (run_dir / "outputs").mkdir(exist_ok=True)
     (run_dir / "inputs" / "model").symlink_to(model_dir.resolve(), target_is_directory=True)
     (run_dir / "parameter.yml").write_text(yaml.safe_dump(parameters, allow_unicode=True))
-    # neither the platform's settings nor its credentials (the service's hub token) reach users' code
-    env = {
-        key: value for key, value in os.environ.items() if not key.startswith(("KPL_", *PLATFORM_VARIABLES))
-    }
+    (run_dir / "output.log").touch()
+    env = environment.passed(None, passed)
     env.update(
         {
             "KPL_INNER": "1",
@@ -67,7 +73,7 @@ def prepare(
             "KPL_RUN_DIR": str(run_dir),
             "PYTHONUNBUFFERED": "1",
             # the platform's Python (with kpl_helper) first, as for local jobs
-            "PATH": os.pathsep.join([os.path.dirname(python), os.environ.get("PATH", "")]),
+            "PATH": os.pathsep.join([os.path.dirname(python), env.get("PATH", "")]),
         }
     )
     try:
@@ -75,21 +81,12 @@ def prepare(
     except CommandNotFound as error:
         raise BadRequest(f"deploy.cmd: command not found: {error}", field="deploy.cmd") from None
     spec = {"argv": argv, "cwd": str(algorithm_dir), "env": env, **settings}
-    if identity is not None:
-        spec["env"] = identity.job_env(env)
-        spec["identity"] = identity.to_json()
-        _give(run_dir, identity)
+    if runs_as is not None:
+        account = runs_as["account"]
+        spec |= runs_as
+        spec["env"] = environment.for_account(env, account["name"], account["home"])
+        HelperClient(runs_as["helper"]).give(runs_as["as"], run_dir, project=project, keep=PLATFORM_FILES)
     write_atomic(run_dir / "replica.json", json.dumps(spec), durable=False)
-
-
-def _give(run_dir: Path, identity: Identity) -> None:
-    """Let the user's server read its run folder (through the project's group) and write only `outputs/`."""
-    group = identity.groups[0] if identity.groups else identity.gid
-    for path in (run_dir, run_dir / "inputs", run_dir / "parameter.yml"):
-        os.chown(path, -1, group)
-        os.chmod(path, 0o640 if path.is_file() else 0o750)
-    os.chown(run_dir / "outputs", identity.uid, group)
-    os.chmod(run_dir / "outputs", 0o770)
 
 
 def spawn(run_dir: Path, python: str = sys.executable) -> dict:
@@ -134,7 +131,8 @@ def stop(run_dir: Path, handle: dict, grace: float) -> None:
             os.kill(pid, signal.SIGKILL)
     server = read_own_json(run_dir / "status.json") or {}
     if server.get("pid"):  # left behind by a supervisor that was killed
-        kill_group(server["pid"], server.get("pid_start"), grace)
+        spec = read_own_json(run_dir / "replica.json") or {}
+        kill_group(server["pid"], server.get("pid_start"), grace, signaller(spec))
     remove_socket_folder(server)
     if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
         write_atomic(

@@ -31,7 +31,6 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
-from ..engine.identity import Identity
 from ..engine.local import LocalExecutor
 from ..engine.runfolder import process_start_time, read_own_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
@@ -561,6 +560,8 @@ class DeploymentService(LoggingConfigurable):
                 },
                 python,
                 who,
+                project,
+                tuple(self.platform.passed_environment),
             )
             with self.platform.session(immediate=True) as session:
                 session.add(
@@ -581,17 +582,16 @@ class DeploymentService(LoggingConfigurable):
             raise
         return replica_id
 
-    def _runs_as(self, user: str, project: str) -> tuple[Identity | None, str]:
+    def _runs_as(self, user: str, project: str) -> tuple[dict | None, str]:
         """Return whom a replica's server runs as (None: the platform) and the Python it finds first.
 
-        As the job executor runs jobs: as their users' accounts (`LocalExecutor.run_as_users`) on
-        the users' Python (`LocalExecutor.python`), else as the platform on its own.
+        As the job executor runs jobs: as their users' own accounts through the privileged helper,
+        on the users' Python (`LocalExecutor.python`), else as the platform on its own.
         """
         executor = self.platform.jobs.executor
-        if not isinstance(executor, LocalExecutor):
+        if not isinstance(executor, LocalExecutor) or not (self.platform.helper and user):
             return None, sys.executable
-        who = executor.user_identity(user, project, self.platform.storage.project_dir(project))
-        return who, executor.python if who else sys.executable
+        return self.platform.helper.user_in_project(user, project), executor.python
 
     def _scale_up(
         self,

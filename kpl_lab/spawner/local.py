@@ -5,28 +5,37 @@ from its group properties, reserves in the platform ledger, puts the server in a
 (or the stated fallback), hides every accelerator but its own and starts it in the
 user's persistent workspace. The reservation and cgroup are kept in the spawner state, so
 a restarted hub still knows which devices a running notebook holds.
+
+With the platform's privileged helper (`c.Platform.helper_socket`, as `kpl-lab up` run as
+root sets it) the server runs as the user's own OS account in her projects' groups: the
+helper makes the account, starts the server under its cgroup and signals it; the hub itself
+runs as the platform's unprivileged account. Without it, servers run as the hub's account.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import pwd
 import re
+import shlex
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
-from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+from jupyterhub.spawner import LocalProcessSpawner
+from jupyterhub.utils import random_port
 from traitlets import Bool, Unicode, default
 
-from ..engine import identity
 from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
 from ..engine.limits import CGROUP_ROOT, JobLimits
+from ..engine.runfolder import is_alive
 from ..errors import KPLError
 from ..hub.userenv import reachable_by_others
 from ..platform import Platform
+from ..privileged.client import HelperClient, HelperError
 from .base import KPLSpawner, http_error
 from .profiles import Choice, Profile
 from .quota import devices_of, release_notebook, reserve_notebook
@@ -36,16 +45,6 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     """Start notebooks as local processes within profile, project quota, cgroup limits and devices."""
-
-    run_as_user = Bool(
-        help="Run each notebook as the user's own OS account (docs/multi-user.md), created on the first "
-        "spawn, in their projects' groups; default: when the hub runs as root. False: as the hub's account.",
-    ).tag(config=True)
-
-    account_prefix = Unicode(
-        identity.USER_PREFIX,
-        help="Prefix of users' OS accounts (kpl-alice); project groups get it with a p (kplp-vision).",
-    ).tag(config=True)
 
     user_python = Unicode(
         "",
@@ -67,10 +66,6 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     _platforms: dict[tuple, Platform] = {}
     _platform: Platform | None = None
 
-    @default("run_as_user")
-    def _default_run_as_user(self) -> bool:
-        return os.geteuid() == 0
-
     @default("notebook_dir")
     def _default_notebook_dir(self) -> str:
         return str(self.workspace)
@@ -86,6 +81,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         self.profile_slug = ""
         self.devices: dict[str, list[int]] = {}
         self.limits: JobLimits | None = None
+        self.pid_start: int | None = None  # with `pid`: the very process started (pids are reused)
+        self.account_info: dict = {}  # the helper's answer: account, home, workspace
 
     @property
     def owner_id(self) -> str:
@@ -99,6 +96,11 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             probe = Platform(config=self.config)
             self._platform = self._platforms.setdefault((probe.home, probe.database_url), probe)
         return self._platform
+
+    @property
+    def helper(self) -> HelperClient | None:
+        """Return the privileged helper's client; None: servers run as the hub's account."""
+        return self.platform.helper
 
     @property
     def ledger(self) -> Ledger:
@@ -142,6 +144,8 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
                 "limits": self.limits.to_json() | {"memory_mb": self.limits.memory_mb, "cpu": self.limits.cpu}
                 if self.limits
                 else None,
+                "pid_start": self.pid_start,
+                "account": self.account_info,
             }
         return state
 
@@ -155,13 +159,9 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         self.devices = {kind: list(indexes) for kind, indexes in kpl.get("devices", {}).items()}
         limits = kpl.get("limits")
         if limits:
-            self.limits = JobLimits(
-                memory_mb=limits["memory_mb"],
-                cpu=limits["cpu"],
-                version=limits["version"],
-                paths={k: Path(v) for k, v in limits["paths"].items()},
-                enforcement=limits["enforcement"],
-            )
+            self.limits = JobLimits.from_json(limits, limits["memory_mb"], limits["cpu"])
+        self.pid_start = kpl.get("pid_start")
+        self.account_info = kpl.get("account") or {}
 
     def clear_state(self) -> None:
         super().clear_state()
@@ -169,28 +169,28 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     # environment of the notebook
 
-    @property
-    def account(self) -> str:
-        """Return the OS account the user's notebook runs as (docs/multi-user.md: the name mapping)."""
-        return identity.account_name(self.user.name, self.account_prefix)
-
     def prepare_account(self, project: str) -> None:
-        """Create the user's account and home if needed, and put it in exactly its projects' groups.
+        """Make the user's account and home if needed and put it in exactly its projects' groups (the helper).
 
         Done at every spawn: a join or leave of a hub group takes effect now. Each of the user's
-        project folders is given to its group (2770, setgid).
+        project folders is given to its group (2750, setgid); the workspace's `datasets` link
+        points at the chosen project's datasets.
         """
-        users = self.user_home.parent
-        users.mkdir(parents=True, exist_ok=True)
-        os.chmod(users, 0o711)  # users reach their own home; nobody lists the others
-        identity.ensure_account(self.account, self.user_home)
-        projects = sorted(set(self.user_projects()) | {project})
-        gids = identity.sync_groups(self.account, projects, self.account_prefix)
-        for name, gid in zip(projects, gids, strict=True):
-            identity.secure_project(self.platform.storage.project_dir(name), gid)
+        helper = self.helper
+        try:
+            self.account_info = helper.account(self.user.name)
+            helper.projects(self.user.name, sorted(set(self.user_projects()) | {project}))
+            helper.link(self.user.name, project)
+        except HelperError as error:  # e.g. an account of this name that another home owns
+            raise http_error(
+                ValueError(f"could not prepare {self.user.name}'s account: {error}"), 500
+            ) from None
 
     def user_env(self, env: dict) -> dict:
-        env["USER"] = self.account if self.run_as_user else self.user.name
+        if self.helper is not None:
+            env["USER"] = self.account_info.get("account", self.user.name)
+        else:
+            env["USER"] = self.user.name
         env["HOME"] = str(self.user_home)
         env["SHELL"] = "/bin/bash"
         return env
@@ -229,7 +229,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         if not (os.path.exists(path) and reachable_by_others(path)):
             raise http_error(
                 ValueError(
-                    f"the notebook's program {path} cannot be run by {self.account}: set "
+                    f"the notebook's program {path} cannot be run by {self.user.name}'s account: set "
                     "c.KPLLocalSpawner.user_python to a Python every account can run "
                     "(`kpl-lab up --regenerate` builds one)"
                 ),
@@ -237,12 +237,12 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             )
 
     def prepare_workspace(self, project: str) -> Path:
-        """Create the workspace and point its `datasets` at the project's datasets (created if absent)."""
+        """Create the workspace and point its `datasets` at the project's datasets (created if absent).
+
+        The hub's own account's workspace; with the helper, `prepare_account` made it.
+        """
         workspace = self.workspace
         workspace.mkdir(parents=True, exist_ok=True)
-        if self.run_as_user:
-            account = pwd.getpwnam(self.account)
-            os.chown(workspace, account.pw_uid, account.pw_gid)
         datasets = self.platform.storage.kind_dir(project, "datasets")
         datasets.mkdir(parents=True, exist_ok=True)
         link = workspace / "datasets"
@@ -257,20 +257,52 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     def make_preexec_fn(self, name: str):
         limits, workspace = self.limits, str(self.workspace)
-        # JupyterHub's own drop: initgroups from /etc/group (the project groups just synced), gid, uid
-        become = set_user_setuid(self.account, chdir=False) if self.run_as_user else None
-        umask = identity.USERS_UMASK if self.run_as_user else None
 
         def preexec() -> None:
-            if umask is not None:
-                os.umask(umask)  # new files: the user's and the project group's
             if limits is not None:
                 limits.enter()
             os.chdir(workspace)
-            if become is not None:
-                become()
 
         return preexec
+
+    def _spawn_as_user(self, cmd: list[str]) -> tuple[str, int]:
+        """Start the server as the user's account through the helper, under new limits; return its address."""
+        if self.port == 0:
+            self.port = random_port()
+        argv = [*cmd, *self.get_args()]
+        if self.shell_cmd:
+            argv = [*self.shell_cmd, " ".join(shlex.quote(word) for word in argv)]
+        choice = self.choice
+        with open(os.devnull, "rb") as devnull:
+            self.proc = self.helper.spawn(
+                {"user": self.user.name, "projects": sorted(set(self.user_projects()) | {self.project})},
+                argv,
+                self.get_env(),
+                self.workspace,
+                stdio=(devnull.fileno(), sys.stdout.fileno(), sys.stderr.fileno()),
+                limits={"name": self._cgroup_name(), "memory_mb": choice.memory, "cpu": choice.cpu}
+                if self.use_cgroups
+                else None,
+                session=True,
+            )
+        self.pid, self.pid_start = self.proc.pid, self.proc.start
+        if self.proc.limits:
+            self.limits = JobLimits.from_json(self.proc.limits, choice.memory, choice.cpu)
+        return (self.ip or "127.0.0.1", self.port)
+
+    def _cgroup_name(self) -> str:
+        return "notebook-" + _UNSAFE.sub("-", self.owner_id) + "-" + uuid.uuid4().hex[:8]
+
+    async def _signal(self, sig):
+        """Signal the server (as its user, through the helper); say whether it is still there."""
+        if self.helper is None:
+            return await super()._signal(sig)
+        if not is_alive(self.pid, self.pid_start):
+            return False
+        if sig == 0:
+            return True
+        who = {"user": self.user.name, "projects": []}
+        return await asyncio.to_thread(self.helper.signal, who, self.pid, self.pid_start, sig)
 
     # lifecycle
 
@@ -298,30 +330,38 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             self.user_options = choice.to_options()
             if self.orm_spawner is not None:
                 self.orm_spawner.user_options = self.user_options  # the hub commits after start()
-            if self.run_as_user:
-                await asyncio.to_thread(self.prepare_account, choice.project)
-            self.prepare_workspace(choice.project)
-            name = "notebook-" + _UNSAFE.sub("-", self.owner_id) + "-" + uuid.uuid4().hex[:8]
-            self.limits = JobLimits.create(
-                name, choice.memory, choice.cpu, use_cgroups=self.use_cgroups, root=Path(self.cgroup_root)
-            )
             cmd = self.notebook_cmd(choice.profile)
-            if self.run_as_user:
+            if self.helper is not None:
+                await asyncio.to_thread(self.prepare_account, choice.project)
                 self.check_runnable(cmd[0])
+            else:
+                self.prepare_workspace(choice.project)
+                self.limits = JobLimits.create(
+                    self._cgroup_name(),
+                    choice.memory,
+                    choice.cpu,
+                    use_cgroups=self.use_cgroups,
+                    root=Path(self.cgroup_root),
+                )
             self.log.info(
-                "Starting %s: project %s, profile %s, devices %s, %s",
+                "Starting %s: project %s, profile %s, devices %s",
                 self._log_name,
                 self.project,
                 self.profile_slug,
                 self.devices or "none",
-                self.limits.enforcement,
             )
-            # LocalProcessSpawner's own start (args, shell_cmd, popen_kwargs, Popen) with the profile's command
-            configured, self.cmd = self.cmd, cmd
-            try:
-                address = await super().start()
-            finally:
-                self.cmd = configured
+            if self.helper is not None:
+                address = await asyncio.to_thread(self._spawn_as_user, cmd)
+            else:
+                # LocalProcessSpawner's own start (args, shell_cmd, popen_kwargs, Popen) with the profile's command
+                configured, self.cmd = self.cmd, cmd
+                try:
+                    address = await super().start()
+                finally:
+                    self.cmd = configured
+            self.log.info(
+                "%s runs under %s", self._log_name, self.limits.enforcement if self.limits else "no limits"
+            )
         except BaseException:
             await self._clean_up(self.limits)
             self._reset()
@@ -330,9 +370,11 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     async def _clean_up(self, limits: JobLimits | None) -> None:
         """Kill what is left in the notebook's cgroup, remove it and release the reservation."""
-        if limits is not None:
-            limits.kill_all()
-            limits.remove()
+        if limits is not None and self.helper is not None:
+            with contextlib.suppress(HelperError):
+                await asyncio.to_thread(self.helper.release, limits.to_json())
+        elif limits is not None:
+            limits.release()
         await asyncio.to_thread(release_notebook, self.ledger, self.owner_id)
 
     async def poll(self):

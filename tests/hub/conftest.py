@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import secrets
 import signal
 import subprocess
@@ -19,8 +20,8 @@ import requests
 from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Reservation
-from kpl_lab.engine.identity import USER_PREFIX
-from kpl_lab.hub.up import free_port, load_secrets, parse, render_config, secure_home
+from kpl_lab.engine.identity import USER_PREFIX, ensure_system_account
+from kpl_lab.hub.up import Separation, free_port, hub_environment, load_secrets, parse, render_config
 from kpl_lab.platform import Platform
 
 DEADLINE = 120.0  # seconds: only so that a broken hub fails instead of hanging
@@ -56,14 +57,25 @@ def wait_for(check: Callable[[], Any], what: str, deadline: float = DEADLINE) ->
 
 
 class Hub:
-    """A JupyterHub process on loopback with an admin API token; stopped and cleaned by the fixture."""
+    """A JupyterHub process on loopback with an admin API token; stopped and cleaned by the fixture.
+
+    With `user_python` it runs as `kpl-lab up` runs it as root: the hub, its proxy and the
+    platform service as a service account of the test's own (`<prefix stem>svc`), users'
+    notebooks, jobs and deployments as their accounts through the privileged helper.
+    """
 
     def __init__(self, root: Path, user_python: str = "", account_prefix: str = USER_PREFIX) -> None:
         self.root = root
-        self.user_python = user_python  # given: notebooks and jobs run as the users' accounts
+        self.user_python = user_python  # given: privileges separated, as `kpl-lab up` as root
         self.account_prefix = account_prefix
         self.home = root / "home"
         (self.home / "hub").mkdir(parents=True)
+        self.separation: Separation | None = None
+        if user_python:
+            service = ensure_system_account(account_prefix.rstrip("-") + "svc")
+            self.separation = Separation(
+                self.home, self.home / "storage", service, user_python, account_prefix
+            )
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(16)
@@ -88,19 +100,25 @@ class Hub:
             f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {self.token!r}}})",
             f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {ADMIN_SCOPES!r}}})",
         ]
-        return render_config(args, self.home, creds, self.user_python) + "\n".join(extra) + "\n"
+        socket = str(self.separation.socket) if self.separation else ""
+        return render_config(args, self.home, creds, self.user_python, socket) + "\n".join(extra) + "\n"
 
     def start(self, cleanup_servers: bool = True) -> None:
         """Start the hub and wait until its API and the platform service answer."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
-        if self.user_python:  # as `kpl-lab up` does as root: the platform's files are its own
-            secure_home(self.home, self.home / "storage", self.account_prefix)
+        drop = {}
+        if self.separation:  # as `kpl-lab up` does as root: the home is the service account's
+            self.separation.hand_over()
+            self.separation.start_helper()
+            service = self.separation.service
+            env = hub_environment(self.home, service)
+            drop = {"user": service.pw_uid, "group": service.pw_gid, "extra_groups": [], "umask": 0o027}
         self.starts += 1
         log = open(self.root / f"hub-{self.starts}.log", "w")  # noqa: SIM115 - closed right after Popen
         with log:
             self.proc = subprocess.Popen(
                 [
-                    sys.executable,
+                    self.user_python or sys.executable,
                     "-m",
                     "jupyterhub",
                     "-f",
@@ -112,7 +130,7 @@ class Hub:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                umask=0o027 if self.user_python else -1,
+                **drop,
             )
         wait_for(lambda: self._answers("/hub/api/") == 200, "the hub API", deadline=DEADLINE)
         # the service itself answers (a service token is no user: 403), not the proxy's 503
@@ -151,6 +169,60 @@ class Hub:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self.separation:
+            self.separation.stop_helper()
+
+    def as_service(self, work: Callable[[], Any]) -> Any:
+        """Return work() run as the platform's account (a forked child that drops to it), e.g. on the catalog.
+
+        Under separation the catalog and the storage are the service account's: the test's root
+        process must not make files of root's among them.
+        """
+        if not self.separation:
+            return work()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read)
+                service = self.separation.service
+                os.setgroups([])
+                os.setgid(service.pw_gid)
+                os.setuid(service.pw_uid)
+                os.umask(0o027)
+                try:
+                    answer = (True, work())
+                except BaseException as error:  # noqa: BLE001 - raised again in the parent
+                    answer = (False, error)
+                with os.fdopen(write, "wb") as out:
+                    pickle.dump(answer, out)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as got:
+            data = got.read()
+        os.waitpid(pid, 0)
+        ok, value = pickle.loads(data)
+        if not ok:
+            raise value
+        return value
+
+    def platform_call(self, method: str, *args, **kwargs) -> Any:
+        """Return `Platform(home).<method path>(*args)` run as the platform's account (`as_service`)."""
+
+        def work() -> Any:
+            platform = Platform(home=str(self.home))
+            try:
+                target = platform
+                for part in method.split("."):
+                    target = getattr(target, part)
+                return target(*args, **kwargs)
+            finally:
+                platform.close()
+
+        return self.as_service(work)
 
     def close(self) -> None:
         """Stop the hub and whatever it left running."""
@@ -216,15 +288,21 @@ class Hub:
 
     def reservations(self, project: str) -> list[tuple[str, str, dict]]:
         """Return (owner kind, owner id, devices) of what the project holds in the platform ledger."""
-        platform = Platform(home=str(self.home))
-        try:
-            with platform.session() as session:
-                query = (
-                    select(Reservation).where(Reservation.project == project).order_by(Reservation.owner_id)
-                )
-                return [(r.owner_kind, r.owner_id, r.devices) for r in session.scalars(query)]
-        finally:
-            platform.close()
+
+        def work() -> list[tuple[str, str, dict]]:
+            platform = Platform(home=str(self.home))
+            try:
+                with platform.session() as session:
+                    query = (
+                        select(Reservation)
+                        .where(Reservation.project == project)
+                        .order_by(Reservation.owner_id)
+                    )
+                    return [(r.owner_kind, r.owner_id, r.devices) for r in session.scalars(query)]
+            finally:
+                platform.close()
+
+        return self.as_service(work)
 
     def stop_server(self, user: str) -> None:
         """Stop the user's notebook and wait until it is gone."""

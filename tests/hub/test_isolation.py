@@ -15,7 +15,6 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from kpl_lab.engine.identity import account_name
-from kpl_lab.platform import Platform
 
 from .conftest import Hub, wait_for
 
@@ -159,11 +158,7 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
         "version: 1\nimage:\n  runs: []\ntrain:\n  resource:\n    limits:\n      cpu: 1\n"
         "      memory: 512\n  cmd: python probe.py\n"
     )
-    platform = Platform(home=str(home))
-    try:
-        platform.catalog.add_algorithm("vision", algorithm, name="probe")
-    finally:
-        platform.close()
+    hub.platform_call("catalog.add_algorithm", "vision", algorithm, name="probe")
     submitted = hub.http.post(
         f"{hub.url}/services/kpl/api/jobs?project=vision",
         json={"algorithm": "probe", "function": "train"},
@@ -204,12 +199,8 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
     weights = home.parent / "weights"
     weights.mkdir()
     (weights / "label.txt").write_text("ok")
-    platform = Platform(home=str(home))
-    try:
-        platform.catalog.add_algorithm("vision", serve, name="probe-serve")
-        model = platform.catalog.add_model("vision", "probe-model", weights).ref
-    finally:
-        platform.close()
+    hub.platform_call("catalog.add_algorithm", "vision", serve, name="probe-serve")
+    model = hub.platform_call("catalog.add_model", "vision", "probe-model", weights).ref
     api = f"{hub.url}/services/kpl/api/deployments"
     created = hub.http.post(
         f"{api}?project=vision",

@@ -372,7 +372,7 @@ async def test_a_killed_spare_is_replaced_by_a_fork(tmp_path, fresh, caplog):
 async def test_a_spare_takes_a_request_larger_than_the_sockets_buffer(tmp_path, fresh, monkeypatch):
     for i in range(6):  # the launcher's environment goes with each request (one variable: 128 KiB at most)
         monkeypatch.setenv(f"KPL_TEST_LARGE_{i}", "x" * 100_000)
-    executor = LocalExecutor()
+    executor = LocalExecutor(passed_environment=["KPL_TEST_LARGE_*"])  # the job gets them too
     assert (await run_to_end(executor, make_launch(tmp_path, "python -c 'print(42)'"))).exit_code == 0
     spare = spare_of(forkserver.shared(executor.python))
     again = make_launch(

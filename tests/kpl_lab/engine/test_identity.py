@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -164,8 +165,8 @@ for key, path in (("other", {str(open_folder / "projects/audio/data.txt")!r}), (
     }
 
 
-def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_folder):
-    storage = open_folder / "storage"
+def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_folder, privileged_helper):
+    storage = open_folder / "home" / "storage"
     algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
     algorithm.mkdir(parents=True)
     secret = open_folder / "kpl.sqlite"
@@ -181,9 +182,7 @@ def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_
         outputs=["model"],
         user="alice",
     )
-    executor = LocalExecutor(
-        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
-    )
+    executor = LocalExecutor(helper_socket=str(privileged_helper))
 
     async def run() -> None:
         await executor.before_start(launch)
@@ -198,11 +197,13 @@ def test_a_job_runs_as_its_submitter_in_its_projects_group(account_prefix, open_
     assert int(uid) == account.pw_uid
     assert [int(g) for g in groups.split()] == [account.pw_gid, gid]
     assert "Permission denied" in rest[0]
-    assert rest[1] == str(open_folder / "users" / "alice")
+    assert rest[1] == str(open_folder / "home" / "users" / "alice")
     weights = launch.run_dir / "outputs" / "model" / "weights"
     assert weights.stat().st_uid == account.pw_uid
+    assert weights.stat().st_gid == os.getegid()  # the platform's group reads her outputs
     run_dir = launch.run_dir.stat()
-    assert (run_dir.st_uid, stat.S_IMODE(run_dir.st_mode)) == (account.pw_uid, 0o700)
+    assert (run_dir.st_uid, run_dir.st_gid) == (account.pw_uid, os.getegid())
+    assert stat.S_IMODE(run_dir.st_mode) == 0o2770  # hers; the platform's group reads and writes it
     for name in ("job.json", "supervisor.json"):  # what runs and as whom: the platform's word only
         assert (launch.run_dir / name).stat().st_uid == os.geteuid()
 
@@ -234,8 +235,8 @@ def test_a_supervisor_refuses_a_supervisor_json_its_user_wrote(account_prefix, o
     assert not marker.exists() and not (run_dir / "status.json").exists()
 
 
-def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, open_folder):
-    storage = open_folder / "storage"
+def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, open_folder, privileged_helper):
+    storage = open_folder / "home" / "storage"
     algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
     algorithm.mkdir(parents=True)
     launch = JobLaunch(
@@ -248,9 +249,7 @@ def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, ope
         limits=Resources(cpu=0.5, memory=256, workers=2),
         user="alice",
     )
-    executor = LocalExecutor(
-        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
-    )
+    executor = LocalExecutor(helper_socket=str(privileged_helper))
 
     async def run() -> None:
         await executor.before_start(launch)
@@ -262,7 +261,10 @@ def test_every_worker_runs_as_the_submitter_and_owns_its_log(account_prefix, ope
     account = pwd.getpwnam(account_name("alice", account_prefix))
     for rank in (0, 1):
         log = worker_log(launch.run_dir, rank)
-        assert log.read_text().splitlines() == [str(account.pw_uid), str(open_folder / "users" / "alice")]
+        assert log.read_text().splitlines() == [
+            str(account.pw_uid),
+            str(open_folder / "home" / "users" / "alice"),
+        ]
         assert log.stat().st_uid == account.pw_uid
 
 
@@ -282,9 +284,11 @@ def test_a_child_born_under_its_limits_only_drops_to_the_user(account_prefix, op
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(account_prefix, open_folder):
+def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(
+    account_prefix, open_folder, privileged_helper
+):
     """Her run folder is hers: links in place of a log, the logs folder or the lock lead root nowhere."""
-    storage = open_folder / "storage"
+    storage = open_folder / "home" / "storage"
     algorithm = storage / "projects" / "vision" / "algorithms" / "a" / "1"
     algorithm.mkdir(parents=True)
     victim = open_folder / "victim.txt"  # a file of root's she wants written
@@ -292,9 +296,7 @@ def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(acco
     victim.chmod(0o600)
     victims = open_folder / "victims"  # a folder of root's she wants a file made in
     victims.mkdir(mode=0o700)
-    executor = LocalExecutor(
-        run_as_users=True, account_prefix=account_prefix, users_dir=str(open_folder / "users")
-    )
+    executor = LocalExecutor(helper_socket=str(privileged_helper))
     planted = {
         "j4": ("output.log", victim),
         "j5": ("logs", victims),
@@ -316,6 +318,8 @@ def test_a_supervisor_writes_through_no_link_its_user_put_in_the_run_folder(acco
         )
         await executor.before_start(launch)  # the run folder is hers from here on
         name, target = planted[job_id]
+        if (launch.run_dir / name).is_dir():
+            shutil.rmtree(launch.run_dir / name)
         (launch.run_dir / name).unlink(missing_ok=True)
         if target is None:
             os.mkfifo(launch.run_dir / name)

@@ -1,4 +1,4 @@
-"""Replicas under `run_as_users`: the server runs as the deployment's user, the supervisor trusts only its own files."""
+"""Replicas through the privileged helper: the server runs as the deployment's user, the supervisor trusts only its own files."""
 
 from __future__ import annotations
 
@@ -41,25 +41,26 @@ with open(os.path.join(os.environ["KPL_ENV_OUTPUT_ROOT_PATH"], "report.json"), "
 """
 
 
-def _platform(home: Path, account_prefix: str, user_python: str) -> Platform:
-    """Return a platform that runs users' jobs and replicas as their accounts."""
+def _platform(home: Path, helper_socket: Path, user_python: str) -> Platform:
+    """Return a platform that runs users' jobs and replicas as their accounts, through the helper."""
     return Platform(
         home=str(home),
         config=Config(
             {
-                "Ledger": {"cpu": 16.0, "memory": 65536},
-                "LocalExecutor": {
-                    "run_as_users": True,
-                    "account_prefix": account_prefix,
-                    "python": user_python,
+                "Platform": {
+                    "helper_socket": str(helper_socket),
+                    # the probe's paths; an administrator passing the service's token on gets it withheld
+                    "passed_environment": ["OTHER_PROJECT_FILE", "CATALOG_FILE", "JUPYTERHUB_API_TOKEN"],
                 },
+                "Ledger": {"cpu": 16.0, "memory": 65536},
+                "LocalExecutor": {"python": user_python},
             }
         ),
     )
 
 
 def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
-    account_prefix, open_folder, user_python, monkeypatch
+    account_prefix, open_folder, user_python, monkeypatch, privileged_helper
 ):
     home = open_folder / "home"
     other = home / "storage" / "projects" / "audio"
@@ -70,7 +71,7 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
     monkeypatch.setenv("CATALOG_FILE", str(home / "kpl.sqlite"))
     monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the service's own token")  # never a user's
     umask = os.umask(0o027)  # as `kpl-lab up` runs the platform: its files are not for other accounts
-    platform = _platform(home, account_prefix, user_python)
+    platform = _platform(home, privileged_helper, user_python)
     try:
         algorithm = toy_algorithm(open_folder / "toy-serve")
         (algorithm / "serve.py").write_text(REPORT + (algorithm / "serve.py").read_text())
@@ -97,17 +98,28 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
         }
         status = json.loads((run_dir / "status.json").read_text())
         assert os.stat(f"/proc/{status['pid']}").st_uid == account.pw_uid
-        # the run folder stays the platform's (what runs, as whom): the user writes only outputs/
-        for path in (run_dir, run_dir / "replica.json", run_dir / "status.json"):
+        # the run folder is hers, the platform's group reads it; what runs and as whom stays the platform's
+        found = run_dir.stat()
+        assert (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (
+            account.pw_uid,
+            os.getegid(),
+            0o2770,
+        )
+        assert (run_dir / "outputs").stat().st_uid == account.pw_uid
+        for path in (run_dir / "replica.json", run_dir / "status.json"):
             assert path.stat().st_uid == os.geteuid()
             assert not path.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        assert (run_dir / "outputs").stat().st_uid == account.pw_uid
 
         # it listens on a socket in a folder of alice's alone, not on the port it was given
         url = ready_url(platform, "vision", "pets")
         assert url.startswith("unix:")
         folder = Path(url.removeprefix("unix:")).parent
-        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (account.pw_uid, 0o700)
+        found = folder.stat()
+        assert (found.st_uid, found.st_gid, stat.S_IMODE(found.st_mode)) == (
+            account.pw_uid,
+            os.getegid(),
+            0o2770,
+        )
         status_code, answer = post(url, b"img-1")
         assert (status_code, answer["class_name"]) == (200, "cat")
         with pytest.raises(ConnectionRefusedError):
@@ -134,9 +146,9 @@ def test_a_replica_runs_as_the_deployments_user_in_its_projects_group(
 
 
 def test_a_users_server_that_answers_on_its_tcp_port_is_stopped_and_the_replica_fails(
-    account_prefix, open_folder, user_python
+    account_prefix, open_folder, user_python, privileged_helper
 ):
-    platform = _platform(open_folder / "home", account_prefix, user_python)
+    platform = _platform(open_folder / "home", privileged_helper, user_python)
     try:
         # a server of its own that takes the port and ignores the socket
         platform.catalog.add_algorithm(

@@ -93,8 +93,7 @@ def config(tmp_path):
                 "profiles": PROFILES,
                 "cmd": [sys.executable, str(probe)],
                 "env_keep": ["PATH", "PROBE_OUT"],
-                "run_as_user": False,  # as the test's account (tests/hub/test_isolation.py: as the user's)
-            },
+            },  # no privileged helper: as the test's account (tests/hub/test_isolation.py: as the user's)
         }
     )
 

@@ -226,17 +226,20 @@ def test_environment_without_python_is_named(make_spawner, tmp_path):
     assert cmd == [str(venv / "python"), "-m", "jupyterhub.singleuser"]
 
 
-async def test_a_python_the_users_account_cannot_run_is_refused(make_spawner, account_prefix):
+async def test_a_python_the_users_account_cannot_run_is_refused(
+    make_spawner, config, account_prefix, privileged_helper
+):
     # the hub's own Python under /root (mode 700) as the notebook's command
-    spawner = make_spawner(
-        make_user("alice", Group("vision")), run_as_user=True, account_prefix=account_prefix
-    )
+    config.Platform.home = str(privileged_helper.parents[1])
+    config.Platform.helper_socket = str(privileged_helper)
+    spawner = make_spawner(make_user("alice", Group("vision")))
     spawner.cmd = ["/root/.pyenv/shims/python"]
     spawner.user_options = {"profile": "cpu"}
     with pytest.raises(web.HTTPError) as caught:
         await spawner.start()
     assert caught.value.status_code == 500
-    assert "cannot be run by kt" in caught.value.log_message and "user_python" in caught.value.log_message
+    assert "cannot be run by alice's account" in caught.value.log_message
+    assert "user_python" in caught.value.log_message
     assert reservations(spawner, "vision") == reservations(spawner, "nobody")  # nothing held
     assert pwd.getpwnam(f"{account_prefix}alice").pw_dir == str(
         Path(spawner.platform.home) / "users" / "alice"

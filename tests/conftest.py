@@ -130,7 +130,12 @@ def remove_accounts(prefix: str) -> None:
     stem = prefix.rstrip("-")
     for account in pwd.getpwall():
         if account.pw_name.startswith(stem):
-            subprocess.run(["userdel", account.pw_name], capture_output=True, check=False)
+            # what a failed test left running as it (a notebook the helper started, say) goes first
+            subprocess.run(["pkill", "-KILL", "-u", account.pw_name], capture_output=True, check=False)
+            for _ in range(50):
+                if subprocess.run(["userdel", account.pw_name], capture_output=True, check=False).returncode != 8:
+                    break  # 8: the account still has processes, leaving
+                time.sleep(0.1)
     for group in grp.getgrall():
         if group.gr_name.startswith(stem):
             subprocess.run(["groupdel", group.gr_name], capture_output=True, check=False)

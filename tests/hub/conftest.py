@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import pickle
 import secrets
 import signal
 import subprocess
@@ -17,12 +17,9 @@ from typing import Any
 import psutil
 import pytest
 import requests
-from sqlalchemy import select
 
-from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.engine.identity import USER_PREFIX, ensure_system_account
 from kpl_lab.hub.up import Separation, free_port, hub_environment, load_secrets, parse, render_config
-from kpl_lab.platform import Platform
 
 DEADLINE = 120.0  # seconds: only so that a broken hub fails instead of hanging
 ADMIN_SCOPES = [
@@ -172,57 +169,47 @@ class Hub:
         if self.separation:
             self.separation.stop_helper()
 
-    def as_service(self, work: Callable[[], Any]) -> Any:
-        """Return work() run as the platform's account (a forked child that drops to it), e.g. on the catalog.
+    def as_service(self, code: str, *args: Any) -> Any:
+        """Return what Python `code` prints (JSON), run as the platform's account on its Python, e.g. on the catalog.
 
         Under separation the catalog and the storage are the service account's: the test's root
-        process must not make files of root's among them.
+        process must not make files of root's among them. `code` finds `args` in `ARGS`.
         """
-        if not self.separation:
-            return work()
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                os.close(read)
-                service = self.separation.service
-                os.setgroups([])
-                os.setgid(service.pw_gid)
-                os.setuid(service.pw_uid)
-                os.umask(0o027)
-                try:
-                    answer = (True, work())
-                except BaseException as error:  # noqa: BLE001 - raised again in the parent
-                    answer = (False, error)
-                with os.fdopen(write, "wb") as out:
-                    pickle.dump(answer, out)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        with os.fdopen(read, "rb") as got:
-            data = got.read()
-        os.waitpid(pid, 0)
-        ok, value = pickle.loads(data)
-        if not ok:
-            raise value
-        return value
+        script = f"import json, sys\nARGS = json.loads(sys.argv[1])\n{code}"
+        env = {"PATH": os.environ["PATH"], "KPL_LAB_HOME": str(self.home)}
+        drop = {}
+        if self.separation:
+            service = self.separation.service
+            drop = {"user": service.pw_uid, "group": service.pw_gid, "extra_groups": [], "umask": 0o027}
+        done = subprocess.run(
+            [self.user_python or sys.executable, "-c", script, json.dumps(args, default=str)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=DEADLINE,
+            cwd=self.home,
+            **drop,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"as the platform's account: {done.stderr[-3000:]}")
+        return json.loads(done.stdout.splitlines()[-1])
 
-    def platform_call(self, method: str, *args, **kwargs) -> Any:
-        """Return `Platform(home).<method path>(*args)` run as the platform's account (`as_service`)."""
-
-        def work() -> Any:
-            platform = Platform(home=str(self.home))
-            try:
-                target = platform
-                for part in method.split("."):
-                    target = getattr(target, part)
-                return target(*args, **kwargs)
-            finally:
-                platform.close()
-
-        return self.as_service(work)
+    def platform_call(self, method: str, *args: Any, result: str | None = None, **kwargs: Any) -> Any:
+        """Return `Platform(home).<method path>(*args, **kwargs)` (its `result` attribute) run as the platform's account."""
+        code = f"""
+from kpl_lab.platform import Platform
+args, kwargs = ARGS
+platform = Platform()
+try:
+    target = platform
+    for part in {method!r}.split("."):
+        target = getattr(target, part)
+    value = target(*args, **kwargs)
+    print(json.dumps(value if {result!r} is None else getattr(value, {result!r}), default=str))
+finally:
+    platform.close()
+"""
+        return self.as_service(code, list(args), kwargs)
 
     def close(self) -> None:
         """Stop the hub and whatever it left running."""
@@ -288,21 +275,19 @@ class Hub:
 
     def reservations(self, project: str) -> list[tuple[str, str, dict]]:
         """Return (owner kind, owner id, devices) of what the project holds in the platform ledger."""
-
-        def work() -> list[tuple[str, str, dict]]:
-            platform = Platform(home=str(self.home))
-            try:
-                with platform.session() as session:
-                    query = (
-                        select(Reservation)
-                        .where(Reservation.project == project)
-                        .order_by(Reservation.owner_id)
-                    )
-                    return [(r.owner_kind, r.owner_id, r.devices) for r in session.scalars(query)]
-            finally:
-                platform.close()
-
-        return self.as_service(work)
+        code = """
+from sqlalchemy import select
+from kpl_lab.catalog.jobs import Reservation
+from kpl_lab.platform import Platform
+platform = Platform()
+try:
+    with platform.session() as session:
+        query = select(Reservation).where(Reservation.project == ARGS[0]).order_by(Reservation.owner_id)
+        print(json.dumps([(r.owner_kind, r.owner_id, r.devices) for r in session.scalars(query)]))
+finally:
+    platform.close()
+"""
+        return [tuple(row) for row in self.as_service(code, project)]
 
     def stop_server(self, user: str) -> None:
         """Stop the user's notebook and wait until it is gone."""

@@ -200,7 +200,7 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
     weights.mkdir()
     (weights / "label.txt").write_text("ok")
     hub.platform_call("catalog.add_algorithm", "vision", serve, name="probe-serve")
-    model = hub.platform_call("catalog.add_model", "vision", "probe-model", weights).ref
+    model = hub.platform_call("catalog.add_model", "vision", "probe-model", weights, result="ref")
     api = f"{hub.url}/services/kpl/api/deployments"
     created = hub.http.post(
         f"{api}?project=vision",

@@ -146,7 +146,8 @@ class RegexExtract(NodeType):
             report("pattern", "has no named group (?P<name>…) to extract")
             return None
         probe = sql.describe(
-            {"t": pa.schema([("s", pa.string())])}, f"SELECT regexp_matches(s, {_string(p.pattern)}) FROM t"
+            {"t": pa.schema([("s", pa.string())])},
+            f"SELECT regexp_matches(s, {sql.string(p.pattern)}) FROM t",
         )
         if isinstance(probe, str):
             report("pattern", f"the engine refuses it: {probe}")
@@ -167,10 +168,6 @@ class RegexExtract(NodeType):
         return {PORT: Output("dataset", out)}
 
 
-def _string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class SelectParams(Params):
     input: str
     where: str = Field(description="SQL boolean expression over the fields, e.g. type = 'JPEGImages'")
@@ -184,11 +181,15 @@ class Select(NodeType):
         schema = _dataset(inputs, "input", report)
         if schema is None:
             return None
-        result = sql.describe({"input": schema}, f"SELECT * FROM input WHERE ({p.where})")
+        try:
+            result = sql.describe({"input": schema}, sql.where_query(p.where, "input"))
+            check = sql.describe({"input": schema}, sql.where_query(p.where, "input", value="w"))
+        except sql.Refused as err:
+            report("where", str(err))
+            return None
         if isinstance(result, str):
             report("where", result)
             return None
-        check = sql.describe({"input": schema}, f"SELECT ({p.where}) AS w FROM input")
         if not isinstance(check, str) and check.field("w").type != pa.bool_():
             report("where", f"is not a boolean expression (it gives {check.field('w').type})")
             return None
@@ -392,7 +393,7 @@ class SqlParams(Params):
 
 class Sql(NodeType):
     name, params = "sql", SqlParams
-    description = "Any SELECT over the named inputs (DuckDB SQL; no file access)."
+    description = "One SELECT over the named inputs (DuckDB SQL; no file access, no other tables)."
 
     def inputs(self, p):
         return {f"inputs.{k}": v for k, v in p.inputs.items()}
@@ -404,6 +405,11 @@ class Sql(NodeType):
             if schema is None:
                 return None
             tables[key] = schema
+        try:
+            sql.check_select(p.query, list(tables))
+        except sql.Refused as err:
+            report("query", str(err))
+            return None
         result = sql.describe(tables, p.query)
         if isinstance(result, str):
             report("query", result)

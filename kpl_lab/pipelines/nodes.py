@@ -6,10 +6,11 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from . import sql
 from .schema import Output, names
@@ -417,9 +418,23 @@ class Sql(NodeType):
         return {PORT: Output("dataset", result)}
 
 
+def _catalog_name(name: str) -> str:
+    """Check a name a run gives a catalog entry by the catalog's own rule: at validation, not when the run gets there."""
+    from ..catalog.storage import check_name
+    from ..errors import BadRequest
+
+    try:
+        return check_name(name)
+    except BadRequest as err:
+        raise PydanticCustomError("catalog_name", err.message) from None
+
+
+CatalogName = Annotated[str, AfterValidator(_catalog_name)]
+
+
 class SaveDatasetParams(Params):
     input: str
-    name: str = Field(
+    name: CatalogName = Field(
         description="catalog dataset name; each run adds a version (same content: same version)"
     )
     description: str = ""
@@ -436,7 +451,7 @@ class SaveDataset(NodeType):
 
 class SaveModelParams(Params):
     input: str = Field(description="an algorithm node's model output (node.port) or a model node")
-    name: str = Field(description="catalog model name")
+    name: CatalogName = Field(description="catalog model name")
     description: str = ""
 
 

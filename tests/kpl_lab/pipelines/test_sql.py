@@ -145,6 +145,23 @@ def test_each_validation_has_an_engine_of_its_own_closed_after(check, monkeypatc
             con.execute("SELECT 1")
 
 
+def test_names_of_saved_entries_follow_the_catalogs_rule(check, lab, plain):
+    rule = "is not valid: use 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit"
+    text = (
+        "  save: {type: save_dataset, input: raw, name: ../../x}\n"
+        "  m: {type: model, model: no-such}\n"
+        "  keep: {type: save_model, input: m, name: a/b}\n"
+        "  fine: {type: save_dataset, input: raw, name: ok-name_1.2}\n"
+    )
+    problems = _problems(check(text))
+    assert f"line 5: save.name: name '../../x' {rule}" in problems
+    assert f"line 7: keep.name: name 'a/b' {rule}" in problems
+    assert not [p for p in problems if p.startswith("line 8")]
+    with pytest.raises(BadRequest) as refused:
+        PipelineRunner(lab).create("p", BASE + text.splitlines(keepends=True)[0])
+    assert refused.value.field == "save.name"
+
+
 def test_regex_patterns_and_where_literals_are_values_not_sql(lab, plain):
     # an unnamed group: the engine's regexp_extract runs it (see fuse), with the pattern as a literal
     pattern = r"(\w)'(?P<tail>[^/]*)('\) UNION ALL SELECT 1 --)?"

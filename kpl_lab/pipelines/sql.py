@@ -255,12 +255,6 @@ def _condition(con: duckdb.DuckDBPyConnection, where: str) -> dict:
     return tree
 
 
-def check_condition(where: str) -> None:
-    """Refuse a `where` that is not one expression over one record's fields (by the engine's parser)."""
-    with _checker() as con:
-        _condition(con, where)
-
-
 def where_query(where: str, table: str, value: str | None = None) -> str:
     """Return `SELECT * FROM table WHERE <where>`, or `SELECT (<where>) AS value FROM table`.
 

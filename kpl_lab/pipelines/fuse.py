@@ -26,7 +26,7 @@ from kpl_dataset import ReadOnlyDataset
 
 from . import sql
 from .nodes import PORT
-from .processors import BATCH_ROWS, Log, Settings, _engine, _sinks, uniform_at
+from .processors import BATCH_ROWS, Log, Settings, Stopped, _engine, _sinks, uniform_at
 
 FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id", "sql")
 KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id and sql end units
@@ -86,10 +86,6 @@ class _Relation:
 
     def __post_init__(self) -> None:
         self.order = self.order or list(self.keys)
-
-
-def _string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _table(source: Any, key: str) -> tuple[pa.Table, ReadOnlyDataset]:
@@ -253,6 +249,7 @@ class _Query:
         p = node.params
         q = sql.quote
         if node.type == "sql":  # ends its unit: its query runs as written over views named as its inputs
+            sql.check_select(p.query, list(p.inputs))  # validation checked it: checked again where it runs
             for name in p.inputs:
                 relation = self.input(node, f"inputs.{name}")
                 columns = ", ".join(q(n) for n in relation.names)
@@ -288,7 +285,7 @@ class _Query:
             source = self.input(node, "input")
             keys = ", ".join(q(k) for k in source.keys)
             if node.type == "select":
-                body = f"SELECT * FROM {q(source.name)} WHERE ({p.where})"
+                body = sql.where_query(p.where, source.name)
                 out = _Relation("", source.names, source.keys, source.origins, source.order)
             elif node.type == "shuffle":
                 # a record's draw: SplitMix64 of the seed and its row in the input as it would be written
@@ -316,8 +313,8 @@ class _Query:
                 by_index = {i: n for n, i in compiled.groupindex.items()}
                 last = max(by_index)
                 names = [by_index.get(i, f"__kpl_g{i}") for i in range(1, last + 1)]
-                field, pattern = q(p.field), _string(p.pattern)
-                groups = "[" + ", ".join(_string(n) for n in names) + "]"
+                field, pattern = q(p.field), sql.string(p.pattern)
+                groups = "[" + ", ".join(sql.string(n) for n in names) + "]"
                 match = (
                     f"CASE WHEN regexp_matches({field}, {pattern}) "
                     f"THEN regexp_extract({field}, {pattern}, {groups}) END AS __kpl_m"
@@ -399,8 +396,11 @@ def run(
     """Run a unit as one query into out_dir/out; return the rows written and each member's rows out."""
     final = checked.nodes[unit.final]
     query = _Query(checked, unit)
-    for member in unit.members:
-        query.add(member)
+    with sql.checking():  # one connection parses every member's SQL
+        for member in unit.members:
+            if stop.is_set():
+                raise Stopped
+            query.add(member)
     last = query.relations.get(unit.final) or query.input(final, "input")
     labelled = final.params.field if final.type == "label_id" else None
     computed = {labelled} if labelled else set()
@@ -419,7 +419,7 @@ def run(
             query.drop_pages()  # written: the output follows input order, so few pages are read again
 
     try:
-        with _engine(settings) as con:
+        with _engine(settings, stop, unit.final) as con:
             for name, table in query.tables.items():
                 con.register(name, table)
             for function, seed in query.draws.items():

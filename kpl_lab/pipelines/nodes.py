@@ -6,10 +6,11 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from . import sql
 from .schema import Output, names
@@ -146,7 +147,8 @@ class RegexExtract(NodeType):
             report("pattern", "has no named group (?P<name>…) to extract")
             return None
         probe = sql.describe(
-            {"t": pa.schema([("s", pa.string())])}, f"SELECT regexp_matches(s, {_string(p.pattern)}) FROM t"
+            {"t": pa.schema([("s", pa.string())])},
+            f"SELECT regexp_matches(s, {sql.string(p.pattern)}) FROM t",
         )
         if isinstance(probe, str):
             report("pattern", f"the engine refuses it: {probe}")
@@ -167,10 +169,6 @@ class RegexExtract(NodeType):
         return {PORT: Output("dataset", out)}
 
 
-def _string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class SelectParams(Params):
     input: str
     where: str = Field(description="SQL boolean expression over the fields, e.g. type = 'JPEGImages'")
@@ -184,11 +182,15 @@ class Select(NodeType):
         schema = _dataset(inputs, "input", report)
         if schema is None:
             return None
-        result = sql.describe({"input": schema}, f"SELECT * FROM input WHERE ({p.where})")
+        try:
+            result = sql.describe({"input": schema}, sql.where_query(p.where, "input"))
+            check = sql.describe({"input": schema}, sql.where_query(p.where, "input", value="w"))
+        except sql.Refused as err:
+            report("where", str(err))
+            return None
         if isinstance(result, str):
             report("where", result)
             return None
-        check = sql.describe({"input": schema}, f"SELECT ({p.where}) AS w FROM input")
         if not isinstance(check, str) and check.field("w").type != pa.bool_():
             report("where", f"is not a boolean expression (it gives {check.field('w').type})")
             return None
@@ -392,7 +394,7 @@ class SqlParams(Params):
 
 class Sql(NodeType):
     name, params = "sql", SqlParams
-    description = "Any SELECT over the named inputs (DuckDB SQL; no file access)."
+    description = "One SELECT over the named inputs (DuckDB SQL; no file access, no other tables)."
 
     def inputs(self, p):
         return {f"inputs.{k}": v for k, v in p.inputs.items()}
@@ -404,6 +406,11 @@ class Sql(NodeType):
             if schema is None:
                 return None
             tables[key] = schema
+        try:
+            sql.check_select(p.query, list(tables))
+        except sql.Refused as err:
+            report("query", str(err))
+            return None
         result = sql.describe(tables, p.query)
         if isinstance(result, str):
             report("query", result)
@@ -411,9 +418,23 @@ class Sql(NodeType):
         return {PORT: Output("dataset", result)}
 
 
+def _catalog_name(name: str) -> str:
+    """Check a name a run gives a catalog entry by the catalog's own rule: at validation, not when the run gets there."""
+    from ..catalog.storage import check_name
+    from ..errors import BadRequest
+
+    try:
+        return check_name(name)
+    except BadRequest as err:
+        raise PydanticCustomError("catalog_name", err.message) from None
+
+
+CatalogName = Annotated[str, AfterValidator(_catalog_name)]
+
+
 class SaveDatasetParams(Params):
     input: str
-    name: str = Field(
+    name: CatalogName = Field(
         description="catalog dataset name; each run adds a version (same content: same version)"
     )
     description: str = ""
@@ -430,7 +451,7 @@ class SaveDataset(NodeType):
 
 class SaveModelParams(Params):
     input: str = Field(description="an algorithm node's model output (node.port) or a model node")
-    name: str = Field(description="catalog model name")
+    name: CatalogName = Field(description="catalog model name")
     description: str = ""
 
 

@@ -56,10 +56,12 @@ class Source:
 
 @dataclass
 class Settings:
-    """How processors run: the engine's memory limit and spill folder."""
+    """How processors run: the engine's memory limit, spill folder, threads and time limit per query."""
 
     memory_limit: str | None = None
     temp_directory: str | None = None
+    threads: int = 0  # 0: one per core
+    time_limit: float = 0  # seconds a node's query may run (0: no limit)
 
 
 class _Sink:
@@ -191,23 +193,32 @@ def run(
 
 
 @contextlib.contextmanager
-def _engine(settings: Settings) -> Iterator[Any]:
-    """Yield a locked-down DuckDB that spills into a folder of its own (removed after)."""
+def _engine(settings: Settings, stop: threading.Event | None = None, node: str = "") -> Iterator[Any]:
+    """Yield a locked-down DuckDB that spills into a folder of its own (removed after).
+
+    Its query is interrupted when it runs past the time limit (the node fails saying so) or when
+    the run is stopped (Stopped): within Watchdog.POLL of the stop, not when the query ends.
+    """
     spill = None
     if settings.temp_directory:
         os.makedirs(settings.temp_directory, exist_ok=True)
         spill = tempfile.mkdtemp(prefix="node-", dir=settings.temp_directory)
-    con = sql.connect(settings.memory_limit, spill)
+    con = sql.connect(settings.memory_limit, spill, settings.threads)
     try:
-        yield con
+        with sql.Watchdog(con, settings.time_limit, stop) as watch:
+            try:
+                yield con
+            except BaseException:
+                if watch.reason == "stopped":
+                    raise Stopped from None
+                if watch.reason == "time":
+                    message = f"the query ran past its time limit of {settings.time_limit:g} s"
+                    raise sql.TimeLimit(f"node {node}: {message}" if node else message) from None
+                raise
     finally:
         con.close()
         if spill:
             shutil.rmtree(spill, ignore_errors=True)
-
-
-def _string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def regex_query(p) -> str:
@@ -215,7 +226,7 @@ def regex_query(p) -> str:
     import re
 
     groups = re.compile(p.pattern).groupindex
-    field, pattern = sql.quote(p.field), _string(p.pattern)
+    field, pattern = sql.quote(p.field), sql.string(p.pattern)
     columns = ", ".join(
         f"CASE WHEN regexp_matches({field}, {pattern}) THEN regexp_extract({field}, {pattern}, {index}) END AS {sql.quote(name)}"
         for name, index in groups.items()
@@ -224,8 +235,8 @@ def regex_query(p) -> str:
 
 
 def select_query(p) -> str:
-    """Return select's query over table `input`."""
-    return f"SELECT * FROM input WHERE ({p.where})"
+    """Return select's query over table `input` (its where parsed as one expression: see sql.where_query)."""
+    return sql.where_query(p.where, "input")
 
 
 def rename_query(p, names: list[str]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import traitlets
 from sqlalchemy import select
-from traitlets import Integer, TraitError, Unicode
+from traitlets import Float, Integer, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.models import utcnow
@@ -64,6 +64,14 @@ class PipelineRunner(LoggingConfigurable):
         "",
         help="Memory the query engine may use per node before it spills to disk, e.g. '2GB' (default: its own).",
     ).tag(config=True)
+    threads = Integer(0, min=0, help="Threads the query engine uses per node (0: one per core).").tag(
+        config=True
+    )
+    query_time_limit = Float(
+        3600.0,
+        min=0,
+        help="Seconds a node's query may run before it is interrupted and the node fails (0: no limit).",
+    ).tag(config=True)
     spill_directory = Unicode(
         "", help="Where the query engine spills (default: <storage>/pipelines/.spill)."
     ).tag(config=True)
@@ -99,7 +107,9 @@ class PipelineRunner(LoggingConfigurable):
 
             pa.set_memory_pool(getattr(pa, f"{self.arrow_allocator}_memory_pool")())
         spill = self.spill_directory or str(platform.storage.root / "pipelines" / ".spill")
-        self.settings = settings or Settings(self.memory_limit or None, spill)
+        self.settings = settings or Settings(
+            self.memory_limit or None, spill, self.threads, self.query_time_limit
+        )
 
     # history
 

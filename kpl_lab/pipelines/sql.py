@@ -1,30 +1,69 @@
-"""The query engine: DuckDB over Arrow, with file access, extensions and settings locked."""
+"""The query engine: DuckDB over Arrow, with file access, extensions and settings locked.
+
+Every validation and every node of a run has a connection of its own (nothing outlives it or is
+seen by another), with a memory limit, a thread count and a time limit. What a member writes in
+SQL is checked on the engine's parse tree before it runs: an `sql` node's query is one SELECT
+that reads only the node's inputs, and a `where` is one expression, rendered back by the engine.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
+import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 import duckdb
 import pyarrow as pa
 
+from ..errors import KPLError
 from .schema import dataset_schema
 
 ROW = "__kpl_row"  # the input order of a record, added while streaming so joins keep it
 
+# table functions a query may call: they make rows from values; the others read files, run
+# text as SQL or show the server (read_csv, glob, query, duckdb_settings, pragma_…)
+TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+# scalar functions that show the engine's settings (temp_directory and the like: server paths)
+HIDDEN_FUNCTIONS = frozenset({"current_setting", "getvariable"})
 
-def connect(memory_limit: str | None = None, temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
-    """Return an in-memory DuckDB that cannot read or write files or load extensions (spills only)."""
+
+# a check runs over empty tables and never fetches a row: a little of everything is plenty
+CHECK_MEMORY, CHECK_THREADS, CHECK_SECONDS = "256MB", 1, 10
+
+
+class Refused(ValueError):
+    """SQL a member wrote that the engine will not run (the message says why)."""
+
+
+class TimeLimit(KPLError):
+    """A node's query ran past its time limit."""
+
+    status = 422
+
+
+def connect(
+    memory_limit: str | None = None, temp_directory: str | None = None, threads: int = 0
+) -> duckdb.DuckDBPyConnection:
+    """Return an in-memory DuckDB that cannot read or write files or load extensions (spills only).
+
+    temp_directory: where it spills (None: the engine's `.tmp`; "": nowhere); threads: 0 for one per core.
+    """
     con = duckdb.connect(":memory:")
     if memory_limit:
-        con.execute(f"SET memory_limit = '{_literal(memory_limit)}'")
-    if temp_directory:
-        con.execute(f"SET temp_directory = '{_literal(temp_directory)}'")
+        con.execute(f"SET memory_limit = {string(memory_limit)}")
+    if temp_directory is not None:
+        con.execute(f"SET temp_directory = {string(temp_directory)}")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
     con.execute("SET preserve_insertion_order = true")
     # hand freed memory back to the system at once: by default the engine keeps up to 128 MiB
     # (512 MiB after a bulk free) cached per process, which pyarrow's allocations cannot reuse
     con.execute("SET allocator_flush_threshold = '1MiB'")
     con.execute("SET allocator_bulk_deallocation_flush_threshold = '1MiB'")
+    con.execute("SET secret_directory = ''")  # no secrets are kept; by default it names the home folder
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
@@ -32,24 +71,14 @@ def connect(memory_limit: str | None = None, temp_directory: str | None = None) 
     return con
 
 
-def _literal(text: str) -> str:
-    return str(text).replace("'", "''")
+def string(text: str) -> str:
+    """Return a SQL string literal of text (the engine reads no escapes in '…': quotes are doubled)."""
+    return "'" + str(text).replace("'", "''") + "'"
 
 
 def quote(name: str) -> str:
     """Return a quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def one_statement(sql: str) -> str | None:
-    """Return a message when sql is not exactly one statement (no `; DROP …` riders)."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as err:
-        return _message(err)
-    if len(statements) != 1:
-        return f"expected one SQL statement, found {len(statements)}"
-    return None
 
 
 def _message(err: Exception) -> str:
@@ -59,31 +88,213 @@ def _message(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-_describer: duckdb.DuckDBPyConnection | None = None
-_describer_lock = threading.Lock()
+class Watchdog:
+    """Interrupt a connection's query once it runs past a time limit or a stop is asked for.
+
+    DuckDB has no statement timeout: a thread waits beside the work and calls interrupt()
+    (again every POLL seconds, so a query started after the first call is caught too).
+    """
+
+    POLL = 0.1
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, time_limit: float, stop: threading.Event | None = None
+    ):
+        self.con, self.time_limit, self.stop = con, time_limit, stop
+        self.reason: str | None = None  # "stopped" or "time" once it interrupted
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kpl-sql-watchdog", daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        if self.time_limit or self.stop is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.time_limit if self.time_limit else None
+        while not self._done.wait(self.POLL):
+            if self.stop is not None and self.stop.is_set():
+                self.reason = "stopped"
+            elif deadline is not None and time.monotonic() >= deadline:
+                self.reason = "time"
+            if self.reason:
+                self.con.interrupt()
+
+
+class _Checks:
+    """The connection of one validation, opened on first use."""
+
+    def __init__(self) -> None:
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self.con is None:
+            self.con = connect(CHECK_MEMORY, "", CHECK_THREADS)
+        return self.con
+
+
+_checks: ContextVar[_Checks | None] = ContextVar("kpl_sql_checks", default=None)
+
+
+@contextlib.contextmanager
+def checking() -> Iterator[None]:
+    """Give the checks inside one connection of their own, closed after: nothing outlives a validation."""
+    checks = _Checks()
+    token = _checks.set(checks)
+    try:
+        yield
+    finally:
+        _checks.reset(token)
+        if checks.con is not None:
+            checks.con.close()
+
+
+@contextlib.contextmanager
+def _checker() -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield the validation's connection, or one for this check alone outside a validation."""
+    checks = _checks.get()
+    if checks is not None:
+        yield checks.connection()
+        return
+    con = connect(CHECK_MEMORY, "", CHECK_THREADS)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _parse(con: duckdb.DuckDBPyConnection, text: str) -> dict:
+    """Return the engine's parse tree of one SELECT statement, or raise Refused."""
+    try:
+        statements = con.extract_statements(text)
+    except duckdb.Error as err:
+        raise Refused(_message(err)) from None
+    if len(statements) != 1:
+        raise Refused(f"expected one SQL statement, found {len(statements)}")
+    if statements[0].type != duckdb.StatementType.SELECT:
+        raise Refused(f"only one SELECT runs here, not {statements[0].type.name}")
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+    if tree.get("error"):
+        raise Refused(tree.get("error_message") or "the engine cannot read it")
+    return tree
+
+
+def _render(con: duckdb.DuckDBPyConnection, tree: dict) -> str:
+    """Return the SQL text the engine writes for a parse tree."""
+    return con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()[0]
+
+
+def _names(tree: object, key: str) -> Iterator[dict]:
+    """Yield every mapping in a parse tree that has key."""
+    if isinstance(tree, dict):
+        if key in tree:
+            yield tree
+        for value in tree.values():
+            yield from _names(value, key)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _names(value, key)
+
+
+_TABLE_REFS = {"BASE_TABLE", "TABLE_FUNCTION", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "EMPTY", "PIVOT"}
+
+
+def _check_reads(tree: dict, tables: set[str], what: str) -> None:
+    """Refuse a parse tree that reads anything but these tables, or a function that reads files or settings."""
+    ctes = {entry["key"] for holder in _names(tree, "cte_map") for entry in holder["cte_map"]["map"]}
+    for node in _names(tree, "type"):
+        kind = node["type"]
+        if not isinstance(kind, str) or "class" in node:
+            continue
+        if "alias" in node and "sample" in node and kind not in _TABLE_REFS:  # a table reference
+            shown = {"SHOW_REF": "DESCRIBE, SHOW and SUMMARIZE"}.get(kind, kind)
+            raise Refused(f"{shown} cannot be used here")
+        if kind == "BASE_TABLE":
+            name = node["table_name"]
+            qualified = ".".join(p for p in (node["catalog_name"], node["schema_name"], name) if p)
+            if qualified != name or name not in tables | ctes:
+                raise Refused(f'reads table "{qualified}": {what}')
+        elif kind == "TABLE_FUNCTION":
+            name = (node.get("function") or {}).get("function_name", "")
+            if name.lower() not in TABLE_FUNCTIONS:
+                allowed = ", ".join(sorted(TABLE_FUNCTIONS))
+                raise Refused(f"table function {name}() is disabled in pipelines (allowed: {allowed})")
+    for node in _names(tree, "function_name"):
+        name = str(node["function_name"]).lower()
+        if name in HIDDEN_FUNCTIONS or name.startswith(("duckdb_", "pragma_")):
+            raise Refused(f"function {name}() is disabled in pipelines: it shows the server's settings")
+
+
+def check_select(query: str, tables: list[str]) -> None:
+    """Refuse a query that is not one SELECT reading only these tables (by the engine's parser, not text)."""
+    with _checker() as con:
+        tree = _parse(con, query)
+    _check_reads(tree, set(tables), f"a query reads only its inputs ({', '.join(tables)})")
+
+
+_SHAPE = "SELECT * FROM input WHERE (true)"
+
+
+def _condition(con: duckdb.DuckDBPyConnection, where: str) -> dict:
+    """Return the tree of `SELECT * FROM input WHERE (where)` once it is exactly that, where one expression."""
+    tree = _parse(con, f"SELECT * FROM input WHERE ({where})")
+    shape = _parse(con, _SHAPE)
+    found, expected = tree["statements"][0], shape["statements"][0]
+    if found["named_param_map"] or {**found["node"], "where_clause": None} != {
+        **expected["node"],
+        "where_clause": None,
+    }:
+        raise Refused("is not one expression (it closes its parenthesis or adds to the query)")
+    reads = "an expression reads its record's fields, no table (an sql node can)"
+    _check_reads(found["node"]["where_clause"], set(), reads)
+    return tree
+
+
+def where_query(where: str, table: str, value: str | None = None) -> str:
+    """Return `SELECT * FROM table WHERE <where>`, or `SELECT (<where>) AS value FROM table`.
+
+    The engine writes it from the parse tree of where (checked as one expression): the text
+    a member wrote is never pasted into a query.
+    """
+    with _checker() as con:
+        tree = _condition(con, where)
+        node = tree["statements"][0]["node"]
+        node["from_table"] |= {"table_name": table, "qualified_name": {"path": [table]}}
+        if value is not None:
+            node["select_list"] = [{**node["where_clause"], "alias": value}]
+            node["where_clause"] = None
+        return _render(con, tree)
 
 
 def describe(tables: dict[str, pa.Schema], query: str) -> pa.Schema | str:
-    """Return the Arrow schema of query over empty tables of these schemas, or the engine's message."""
-    global _describer
-    problem = one_statement(query)
-    if problem:
-        return problem
-    with _describer_lock:  # one locked-down connection for every check (opening one costs ~40 ms)
-        if _describer is None:
-            _describer = connect()
-        con = _describer.cursor()
+    """Return the Arrow schema of query over empty tables of these schemas, or the engine's message.
+
+    The query is bound and planned, never run for rows (LIMIT 0), under the check limits.
+    """
+    with _checker() as con:
+        cursor = con.cursor()  # its temporary tables are its own and go with it
         try:
             for name, schema in tables.items():  # DDL, not register(): that imports pandas (~1 s)
                 columns = ", ".join(f"{quote(f.name)} {_type(f.type)}" for f in schema)
-                con.execute(f"CREATE TEMP TABLE {quote(name)} ({columns})")
-            result = con.sql(query).to_arrow_table()
+                cursor.execute(f"CREATE TEMP TABLE {quote(name)} ({columns})")
+            with Watchdog(cursor, CHECK_SECONDS) as watch:
+                try:
+                    result = cursor.sql(query).limit(0).to_arrow_table()
+                except duckdb.Error as err:
+                    if watch.reason:
+                        return f"checking it ran past its time limit of {CHECK_SECONDS:g} s"
+                    return _message(err)
         except duckdb.Error as err:
             return _message(err)
         finally:
             for name in tables:
-                con.execute(f"DROP TABLE IF EXISTS {quote(name)}")
-            con.close()
+                cursor.execute(f"DROP TABLE IF EXISTS {quote(name)}")
+            cursor.close()
     try:
         return dataset_schema(result.schema)
     except TypeError as err:

@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import ValidationError
 
+from . import sql
 from .format import PipelineSyntaxError, Problem, Spec, parse
 from .nodes import NODE_TYPES, PORT, Catalog, NodeType
 from .schema import Output
@@ -75,6 +76,11 @@ def _split_ref(ref: str) -> tuple[str, str | None]:
 
 def validate(spec: Spec, catalog: Catalog) -> Validation:
     """Check every node and return the schemas that flow along the edges and every problem."""
+    with sql.checking():  # the engine that checks this pipeline's SQL is its own, gone after
+        return _validate(spec, catalog)
+
+
+def _validate(spec: Spec, catalog: Catalog) -> Validation:
     nodes: dict[str, Node] = {}
     for node_id, settings in spec.nodes.items():
         if not isinstance(settings, dict):

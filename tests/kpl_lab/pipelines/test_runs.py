@@ -217,9 +217,12 @@ def test_history_lists_runs_newest_first(lab, fruit, seg):
 def test_runner_settings_come_from_the_platform_config_and_spills_are_removed(lab, fruit, seg):
     from traitlets.config import Config
 
-    lab.config = Config({"PipelineRunner": {"workers": 1, "memory_limit": "64MB"}})
+    lab.config = Config(
+        {"PipelineRunner": {"workers": 1, "memory_limit": "64MB", "threads": 2, "query_time_limit": 600}}
+    )
     runner = PipelineRunner(lab)
     assert (runner.workers, runner.settings.memory_limit) == (1, "64MB")
+    assert (runner.settings.threads, runner.settings.time_limit) == (2, 600)
     assert runner.settings.temp_directory == str(lab.storage.root / "pipelines" / ".spill")
     run = runner.run("p", seg)
     assert run.state == "succeeded"

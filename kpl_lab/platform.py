@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine.service import JobService
     from .experiments.search import ExperimentService
     from .privileged.client import HelperClient
+    from .sandbox.pool import Sandbox
     from .serving.service import DeploymentService
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -175,6 +176,13 @@ class Platform(LoggingConfigurable):
         return DeploymentService(self)
 
     @cached_property
+    def sandbox(self) -> Sandbox:
+        """Return the sandboxed workers that parse and run what members supplied."""
+        from .sandbox.pool import Sandbox
+
+        return Sandbox(self)
+
+    @cached_property
     def experiments(self) -> ExperimentService:
         """Return the hyperparameter searches (their trials are jobs)."""
         from .experiments.search import ExperimentService
@@ -185,6 +193,8 @@ class Platform(LoggingConfigurable):
         """Release database connections."""
         if "experiments" in self.__dict__:
             self.experiments.close()
+        if "sandbox" in self.__dict__:
+            self.sandbox.close()
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             engine.dispose()

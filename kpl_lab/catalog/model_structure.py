@@ -17,8 +17,9 @@ TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
 MAX_LAYERS = 500  # a structure view is for reading: very deep graphs are cut
 
 
-def describe_model_files(folder: Path, files: list[str]) -> list[dict]:
+def describe_model_files(folder: str | Path, files: list[str]) -> list[dict]:
     """Return one entry per file: path, size and, for ONNX and PyTorch files, their structure."""
+    folder = Path(folder)
     described = []
     for name in files:
         path = folder / name

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .datasets_view import DatasetView
 
 ACTIVE_STATES = ("queued", "running")
+STRUCTURE_SECONDS = 60.0  # reading a model file's structure statically takes well under a second
 INPUT_KINDS = ("dataset", "model")
 
 
@@ -352,6 +353,19 @@ class Catalog:
         return refs
 
     # models
+
+    def model_structure(self, project: str, ref: str) -> dict:
+        """Return a model version's files with their layers, parameters and shapes, read in the project's sandbox."""
+        row = self.get_model(project, ref)
+        files = self.platform.sandbox.call(
+            project,
+            "kpl_lab.catalog.model_structure:describe_model_files",
+            str(self.path(row)),
+            list(row.files or []),
+            what=f"the structure of model {row.ref}",
+            timeout=STRUCTURE_SECONDS,
+        )
+        return {"ref": row.ref, "files": files}
 
     def add_model(
         self,

@@ -231,12 +231,9 @@ class LocalPlatform:
     def model_structure(self, ref: str) -> dict:
         """Return a model version's files with their layers, parameter counts and shapes."""
         from ..api.models import ModelStructure
-        from ..catalog.model_structure import describe_model_files
 
-        catalog = self.platform.catalog
-        row = catalog.get_model(self.project, ref)
-        files = describe_model_files(catalog.path(row), row.files)
-        return ModelStructure.model_validate({"ref": row.ref, "files": files}).model_dump(mode="json")
+        structure = self.platform.catalog.model_structure(self.project, ref)
+        return ModelStructure.model_validate(structure).model_dump(mode="json")
 
     def compare(self, job_ids: list[str]) -> dict:
         """Return jobs side by side as the REST API answers them."""

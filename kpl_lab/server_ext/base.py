@@ -81,6 +81,10 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         call = functools.partial(function, *args, **kwargs)
         return await IOLoop.current().run_in_executor(self.app.pool, call)
 
+    async def sandboxed(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run work that calls the project's sandboxed workers on the sandbox's threads, not the extension's."""
+        return await self.platform.sandbox.run(self.project, functools.partial(function, *args, **kwargs))
+
     def query_int(self, name: str, default: int, low: int, high: int) -> int:
         """Return an integer query argument within [low, high], or refuse it naming the argument."""
         text = self.get_query_argument(name, None)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
 from jupyterhub.utils import random_port
-from traitlets import Bool, Unicode, default
+from traitlets import Any, Bool, Unicode, default
 
 from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
@@ -45,6 +45,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     """Start notebooks as local processes within profile, project quota, cgroup limits and devices."""
+
+    proc = Any(allow_none=True, help="The server's Popen, or the privileged helper's handle of it.")
 
     user_python = Unicode(
         "",

@@ -10,7 +10,6 @@ from tornado import web
 
 from ...api.catalog import Deleted
 from ...api.models import AliasRequest, ModelList, ModelStructure
-from ...catalog.model_structure import describe_model_files
 from ...catalog.serialize import matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
@@ -105,13 +104,10 @@ class ModelStructureHandler(KPLHandler):
         """Describe a model version's files."""
         check_name(version, "version")
 
-        def work() -> ModelStructure:
-            catalog = self.platform.catalog
-            row = catalog.get_model(self.project, f"{name}:{version}")
-            files = describe_model_files(catalog.path(row), row.files)
-            return ModelStructure.model_validate({"ref": row.ref, "files": files})
-
-        self.reply(await self.blocking(work))
+        structure = await self.sandboxed(
+            self.platform.catalog.model_structure, self.project, f"{name}:{version}"
+        )
+        self.reply(ModelStructure.model_validate(structure))
 
 
 class ModelDownloadHandler(KPLHandler):

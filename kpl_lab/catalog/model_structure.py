@@ -210,58 +210,7 @@ _ACTIONS = {  # opcodes the check handles apart from the stack rule every other 
     "INT": "int", "LONG": "int", "LONG1": "int", "LONG4": "int",
     **dict.fromkeys(_NOT_READ, "not read"),
 }  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class _Opcode:
-    name: str
-    read: int  # _FIXED, _SIZED, _LINES or 0: no argument
-    n: int  # bytes, bytes of the length, or lines
-    signed: bool  # the length may be negative (refused)
-    fixed: int  # values popped below a MARK (or all of them when none)
-    marked: bool
-    pushes: bool
-    action: str  # from _ACTIONS, or "" for the stack rule
-    grows: bool
-    hash_safe: bool  # a value it pushes from nothing hashes safely
-    keys: object  # from _KEYS, or None
-
-
-def _opcode_table() -> dict[int, _Opcode]:
-    """Return what the check needs of each opcode, by its byte."""
-    sized = {
-        pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
-        pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
-        pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
-        pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
-    }
-    table = {}
-    for op in pickletools.opcodes:
-        arg = op.arg
-        if arg is None:
-            read = (0, 0, False)
-        elif arg.n >= 0:
-            read = (_FIXED, arg.n, False)
-        elif arg.n == pickletools.UP_TO_NEWLINE:
-            read = (_LINES, 2 if arg.name == "stringnl_noescape_pair" else 1, False)
-        else:
-            read = (_SIZED, *sized[arg.n])
-        marked = pickletools.markobject in op.stack_before
-        table[ord(op.code)] = _Opcode(
-            op.name,
-            *read,
-            fixed=op.stack_before.index(pickletools.markobject) if marked else len(op.stack_before),
-            marked=marked,
-            pushes=bool(op.stack_after),
-            action=_ACTIONS.get(op.name, ""),
-            grows=op.name in _GROWS,
-            hash_safe=op.name in _STRINGS or op.name in _SMALL_INTS,
-            keys=_KEYS.get(op.name),
-        )
-    return table
-
-
-_OPCODES = _opcode_table()
+_CONTAINERS = {"EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET"}  # made from nothing, then grown in place
 
 
 class _Item:
@@ -273,6 +222,54 @@ class _Item:
         self.nesting = nesting
         self.size = size  # values reached through it as a tree: memo references counted each time
         self.hash_safe = hash_safe  # str, bytes, small int, bool or None: keys whose hashes cannot collide
+
+
+def _opcode_table() -> list[tuple | None]:
+    """Return, indexed by opcode byte, what the check needs of it (None: not an opcode).
+
+    Each entry: name, how its argument is read (_FIXED, _SIZED, _LINES or 0) with its byte count
+    or lines and whether a length is signed, values popped below a MARK (all of them when none),
+    whether it pops to a MARK, whether it pushes, its action, whether it grows the value below,
+    the item it pushes from nothing (shared: leaves never grow; None: a fresh one each time) and
+    where it finds keys it hashes.
+    """
+    sized = {
+        pickletools.TAKEN_FROM_ARGUMENT1: (1, False),
+        pickletools.TAKEN_FROM_ARGUMENT4: (4, True),
+        pickletools.TAKEN_FROM_ARGUMENT4U: (4, False),
+        pickletools.TAKEN_FROM_ARGUMENT8U: (8, False),
+    }
+    table: list[tuple | None] = [None] * 256
+    for op in pickletools.opcodes:
+        arg = op.arg
+        if arg is None:
+            read = (0, 0, False)
+        elif arg.n >= 0:
+            read = (_FIXED, arg.n, False)
+        elif arg.n == pickletools.UP_TO_NEWLINE:
+            read = (_LINES, 2 if arg.name == "stringnl_noescape_pair" else 1, False)
+        else:
+            read = (_SIZED, *sized[arg.n])
+        marked = pickletools.markobject in op.stack_before
+        fixed = op.stack_before.index(pickletools.markobject) if marked else len(op.stack_before)
+        leaf = None
+        if not fixed and not marked and op.stack_after and op.name not in _CONTAINERS:
+            leaf = _Item(hash_safe=op.name in _STRINGS or op.name in _SMALL_INTS)
+        table[ord(op.code)] = (
+            op.name,
+            *read,
+            fixed,
+            marked,
+            bool(op.stack_after),
+            _ACTIONS.get(op.name, ""),
+            op.name in _GROWS,
+            leaf,
+            _KEYS.get(op.name),
+        )
+    return table
+
+
+_OPCODES = _opcode_table()
 
 
 def _int_arg(name: str, arg: bytes, where: str, pos: int) -> int:
@@ -304,90 +301,102 @@ def check_pickle(data: bytes, where: str, start: int = 0) -> int:
     memo: dict[int, _Item] = {}
     odd_keys = count = 0
     pos, end = start, len(data)
+    opcodes, most = _OPCODES, MAX_OPCODES
     try:
         while True:
             count += 1
-            if count > MAX_OPCODES:
+            if count > most:
                 raise Refused(f"{where}: more than {MAX_OPCODES:,} pickle opcodes")
             if pos >= end:
                 raise Refused(f"{where}: the pickle ends before its STOP")
             at = pos
-            op = _OPCODES.get(data[pos])
+            op = opcodes[data[pos]]
             if op is None:
                 raise Refused(f"{where}: not a pickle opcode ({data[pos]:#04x}) at byte {pos}")
+            name, read, n, signed, fixed, marked, pushes, action, grows, leaf, keys = op
             pos += 1
-            if op.read == _FIXED:
-                pos += op.n
-            elif op.read == _SIZED:
-                length = int.from_bytes(data[pos : pos + op.n], "little", signed=op.signed)
+            if read == _FIXED:
+                pos += n
+            elif read == _SIZED:
+                length = int.from_bytes(data[pos : pos + n], "little", signed=signed)
                 if length < 0:
                     raise Refused(f"{where}: a negative length at byte {at}")
-                pos += op.n + length
-            elif op.read == _LINES:
-                for _ in range(op.n):
+                pos += n + length
+            elif read == _LINES:
+                for _ in range(n):
                     newline = data.find(b"\n", pos)
                     pos = end + 1 if newline < 0 else newline + 1
             if pos > end:
-                raise Refused(f"{where}: the pickle ends inside its opcode {op.name} at byte {at}")
-            action = op.action
+                raise Refused(f"{where}: the pickle ends inside its opcode {name} at byte {at}")
+            if leaf is not None and not action:
+                stack.append(leaf)
+                continue
             if action:
-                arg = data[at + 1 + (op.n if op.read == _SIZED else 0) : pos]
+                if action == "get":
+                    index = (
+                        data[at + 1] if name == "BINGET" else _int_arg(name, data[at + 1 : pos], where, at)
+                    )
+                    stack.append(memo[index])
+                    continue
                 if action == "put":
-                    index = len(memo) if op.name == "MEMOIZE" else _int_arg(op.name, arg, where, at)
+                    if name == "BINPUT":
+                        index = data[at + 1]
+                    else:
+                        index = (
+                            len(memo) if name == "MEMOIZE" else _int_arg(name, data[at + 1 : pos], where, at)
+                        )
                     if index >= MAX_MEMO:
                         raise Refused(f"{where}: memo index {index:,} at byte {at} (at most {MAX_MEMO:,})")
                     memo[index] = stack[-1]
                     continue
-                elif action == "get":
-                    stack.append(memo[_int_arg(op.name, arg, where, at)])
-                    continue
-                elif action == "mark":
+                if action == "mark":
                     marks.append(len(stack))
                     if len(marks) > MAX_NESTING:
                         raise Refused(f"{where}: more than {MAX_NESTING:,} MARKs open at byte {at}")
                     continue
-                elif action == "stop":
+                if action == "stop":
                     if len(stack) != 1 or marks:
                         raise Refused(f"{where}: the pickle's stack is not one value at its STOP")
                     return pos
-                elif action == "frame":
-                    if _int_arg(op.name, arg, where, at) > end - pos:
+                if action == "frame":
+                    if _int_arg(name, data[at + 1 : pos], where, at) > end - pos:
                         raise Refused(f"{where}: a frame at byte {at} runs past the end")
                     continue
-                elif action == "pop" and marks and marks[-1] == len(stack):
+                if action == "pop" and marks and marks[-1] == len(stack):
                     marks.pop()  # POP right after MARK drops the mark
                     continue
-                elif action == "dup":
+                if action == "dup":
                     stack.append(stack[-1])
                     continue
-                elif action == "int":
-                    stack.append(_Item(hash_safe=_int_arg(op.name, arg, where, at).bit_length() <= 60))
+                if action == "int":
+                    arg = data[at + 1 + (n if read == _SIZED else 0) : pos]
+                    stack.append(_Item(hash_safe=_int_arg(name, arg, where, at).bit_length() <= 60))
                     continue
-                elif action == "not read":
-                    raise Refused(f"{where}: pickle opcode {op.name} at byte {at} is not read")
-            if not op.fixed and not op.marked:
-                if op.pushes:
-                    stack.append(_Item(hash_safe=op.hash_safe))
+                if action == "not read":
+                    raise Refused(f"{where}: pickle opcode {name} at byte {at} is not read")
+            if not fixed and not marked:
+                if pushes:
+                    stack.append(_Item())  # an empty list, dict or set, grown later
                 continue
             above: list[_Item] = []
-            if op.marked:
+            if marked:
                 mark = marks.pop()
                 above = stack[mark:]
                 del stack[mark:]
-            if len(stack) < op.fixed:
-                raise Refused(f"{where}: opcode {op.name} at byte {at} finds too few values")
-            below = stack[len(stack) - op.fixed :]
-            del stack[len(stack) - op.fixed :]
-            if op.keys:
-                odd_keys += sum(not key.hash_safe for key in op.keys(below, above))
+            if len(stack) < fixed:
+                raise Refused(f"{where}: opcode {name} at byte {at} finds too few values")
+            below = stack[len(stack) - fixed :]
+            del stack[len(stack) - fixed :]
+            if keys:
+                odd_keys += sum(not key.hash_safe for key in keys(below, above))
                 if odd_keys > MAX_ODD_KEYS:
                     raise Refused(
                         f"{where}: more than {MAX_ODD_KEYS:,} dict or set keys that are not str or int"
                     )
-            if not op.pushes:
+            if not pushes:
                 continue
             parts = below + above
-            if op.grows:  # the object below changes in place, as memo entries of it see
+            if grows:  # the object below changes in place, as memo entries of it see
                 item, parts = parts[0], parts[1:]
                 item.size += sum(p.size for p in parts)
                 item.nesting = max([item.nesting] + [p.nesting + 1 for p in parts])

@@ -177,6 +177,8 @@ def test_state_dicts_and_checkpoints_match_torch_load(tmp_path):
     net = models["resnet-like"]
     torch.save(net.state_dict(), tmp_path / "zip.pt")
     torch.save(net.state_dict(), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    # frames, STACK_GLOBAL and MEMOIZE: torch.load(weights_only=True) does not read these at all
+    torch.save(net.state_dict(), tmp_path / "protocol5.pt", pickle_protocol=5)
     classifier = models["example classifier"]
     optimizer = torch.optim.Adam(classifier.parameters())
     classifier(torch.zeros(2, 1, 16, 16)).sum().backward()
@@ -201,9 +203,10 @@ def test_state_dicts_and_checkpoints_match_torch_load(tmp_path):
         },
         tmp_path / "dtypes.bin",
     )
-    files = ["zip.pt", "legacy.pt", "checkpoint.pth", "dtypes.bin"]
+    files = ["zip.pt", "legacy.pt", "checkpoint.pth", "dtypes.bin", "protocol5.pt"]
     for file, entry in zip(files, describe_model_files(tmp_path, files), strict=True):
-        assert _new_state_view(entry) == _old_state_view(tmp_path / file), file
+        reference = "zip.pt" if file == "protocol5.pt" else file
+        assert _new_state_view(entry) == _old_state_view(tmp_path / reference), file
     [checkpoint_entry] = describe_model_files(tmp_path, ["checkpoint.pth"])
     assert checkpoint_entry["layers"][0]["name"] == "model.features.0"
 

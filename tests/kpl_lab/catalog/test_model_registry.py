@@ -140,7 +140,8 @@ def test_structure_of_onnx_state_dict_torchscript_and_other_files(tmp_path):
         ("3", "Linear 144->10"),
     ]
     assert scripted["format"] == "torchscript" and scripted["parameters"] == expected
-    assert "weights_only" in pickled["error"]
+    assert pickled["error"] == "a pickled Python object: not read (it would run code)"
+    assert "torch.nn.modules.container.Sequential" in pickled["classes"]
     assert notes == {"path": "notes.txt", "size_bytes": 5, "format": "file"}
 
 

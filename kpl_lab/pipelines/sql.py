@@ -14,12 +14,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from ..errors import KPLError
-from .schema import dataset_schema
+from .schema import dataset_schema, from_record_type, record_type
 
 ROW = "__kpl_row"  # the input order of a record, added while streaming so joins keep it
 
@@ -139,11 +140,24 @@ class _Checks:
 
 
 _checks: ContextVar[_Checks | None] = ContextVar("kpl_sql_checks", default=None)
+# where the checks of the current validation run: a sandboxed worker's session (kpl_lab.sandbox)
+_remote: ContextVar[Any] = ContextVar("kpl_sql_remote", default=None)
 
 
 @contextlib.contextmanager
-def checking() -> Iterator[None]:
-    """Give the checks inside one connection of their own, closed after: nothing outlives a validation."""
+def checking(remote: Any = None) -> Iterator[None]:
+    """Give the checks inside one connection of their own, closed after: nothing outlives a validation.
+
+    `remote`: a sandboxed worker's session (`Sandbox.session`); the checks then run there, on
+    the one connection that worker keeps for the session, never in this process.
+    """
+    if remote is not None:
+        token = _remote.set(remote)
+        try:
+            yield
+        finally:
+            _remote.reset(token)
+        return
     checks = _Checks()
     token = _checks.set(checks)
     try:
@@ -152,6 +166,27 @@ def checking() -> Iterator[None]:
         _checks.reset(token)
         if checks.con is not None:
             checks.con.close()
+
+
+def in_worker(name: str, *args: Any) -> Any:
+    """Run one of the checks in a sandboxed worker, on the connection it keeps for its session (JSON answers)."""
+    if _checks.get() is None:
+        from ..sandbox import worker
+
+        worker.session().enter_context(checking())
+    if name == "describe":
+        tables, query = args
+        found = describe({table: schema_from_json(schema) for table, schema in tables.items()}, query)
+        return found if isinstance(found, str) else schema_json(found)
+    return {"check_select": check_select, "where_query": where_query}[name](*args)
+
+
+def _routed(name: str, *args: Any) -> tuple[bool, Any]:
+    """Return (True, answer) when a sandboxed session takes this check, else (False, None)."""
+    remote = _remote.get()
+    if remote is None:
+        return False, None
+    return True, remote.call(f"{__name__}:in_worker", name, *args, what="checking the pipeline's SQL")
 
 
 @contextlib.contextmanager
@@ -232,6 +267,8 @@ def _check_reads(tree: dict, tables: set[str], what: str) -> None:
 
 def check_select(query: str, tables: list[str]) -> None:
     """Refuse a query that is not one SELECT reading only these tables (by the engine's parser, not text)."""
+    if _routed("check_select", query, list(tables))[0]:
+        return
     with _checker() as con:
         tree = _parse(con, query)
     _check_reads(tree, set(tables), f"a query reads only its inputs ({', '.join(tables)})")
@@ -261,6 +298,9 @@ def where_query(where: str, table: str, value: str | None = None) -> str:
     The engine writes it from the parse tree of where (checked as one expression): the text
     a member wrote is never pasted into a query.
     """
+    routed, answer = _routed("where_query", where, table, value)
+    if routed:
+        return answer
     with _checker() as con:
         tree = _condition(con, where)
         node = tree["statements"][0]["node"]
@@ -276,6 +316,11 @@ def describe(tables: dict[str, pa.Schema], query: str) -> pa.Schema | str:
 
     The query is bound and planned, never run for rows (LIMIT 0), under the check limits.
     """
+    routed, answer = _routed(
+        "describe", {name: schema_json(schema) for name, schema in tables.items()}, query
+    )
+    if routed:
+        return answer if isinstance(answer, str) else schema_from_json(answer)
     with _checker() as con:
         cursor = con.cursor()  # its temporary tables are its own and go with it
         try:
@@ -299,6 +344,19 @@ def describe(tables: dict[str, pa.Schema], query: str) -> pa.Schema | str:
         return dataset_schema(result.schema)
     except TypeError as err:
         return str(err)
+
+
+def schema_json(schema: pa.Schema) -> dict:
+    """Return a dataset schema as JSON (its record types and nullable fields)."""
+    return {
+        "types": {f.name: record_type(f.type) for f in schema},
+        "nullable": [f.name for f in schema if f.nullable],
+    }
+
+
+def schema_from_json(data: dict) -> pa.Schema:
+    """Return the schema `schema_json` described."""
+    return from_record_type(data["types"], data["nullable"])
 
 
 _TYPES = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +76,13 @@ def _split_ref(ref: str) -> tuple[str, str | None]:
 
 
 def validate(spec: Spec, catalog: Catalog) -> Validation:
-    """Check every node and return the schemas that flow along the edges and every problem."""
-    with sql.checking():  # the engine that checks this pipeline's SQL is its own, gone after
+    """Check every node and return the schemas that flow along the edges and every problem.
+
+    The pipeline's SQL is checked by an engine of its own, gone after: in the project's sandboxed
+    worker when the catalog is the platform's (`PlatformCatalog.checks`), else in this process.
+    """
+    checks = catalog.checks() if hasattr(catalog, "checks") else contextlib.nullcontext()
+    with checks as remote, sql.checking(remote):
         return _validate(spec, catalog)
 
 
@@ -225,6 +231,10 @@ class PlatformCatalog:
     def __init__(self, platform: Any, project: str):
         self.platform = platform
         self.project = project
+
+    def checks(self) -> Any:
+        """Return the project's sandboxed worker session that checks a pipeline's SQL (a context manager)."""
+        return self.platform.sandbox.session(self.project)
 
     def dataset(self, ref: str, part: str | None) -> tuple[str, pa.Schema]:
         from kpl_dataset import KPLDatasetError, list_parts

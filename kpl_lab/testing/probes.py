@@ -64,3 +64,10 @@ def kept() -> list:
 
 
 _kept: list = []
+
+
+def sql_checks_open() -> bool:
+    """Say whether this worker still holds a validation's SQL engine."""
+    from ..pipelines import sql
+
+    return sql._checks.get() is not None

@@ -133,7 +133,10 @@ def remove_accounts(prefix: str) -> None:
             # what a failed test left running as it (a notebook the helper started, say) goes first
             subprocess.run(["pkill", "-KILL", "-u", account.pw_name], capture_output=True, check=False)
             for _ in range(50):
-                if subprocess.run(["userdel", account.pw_name], capture_output=True, check=False).returncode != 8:
+                if (
+                    subprocess.run(["userdel", account.pw_name], capture_output=True, check=False).returncode
+                    != 8
+                ):
                     break  # 8: the account still has processes, leaving
                 time.sleep(0.1)
     for group in grp.getgrall():

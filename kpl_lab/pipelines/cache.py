@@ -55,8 +55,9 @@ def intact(folder: Path, part: str = "root") -> bool:
 class Cache:
     """Folders of node results under the storage root: KEY/PORT (a dataset) and KEY/node.json."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, staging: Path | None = None):
         self.root = root
+        self.staging_root = staging or root / ".staging"
 
     def folder(self, node_key: str) -> Path:
         return self.root / node_key
@@ -77,9 +78,10 @@ class Cache:
 
     def staging(self, node_key: str) -> Path:
         """Return an empty folder to write a node's result into before it is published."""
-        tmp = self.root / ".staging" / f"{node_key}-{os.getpid()}-{id(self)}"
+        tmp = self.staging_root / f"{node_key}-{os.getpid()}-{id(self)}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         return tmp
 
     def publish(self, node_key: str, staged: Path, result: dict[str, Any]) -> Path:

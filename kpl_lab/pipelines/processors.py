@@ -62,6 +62,7 @@ class Settings:
     temp_directory: str | None = None
     threads: int = 0  # 0: one per core
     time_limit: float = 0  # seconds a node's query may run (0: no limit)
+    arrow_allocator: str = ""  # pyarrow's memory pool in the process that runs nodes ("": its default)
 
 
 class _Sink:

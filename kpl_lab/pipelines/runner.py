@@ -23,13 +23,16 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.models import utcnow
 from ..catalog.pipelines import PipelineNodeRun, PipelineRun
 from ..errors import BadRequest, Conflict, KPLError, NotFound
-from . import cache, fuse, processors
+from ..sandbox.pool import Stopped as SandboxStopped
+from . import cache, fuse
 from .format import PipelineSyntaxError, Spec, parse
 from .nodes import PORT
 from .processors import Settings, Source, Stopped
 from .validate import PlatformCatalog, Validation, validate
 
 JOB_POLL_SECONDS = 0.2
+SANDBOX_MARGIN_SECONDS = 60.0  # a unit's reading and writing beside its query's time limit
+UNLIMITED_SECONDS = 7 * 24 * 3600.0  # a unit with no query time limit: a week
 FINAL = ("succeeded", "failed", "stopped")
 BACKENDS = ("local", "ray")
 Progress = Callable[[str, str, str], None]  # (node, state, message)
@@ -73,7 +76,9 @@ class PipelineRunner(LoggingConfigurable):
         help="Seconds a node's query may run before it is interrupted and the node fails (0: no limit).",
     ).tag(config=True)
     spill_directory = Unicode(
-        "", help="Where the query engine spills (default: <storage>/pipelines/.spill)."
+        "",
+        help="Where the query engine spills (every project's sandbox account must write there); default: "
+        "beside the node's output, in the project's staging folder.",
     ).tag(config=True)
 
     backend = Unicode(
@@ -102,19 +107,20 @@ class PipelineRunner(LoggingConfigurable):
     def __init__(self, platform: Any, settings: Settings | None = None, **kwargs: Any):
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
-        if self.arrow_allocator:
-            import pyarrow as pa
-
-            pa.set_memory_pool(getattr(pa, f"{self.arrow_allocator}_memory_pool")())
-        spill = self.spill_directory or str(platform.storage.root / "pipelines" / ".spill")
         self.settings = settings or Settings(
-            self.memory_limit or None, spill, self.threads, self.query_time_limit
+            self.memory_limit or None,
+            self.spill_directory or None,
+            self.threads,
+            self.query_time_limit,
+            self.arrow_allocator,
         )
 
     # history
 
     def _cache(self, project: str) -> cache.Cache:
-        return cache.Cache(self.platform.storage.root / "pipelines" / project / "cache")
+        """Return the project's node cache: in its folder, where its sandboxed workers read it."""
+        folder = self.platform.storage.project_dir(project)
+        return cache.Cache(folder / "pipelines" / "cache", folder / ".staging")
 
     def get(self, project: str, run_id: str) -> PipelineRun:
         with self.platform.session() as session:
@@ -548,9 +554,11 @@ class PipelineRunner(LoggingConfigurable):
             log(f"one query for {', '.join(unit.members)}")
         staged = store.staging(node_key)
         try:
-            rows, counts = fuse.run(checked, unit, staged, stop, log, self.settings)
+            rows, counts, content = self._sandboxed(
+                project, "unit", checked, unit, str(staged), stop=stop, log=log, what=f"node {unit.final}"
+            )
             result = {
-                "outputs": {PORT: {"rows": rows, "content": cache.content(staged / PORT)}},
+                "outputs": {PORT: {"rows": rows, "content": content}},
                 "fused": {k: counts.get(m) for m, k in keys.items()},
             }
             final = store.publish(node_key, staged, result)
@@ -629,13 +637,28 @@ class PipelineRunner(LoggingConfigurable):
                 for param, v in inputs.items()
             }
             outputs = {port: out.schema for port, out in node.outputs.items()}
-            rows = self._processors().run(
-                node.type, node.params, sources, outputs, staged, stop, log, self.settings
-            )
+            if self.backend == "ray":  # on the Ray cluster's workers (docs/pipelines.md#the-ray-backend)
+                from . import ray_backend
+
+                rows = ray_backend.run(
+                    node.type, node.params, sources, outputs, staged, stop, log, self.settings
+                )
+                written = {port: [n, cache.content(staged / port)] for port, n in rows.items()}
+            else:
+                written = self._sandboxed(
+                    project,
+                    "processor",
+                    node.type,
+                    node.params,
+                    sources,
+                    outputs,
+                    str(staged),
+                    stop=stop,
+                    log=log,
+                    what=f"node {node.id}",
+                )
             result = {
-                "outputs": {
-                    port: {"rows": n, "content": cache.content(staged / port)} for port, n in rows.items()
-                }
+                "outputs": {port: {"rows": n, "content": content} for port, (n, content) in written.items()}
             }
             final = store.publish(node_key, staged, result)
         except BaseException:
@@ -653,12 +676,31 @@ class PipelineRunner(LoggingConfigurable):
 
         return type_name not in ray_backend.ON_RAY
 
-    def _processors(self) -> Any:
-        if self.backend == "ray":
-            from . import ray_backend
+    def _sandboxed(self, project: str, work: str, *args: Any, stop, log, what: str) -> Any:
+        """Run `kpl_lab.pipelines.work:<work>` in the project's sandboxed worker, its staged folder given to it.
 
-            return ray_backend
-        return processors
+        The folder (the last positional argument) is the worker's while it writes, the platform's
+        again before it is published; a stop kills the worker.
+        """
+        sandbox, staged = self.platform.sandbox, Path(args[-1])
+        sandbox.give(project, staged)
+        limit = self.settings.time_limit
+        try:
+            answer = sandbox.call(
+                project,
+                f"kpl_lab.pipelines.work:{work}",
+                *args,
+                self.settings,
+                stop=stop,
+                log=log,
+                what=what,
+                timeout=limit + SANDBOX_MARGIN_SECONDS if limit else UNLIMITED_SECONDS,
+            )
+        except SandboxStopped:
+            raise Stopped from None
+        finally:
+            sandbox.adopt(project, staged)
+        return answer
 
     def _cached(self, store: cache.Cache, node_key: str, hit: dict, final: Path | None = None) -> Result:
         final = final or store.folder(node_key)

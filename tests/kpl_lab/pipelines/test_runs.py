@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
 
 import pytest
 
-from kpl_lab.pipelines import fuse
 from kpl_lab.pipelines.runner import PipelineRunner
 from kpl_lab.pipelines.templates import template_text
+
+from .test_sql import stop_when_running
 
 
 def _states(run) -> dict[str, str]:
@@ -145,15 +147,15 @@ def test_a_deleted_saved_dataset_is_saved_again(lab, fruit, seg):
 
 
 def test_independent_branches_run_at_the_same_time(lab, fruit, seg, monkeypatch):
-    both = threading.Barrier(2, timeout=60)  # only passes when the two selects' queries run together
-    run_unit = fuse.run
+    both = threading.Barrier(2, timeout=60)  # only passes when the two selects' queries are sent together
+    sandboxed = PipelineRunner._sandboxed
 
-    def meet_then_run(checked, unit, *args):
-        if unit.final in ("images", "masks"):
+    def meet_then_run(self, project, work, *args, what, **kwargs):
+        if what in ("node images", "node masks"):
             both.wait()
-        return run_unit(checked, unit, *args)
+        return sandboxed(self, project, work, *args, what=what, **kwargs)
 
-    monkeypatch.setattr(fuse, "run", meet_then_run)
+    monkeypatch.setattr(PipelineRunner, "_sandboxed", meet_then_run)
     run = PipelineRunner(lab).run("p", _keep(seg, "images", "masks"))
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
     nodes = {n.node: n for n in run.nodes}
@@ -177,28 +179,23 @@ def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
     assert set(_states(fresh).values()) == {"succeeded"}
 
 
-def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit, seg, monkeypatch):
+def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit):
+    fruit.add("plain", [{"path": f"{i}.jpg", "contentType": "image/jpeg", "content": b"x"} for i in range(3)])
+    slow = "SELECT sum(hash(r1.range + r2.range)) AS n FROM a, range(1000000000) r1, range(1000000000) r2"
+    text = (
+        "version: 1\nname: slow\nnodes:\n  raw: {type: dataset, dataset: plain}\n"
+        f"  pick: {{type: sql, inputs: {{a: raw}}, query: {json.dumps(slow)}}}\n"
+        "  save: {type: save_dataset, input: pick, name: counted}\n"
+    )
     runner = PipelineRunner(lab)
-    started = threading.Event()
-    run_unit = fuse.run
-
-    def slow_run(checked, unit, out_dir, stop, *args):
-        started.set()
-        while not stop.wait(0.05):
-            pass
-        return run_unit(checked, unit, out_dir, stop, *args)
-
-    monkeypatch.setattr(fuse, "run", slow_run)
-    run_id = runner.create("p", seg)
-    stopper = threading.Thread(target=lambda: (started.wait(60), runner.stop("p", run_id)))
-    stopper.start()
+    run_id = runner.create("p", text)
+    stopped: list[float] = []
+    stopper = stop_when_running(runner, run_id, "pick", stopped)
     run = runner.execute("p", run_id)
     stopper.join()
     assert run.state == "stopped"
-    states = _states(run)
-    assert states["renamed"] == "stopped"
-    assert states["joined"] == states["save"] == "stopped"
-    assert not list((lab.storage.root / "pipelines" / "p" / "cache" / ".staging").iterdir())
+    assert _states(run) == {"raw": "succeeded", "pick": "stopped", "save": "stopped"}
+    assert not list((lab.storage.project_dir("p") / ".staging").iterdir())
 
 
 def test_history_lists_runs_newest_first(lab, fruit, seg):
@@ -223,10 +220,10 @@ def test_runner_settings_come_from_the_platform_config_and_spills_are_removed(la
     runner = PipelineRunner(lab)
     assert (runner.workers, runner.settings.memory_limit) == (1, "64MB")
     assert (runner.settings.threads, runner.settings.time_limit) == (2, 600)
-    assert runner.settings.temp_directory == str(lab.storage.root / "pipelines" / ".spill")
+    assert runner.settings.temp_directory is None  # each query spills beside its output, removed after
     run = runner.run("p", seg)
     assert run.state == "succeeded"
-    assert list((lab.storage.root / "pipelines" / ".spill").iterdir()) == []
+    assert list((lab.storage.project_dir("p") / "pipelines" / "cache").rglob("node-*")) == []
 
 
 def test_a_run_whose_process_ended_is_marked_failed(lab, fruit, seg):

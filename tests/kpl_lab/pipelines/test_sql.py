@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 
 import duckdb
 import pytest
@@ -188,21 +190,38 @@ def test_a_query_past_its_time_limit_fails_its_node_saying_so(lab, plain):
     assert node.state == "failed" and node.log.endswith("node pick: the query ran past its time limit of 1 s")
 
 
-def test_a_stop_interrupts_a_running_query(lab, plain, monkeypatch):
+def stop_when_running(runner: PipelineRunner, run_id: str, node: str, stopped: list) -> threading.Thread:
+    """Return a started thread that stops the run once `node` runs (its query under way), noting when."""
+
+    def stop() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            states = {n.node: n.state for n in runner.get("p", run_id).nodes}
+            if states.get(node) == "running":
+                time.sleep(0.5)  # the worker is in the query by now
+                stopped.append(time.monotonic())
+                runner.stop("p", run_id)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    return thread
+
+
+def test_a_stop_ends_a_running_query_at_once(lab, plain):
     # the time limit only ends the test if the stop did not: the node would fail instead
     runner = PipelineRunner(lab, query_time_limit=300)
     run_id = runner.create("p", BASE + _sql(f"SELECT sum(hash(r1.range + r2.range)) AS n {ENDLESS}"))
-    watch = sql.Watchdog.__enter__
-
-    def stop_once_the_engine_is_open(self):  # so only an interrupt can end the query
-        runner.stop("p", run_id)
-        return watch(self)
-
-    monkeypatch.setattr(sql.Watchdog, "__enter__", stop_once_the_engine_is_open)
+    stopped: list[float] = []
+    stopper = stop_when_running(runner, run_id, "pick", stopped)
     run = runner.execute("p", run_id)
+    ended = time.monotonic()
+    stopper.join()
     assert run.state == "stopped"
     assert {n.node: n.state for n in run.nodes} == {"raw": "succeeded", "pick": "stopped"}
-    assert not list((lab.storage.root / "pipelines" / "p" / "cache" / ".staging").iterdir())
+    assert ended - stopped[0] < 60  # the query over 10^18 rows was stopped, not finished
+    assert not list((lab.storage.project_dir("p") / ".staging").iterdir())
 
 
 def test_a_node_engine_has_its_limits_and_they_are_locked():

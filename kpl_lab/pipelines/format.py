@@ -30,7 +30,10 @@ for _first in "tTfF":
 
 
 class _Dumper(yaml.SafeDumper):
-    """Quote the strings YAML 1.1 readers would take for booleans (on, yes, …)."""
+    """Quote the strings YAML 1.1 readers would take for booleans (on, yes, …); write no aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a value two nodes share is written twice: the reader refuses aliases
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:

@@ -9,7 +9,7 @@ import pytest
 
 from kpl_lab.errors import BadRequest
 from kpl_lab.pipelines import parse
-from kpl_lab.pipelines.format import PipelineSyntaxError, load_yaml
+from kpl_lab.pipelines.format import PipelineSyntaxError, Spec, load_yaml
 from kpl_lab.pipelines.runner import PipelineRunner
 
 from ..test_documents import LAUGHS
@@ -61,3 +61,14 @@ def test_a_run_of_billion_laughs_is_refused_as_a_bad_request(lab):
         PipelineRunner(lab).create("p", PIPELINE)
     assert refused.value.status == 400 and refused.value.field == "text"
     assert "line 12: anchor &a" in refused.value.message
+
+
+def test_a_value_two_nodes_share_is_written_out_twice_not_aliased():
+    fields = ["path", "content"]
+    shared = {
+        "a": {"type": "dataset", "dataset": "fruit", "fields": fields},
+        "b": {"type": "dataset", "dataset": "fruit", "fields": fields},
+    }
+    text = Spec("shared", shared).to_yaml()
+    assert "&" not in text and "*" not in text
+    assert parse(text).nodes == shared

@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
+from ..documents import load_yaml, node_value
 from .errors import ParameterError, Problem
-from .spec import compose_yaml, node_line, node_value, shown
+from .spec import compose_yaml, node_line, shown
 
 PARAMETER_FILE = "parameter.yml"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -273,7 +274,7 @@ def _set(
             node_target[parts[-1]] = raw
             return
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
             problems.append(Problem(path, f"{_expected(default)}, got {shown(raw)}"))
             return

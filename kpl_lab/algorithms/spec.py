@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from .. import documents
+from ..documents import node_value
 from .errors import AlgorithmError, Problem
 
 ENVIRONMENT_FILE = "environment.yml"
@@ -137,20 +139,25 @@ def parse_environment(text: str | bytes, file: str = ENVIRONMENT_FILE) -> Enviro
 def compose_yaml(
     text: str | bytes, file: str, error: type[AlgorithmError] = AlgorithmError
 ) -> yaml.Node | None:
-    """Compose YAML into nodes (which keep line numbers); raise AlgorithmError on a syntax error."""
+    """Compose YAML into nodes (which keep line numbers); raise AlgorithmError on a syntax error or a limit.
+
+    Bounded as every user document is (kpl_lab.documents): no anchors or aliases, nesting and size capped.
+    """
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise error(Problem("", f"not UTF-8 text (byte {exc.start})", file)) from exc
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return documents.compose_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = "; ".join(part for part in (exc.context, exc.problem) if part)
+        if not isinstance(exc, documents.DocumentError):
+            what = f"invalid YAML: {what}"
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
-        raise error(Problem("", f"invalid YAML: {what}", file, line, column)) from exc
+        raise error(Problem("", what, file, line, column)) from exc
     except yaml.YAMLError as exc:
         raise error(Problem("", f"invalid YAML: {exc}", file)) from exc
 
@@ -174,14 +181,6 @@ def suggestion(word: str, choices: tuple[str, ...] | list[str]) -> str:
     if close:
         return f'; did you mean "{close[0]}"?'
     return f" (expected one of: {', '.join(choices)})"
-
-
-_scalar_loader = yaml.SafeLoader("")
-
-
-def node_value(node: yaml.Node) -> Any:
-    """Construct the Python value of a node (safe types only)."""
-    return _scalar_loader.construct_object(node, deep=True)
 
 
 def node_line(node: yaml.Node) -> int:

@@ -6,7 +6,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from .base import Body, matching
 from .catalog import Name, Ref
@@ -65,21 +66,72 @@ class Comparison(Body):
 # searching
 
 
+# Optuna keeps every value as a float: integers up to 10^15 stay exact, and nothing is searched beyond.
+LARGEST = 10**15
+# the most a space lists: a categorical's choices, a float range's steps, the grid's combinations
+MAX_VALUES = 10_000
+
+
+def _bound(**more: Any) -> Any:
+    """Return a Field of a finite number within ±LARGEST."""
+    return Field(ge=-LARGEST, le=LARGEST, allow_inf_nan=False, **more)
+
+
+def _refuse(message: str, **context: Any) -> PydanticCustomError:
+    return PydanticCustomError("search_space", message, context)
+
+
+def _not_below_low(high: float, info: ValidationInfo) -> float:
+    low = info.data.get("low")
+    if low is not None and high < low:
+        raise _refuse("must not be below low ({low})", low=low)
+    return high
+
+
+def _log_needs_positive_low(log: bool, info: ValidationInfo) -> bool:
+    low = info.data.get("low")
+    if log and low is not None and low <= 0:
+        raise _refuse("a log scale needs low > 0, got {low}", low=low)
+    return log
+
+
 class FloatRange(BaseModel):
     """A float parameter drawn from [low, high], on a log scale or in steps."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["float"]
-    low: float
-    high: float
-    log: bool = False
-    step: float | None = Field(default=None, gt=0)
+    low: float = _bound()
+    high: float = _bound(description="at least low")
+    log: bool = Field(default=False, description="a log scale (needs low > 0, takes no step)")
+    step: float | None = Field(
+        default=None,
+        gt=0,
+        le=LARGEST,
+        allow_inf_nan=False,
+        description=f"(high - low) / step is at most {MAX_VALUES:,}",
+    )
 
-    @model_validator(mode="after")
-    def _check(self) -> FloatRange:
-        _check_range(self.low, self.high, self.log, self.step)
-        return self
+    _high = field_validator("high")(_not_below_low)
+    _log = field_validator("log")(_log_needs_positive_low)
+
+    @field_validator("step")
+    @classmethod
+    def _step(cls, step: float | None, info: ValidationInfo) -> float | None:
+        low, high = info.data.get("low"), info.data.get("high")
+        if step is None or low is None or high is None:
+            return step
+        if info.data.get("log"):
+            raise _refuse("a log scale takes no step")
+        if (high - low) / step > MAX_VALUES * (1 + 1e-9):  # 1 / 1e-4 is 10000.000000000002
+            raise _refuse(
+                "cuts [{low}, {high}] into more than {most} steps: take a step of at least {least}",
+                low=low,
+                high=high,
+                most=f"{MAX_VALUES:,}",
+                least=f"{(high - low) / MAX_VALUES:.6g}",
+            )
+        return step
 
 
 class IntRange(BaseModel):
@@ -88,15 +140,20 @@ class IntRange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["int"]
-    low: int
-    high: int
-    log: bool = False
-    step: int = Field(default=1, gt=0)
+    low: int = _bound()
+    high: int = _bound(description="at least low")
+    log: bool = Field(default=False, description="a log scale (needs low > 0, takes no step)")
+    step: int = Field(default=1, gt=0, le=LARGEST)
 
-    @model_validator(mode="after")
-    def _check(self) -> IntRange:
-        _check_range(self.low, self.high, self.log, self.step if self.step != 1 else None)
-        return self
+    _high = field_validator("high")(_not_below_low)
+    _log = field_validator("log")(_log_needs_positive_low)
+
+    @field_validator("step")
+    @classmethod
+    def _step(cls, step: int, info: ValidationInfo) -> int:
+        if step != 1 and info.data.get("log"):
+            raise _refuse("a log scale takes no step")
+        return step
 
 
 class Categorical(BaseModel):
@@ -105,16 +162,18 @@ class Categorical(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["categorical"]
-    choices: list[str | int | float | bool | None] = Field(min_length=1)
+    choices: list[str | int | float | bool | None] = Field(
+        min_length=1, max_length=MAX_VALUES, description="numbers among them finite, within ±10^15"
+    )
 
-
-def _check_range(low: float, high: float, log: bool, step: float | None) -> None:
-    if low > high:
-        raise ValueError(f"low ({low}) must not be above high ({high})")
-    if log and low <= 0:
-        raise ValueError(f"a log scale needs low > 0, got {low}")
-    if log and step is not None:
-        raise ValueError("a log scale takes no step")
+    @field_validator("choices")
+    @classmethod
+    def _numbers(cls, choices: list) -> list:
+        for index, choice in enumerate(choices):
+            number = isinstance(choice, (int, float)) and not isinstance(choice, bool)
+            if number and not -LARGEST <= choice <= LARGEST:  # NaN compares false too
+                raise _refuse("choice {index} is not a finite number within ±10^15", index=index)
+        return choices
 
 
 Distribution = Annotated[FloatRange | IntRange | Categorical, Field(discriminator="type")]
@@ -160,7 +219,7 @@ class Sampler(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: SamplerName = SamplerName.tpe
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1, description="numpy's seeds are 32-bit")
 
 
 class PrunerName(str, Enum):

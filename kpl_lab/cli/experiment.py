@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from ..api.experiments import Direction, Experiment, ExperimentRequest, PrunerName, SamplerName
+from ..documents import load_yaml
 from ..errors import BadRequest, validation_error
 from ..text import emit_json, format_number, human_duration, human_time, render_fields, render_table
 from .job import _inputs
+
+
+def read_yaml(text: str, what: str, field: str) -> Any:
+    """Return a YAML value the user typed or named, read within bounds; refuse it naming `what`."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise BadRequest(f"{what}: {getattr(error, 'problem', None) or error}{where}", field=field) from None
 
 
 def parse_space(text: str) -> tuple[str, dict]:
@@ -24,7 +36,8 @@ def parse_space(text: str) -> tuple[str, dict]:
             field=f"space.{name or '?'}",
         )
     if kind == "categorical":
-        return name, {"type": kind, "choices": [yaml.safe_load(choice) for choice in rest.split(",")]}
+        choices = [read_yaml(choice, f"--space {text!r}", f"space.{name}") for choice in rest.split(",")]
+        return name, {"type": kind, "choices": choices}
     low, _, tail = rest.partition(":")
     high, _, option = tail.partition(":")
     number = int if kind == "int" else float  # YAML reads 1e-4 as text
@@ -44,7 +57,11 @@ def parse_space(text: str) -> tuple[str, dict]:
 def _request(args) -> ExperimentRequest:
     from pydantic import ValidationError
 
-    body = yaml.safe_load(Path(args.file).read_text()) if args.file else {}
+    body = read_yaml(Path(args.file).read_text(), args.file, "file") if args.file else {}
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadRequest(f"{args.file}: expected a mapping of the request's fields", field="file")
     body["name"] = args.name
     if args.algorithm:
         body["algorithm"] = args.algorithm
@@ -56,7 +73,7 @@ def _request(args) -> ExperimentRequest:
         key, sep, value = text.partition("=")
         if not sep:
             raise BadRequest(f"--param {text!r}: expected NAME=VALUE", field="parameters")
-        body.setdefault("parameters", {})[key] = yaml.safe_load(value)
+        body.setdefault("parameters", {})[key] = read_yaml(value, f"--param {text!r}", f"parameters.{key}")
     for text in args.space:
         key, entry = parse_space(text)
         body.setdefault("space", {})[key] = entry

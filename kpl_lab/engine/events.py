@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, insert, select
 
 from ..catalog.jobs import Job, Metric
+from ..documents import load_json
 from ..errors import BadRequest, Conflict, Forbidden, NotFound
 from . import envelope
 from .records import JobRecords
@@ -93,7 +94,7 @@ class EventIngest:
         )
         for line in lines:
             try:
-                event = json.loads(line, parse_constant=_not_json)
+                event = load_json(line, parse_constant=_not_json)  # a job's line nests 64 levels at most
                 kind, moment = event["type"], float(event.get("time") or time.time())
             except (ValueError, KeyError, TypeError):
                 invalid += 1

@@ -26,8 +26,8 @@ from sqlalchemy import or_, select, update
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
+from ..api.experiments import MAX_VALUES, ExperimentRequest, Plot, PlotKind, Trial
 from ..api.experiments import Experiment as ExperimentModel
-from ..api.experiments import ExperimentRequest, Plot, PlotKind, Trial
 from ..api.jobs import JobRequest
 from ..catalog.experiments import Experiment, ExperimentTrial
 from ..catalog.jobs import Job, Metric
@@ -60,6 +60,17 @@ def distribution(spec: dict) -> optuna.distributions.BaseDistribution:
     return distributions.FloatDistribution(spec["low"], spec["high"], log=spec["log"], step=spec.get("step"))
 
 
+def grid_size(spec: dict) -> int | None:
+    """Return how many values a space entry gives the grid sampler, without listing them (None: continuous)."""
+    if spec["type"] == "categorical":
+        return len(spec["choices"])
+    if spec["type"] == "int" and not spec["log"]:
+        return len(range(spec["low"], spec["high"] + 1, spec["step"]))
+    if spec["type"] == "float" and spec.get("step"):
+        return int(round((spec["high"] - spec["low"]) / spec["step"])) + 1
+    return None
+
+
 def grid_values(spec: dict) -> list | None:
     """Return every value of a space entry for the grid sampler (None for a continuous range)."""
     if spec["type"] == "categorical":
@@ -67,9 +78,33 @@ def grid_values(spec: dict) -> list | None:
     if spec["type"] == "int" and not spec["log"]:
         return list(range(spec["low"], spec["high"] + 1, spec["step"]))
     if spec["type"] == "float" and spec.get("step"):
-        count = int(round((spec["high"] - spec["low"]) / spec["step"])) + 1
-        return [spec["low"] + index * spec["step"] for index in range(count)]
+        return [spec["low"] + index * spec["step"] for index in range(grid_size(spec))]
     return None
+
+
+def grid_problems(space: dict[str, dict]) -> list[tuple[str, str]]:
+    """Return what keeps a space from being a grid of at most MAX_VALUES points, counted, never listed."""
+    sizes = {key: grid_size(spec) for key, spec in space.items()}
+    problems = [
+        (f"space.{key}", "the grid sampler needs choices, an int range or a float step")
+        for key, size in sizes.items()
+        if size is None
+    ]
+    problems += [
+        (f"space.{key}", f"gives the grid {size:,} values; the grid sampler takes at most {MAX_VALUES:,}")
+        for key, size in sizes.items()
+        if size is not None and size > MAX_VALUES
+    ]
+    points = math.prod(size for size in sizes.values() if size)
+    if not problems and points > MAX_VALUES:
+        shown = " × ".join(f"{size:,} ({key})" for key, size in sizes.items())
+        problems.append(
+            (
+                "space",
+                f"the grid has {shown} = {points:,} points; the grid sampler takes at most {MAX_VALUES:,}",
+            )
+        )
+    return problems
 
 
 def series_of(figures: dict, metric: str) -> tuple[str, str] | None:
@@ -135,7 +170,7 @@ class ExperimentService(LoggingConfigurable):
 
         name, seed = experiment.sampler["name"], experiment.sampler.get("seed")
         if seed is not None and name != "grid":  # the grid sampler skips the points already tried
-            seed += asked
+            seed = (seed + asked) % 2**32  # numpy's seeds are 32-bit
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "grid":
@@ -207,10 +242,6 @@ class ExperimentService(LoggingConfigurable):
                 continue
             if key in request.parameters:
                 problems.append((f"space.{key}", "is also a fixed parameter: give it in one place"))
-            if request.sampler.name.value == "grid" and grid_values(spec.model_dump()) is None:
-                problems.append(
-                    (f"space.{key}", "the grid sampler needs choices, an int range or a float step")
-                )
             samples = spec.choices if spec.type == "categorical" else [spec.low, spec.high]
             for value in samples:
                 try:
@@ -218,6 +249,8 @@ class ExperimentService(LoggingConfigurable):
                 except ParameterError as error:
                     problems += [(f"space.{key}", message) for _, message in parameter_error(error).errors]
                     break
+        if request.sampler.name.value == "grid":
+            problems += grid_problems({key: spec.model_dump() for key, spec in request.space.items()})
         try:
             apply_overrides(version.parameters or {}, request.parameters)
         except ParameterError as error:
@@ -531,8 +564,7 @@ class ExperimentService(LoggingConfigurable):
         active = [trial for trial in experiment.trials if trial.state == ACTIVE]
         budget = experiment.budget["trials"]
         if experiment.sampler["name"] == "grid":
-            sizes = [len(grid_values(spec)) for spec in experiment.space.values()]
-            budget = min(budget, math.prod(sizes))
+            budget = min(budget, math.prod(grid_size(spec) for spec in experiment.space.values()))
         seconds = experiment.budget.get("seconds")
         out_of_time = seconds is not None and self._elapsed(experiment) >= seconds
         room = 0 if out_of_time else min(experiment.parallelism - len(active), budget - len(counted))

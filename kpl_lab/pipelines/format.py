@@ -9,12 +9,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .. import documents
+
 SUFFIX = ".kpl-pipeline.yaml"
 NODE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: `on:` (a join's key) stays the string "on", as do yes/no/off."""
+class _Loader(documents.SafeLoader):
+    """YAML 1.2 booleans: `on:` (a join's key) stays the string "on", as do yes/no/off; bounded."""
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -28,7 +30,10 @@ for _first in "tTfF":
 
 
 class _Dumper(yaml.SafeDumper):
-    """Quote the strings YAML 1.1 readers would take for booleans (on, yes, …)."""
+    """Quote the strings YAML 1.1 readers would take for booleans (on, yes, …); write no aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a value two nodes share is written twice: the reader refuses aliases
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -40,8 +45,8 @@ _Dumper.add_representer(str, _str)
 
 
 def load_yaml(text: str) -> Any:
-    """Read YAML as pipeline files are read (only true/false are booleans)."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    """Read YAML as pipeline files are read (only true/false are booleans; no aliases, bounded)."""
+    return documents.load_yaml(text, _Loader)
 
 
 class PipelineFile(BaseModel):
@@ -105,11 +110,10 @@ class PipelineSyntaxError(Exception):
         self.problems = problems
 
 
-def _lines(text: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+def _lines(root: yaml.Node | None) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
     """Return the 1-based lines of each node and each node parameter from the YAML nodes."""
     nodes: dict[str, int] = {}
     params: dict[tuple[str, str], int] = {}
-    root = yaml.compose(text, Loader=_Loader)
     if not isinstance(root, yaml.MappingNode):
         return nodes, params
     for key, value in root.value:
@@ -126,14 +130,14 @@ def _lines(text: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
 def parse(text: str) -> Spec:
     """Parse pipeline YAML; raise PipelineSyntaxError listing what makes it no pipeline."""
     try:
-        doc = load_yaml(text)
-        lines, param_lines = _lines(text)
+        root = documents.compose_yaml(text, _Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise PipelineSyntaxError(
-            [Problem(f"not valid YAML: {getattr(err, 'problem', err)}", line=line)]
-        ) from None
+        what = "" if isinstance(err, documents.DocumentError) else "not valid YAML: "
+        raise PipelineSyntaxError([Problem(f"{what}{getattr(err, 'problem', err)}", line=line)]) from None
+    doc = None if root is None else documents.node_value(root)
+    lines, param_lines = _lines(root)
     if not isinstance(doc, dict):
         raise PipelineSyntaxError([Problem("a pipeline file is a mapping with version, name and nodes")])
     try:

@@ -23,6 +23,7 @@ from tornado.ioloop import IOLoop
 
 from ..api.errors import Error
 from ..catalog.storage import check_name
+from ..documents import DocumentError, load_json
 from ..errors import BadRequest, Forbidden, KPLError, validation_error
 
 if TYPE_CHECKING:
@@ -99,11 +100,13 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         return value
 
     def json_body(self) -> Any:
-        """Return the request body parsed as JSON (an empty body is None)."""
+        """Return the request body parsed as JSON (an empty body is None), nesting bounded."""
         if not self.request.body:
             return None
         try:
-            return json.loads(self.request.body)
+            return load_json(self.request.body)
+        except DocumentError as error:
+            raise BadRequest(f"the request body: {error}", field="body") from None
         except (ValueError, UnicodeDecodeError) as error:
             raise BadRequest(f"the request body is not valid JSON: {error}", field="body") from None
 

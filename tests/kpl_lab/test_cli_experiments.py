@@ -12,6 +12,8 @@ from kpl_lab.cli import main
 from kpl_lab.cli.experiment import parse_space
 from kpl_lab.errors import BadRequest
 
+from .test_documents import LAUGHS
+
 CURVE = """\
 import os, time
 import kpl_helper as kh
@@ -60,6 +62,23 @@ def test_parse_space():
     )
     with pytest.raises(BadRequest, match="expected NAME=float"):
         parse_space("lr=0.1")
+
+
+def test_yaml_the_user_gives_is_read_within_bounds(run, tmp_path):
+    with pytest.raises(BadRequest, match=r"alias \*x: anchors and aliases are not accepted") as refused:
+        parse_space("opt=categorical:adam,*x")
+    assert refused.value.field == "space.opt"
+    request = tmp_path / "laughs.yml"
+    request.write_text(LAUGHS)
+    search = ("--space", "quality=float:0:1", "--objective", "score/accuracy")
+    status, _, err = run("experiment", "create", "laughs", "curve", "--file", str(request), *search)
+    assert status == 2
+    assert (
+        f"{request}: anchor &a: anchors and aliases are not accepted; write the value out (line 1, column 4)"
+        in err
+    )
+    status, _, err = run("experiment", "create", "deep", "curve", "--param", "steps=" + "[" * 2048, *search)
+    assert status == 2 and "lists and mappings nest deeper than 64 levels (line 1, column 65)" in err
 
 
 def test_experiment_create_follow_show_list_compare(run):

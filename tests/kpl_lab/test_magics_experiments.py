@@ -9,6 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
+from kpl_lab.errors import BadRequest
 from kpl_lab.experiment import Experiment
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -90,3 +91,37 @@ def test_experiment_run_from_python(shell, kpl_server):
     assert 0.001 <= done["best_params"]["lr"] <= 0.1
     figure = experiment.plot("history")
     assert figure.layout.title.text == "Optimization History Plot"
+
+
+def test_an_unbounded_space_is_refused_from_python_naming_the_field(kpl_server, kpl_data):
+    def start(name: str, space: dict, sampler: str = "grid", seed: int | None = None) -> BadRequest:
+        experiment = Experiment(
+            name,
+            "toy",
+            space=space,
+            objective="training/loss",
+            sampler=sampler,
+            seed=seed,
+            client=kpl_server.client(),
+        )
+        with pytest.raises(BadRequest) as refused:
+            experiment.start()
+        return refused.value
+
+    three_million = {
+        "steps": {"type": "int", "low": 1, "high": 2000},
+        "lr": {"type": "float", "low": 0, "high": 1, "step": 1 / 1499},
+    }
+    refused = start("grid-3m", three_million)
+    assert (refused.field, refused.message) == (
+        "space",
+        "space: the grid has 2,000 (steps) × 1,500 (lr) = 3,000,000 points; the grid sampler takes at most 10,000",
+    )
+    refused = start("tiny-step", {"lr": {"type": "float", "low": 0, "high": 1, "step": 1e-308}}, "tpe")
+    assert refused.field == "space.lr.float.step" and "more than 10,000 steps" in refused.message
+    refused = start("far", {"steps": {"type": "int", "low": 1, "high": 10**13}})
+    assert refused.field == "space.steps" and "gives the grid 10,000,000,000,000 values" in refused.message
+    refused = start("seeded", {"lr": {"type": "float", "low": 0, "high": 1}}, "tpe", seed=-1)
+    assert refused.field == "sampler.seed"
+    names = {experiment["name"] for experiment in kpl_server.client().experiments()}
+    assert not names & {"grid-3m", "tiny-step", "far", "seeded"}

@@ -1119,6 +1119,7 @@ export interface components {
              * @enum {string}
              */
             type: "categorical";
+            /** @description numbers among them finite, within ±10^15 */
             choices: (string | number | boolean | null)[];
         };
         /**
@@ -1607,10 +1608,17 @@ export interface components {
              */
             type: "float";
             low: number;
+            /** @description at least low */
             high: number;
-            /** @default false */
+            /**
+             * @description a log scale (needs low > 0, takes no step)
+             * @default false
+             */
             log?: boolean;
-            /** @default null */
+            /**
+             * @description (high - low) / step is at most 10,000
+             * @default null
+             */
             step?: number | null;
         };
         /**
@@ -1688,8 +1696,12 @@ export interface components {
              */
             type: "int";
             low: number;
+            /** @description at least low */
             high: number;
-            /** @default false */
+            /**
+             * @description a log scale (needs low > 0, takes no step)
+             * @default false
+             */
             log?: boolean;
             /** @default 1 */
             step?: number;
@@ -2430,7 +2442,10 @@ export interface components {
         Sampler: {
             /** @default tpe */
             name?: components["schemas"]["SamplerName"];
-            /** @default null */
+            /**
+             * @description numpy's seeds are 32-bit
+             * @default null
+             */
             seed?: number | null;
         };
         /**

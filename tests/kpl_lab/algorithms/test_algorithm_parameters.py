@@ -129,6 +129,16 @@ def test_invalid_yaml_override(parameters):
         parameters.apply(["sizes=[1, 2"])
 
 
+def test_unbounded_yaml_overrides_are_bad_values(parameters):
+    with pytest.raises(ParameterError) as info:
+        parameters.apply(["lr=2024-13-01", "batch_size=*x", "sizes=" + "[" * 2048])
+    assert messages(info) == [
+        'lr: expected a number, got "2024-13-01"',
+        'batch_size: expected an integer, got "*x"',
+        f"sizes: expected a list of integers (YAML, e.g. [32, 64]), got {json.dumps('[' * 2048)}",
+    ]
+
+
 def test_parse_errors_have_lines():
     with pytest.raises(ParameterError) as info:
         parse_parameters("a: 1\na: 2\n3: x\n", file="parameter.yml")
@@ -140,6 +150,23 @@ def test_parse_errors_have_lines():
         parse_parameters("- 1\n")
     with pytest.raises(ParameterError, match=r"invalid YAML: .*\(parameter.yml:2:1\)"):
         parse_parameters("a: [\n")
+
+
+def test_unbounded_yaml_is_refused_with_its_place():
+    laughs = "a: &a [lol, lol, lol]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n"
+    with pytest.raises(ParameterError) as info:
+        parse_parameters(laughs, file="parameter.yml")
+    assert messages(info) == [
+        "anchor &a: anchors and aliases are not accepted; write the value out (parameter.yml:1:4)"
+    ]
+    with pytest.raises(ParameterError) as info:
+        parse_parameters("a: 1\nlists: " + "[" * 2048)
+    assert messages(info) == ["lists and mappings nest deeper than 64 levels (parameter.yml:2:71)"]
+    with pytest.raises(ParameterError) as info:
+        parse_parameters("a: 1\nwhen: 2024-13-01\n")
+    assert messages(info) == [
+        "cannot read the value '2024-13-01': month must be in 1..12 (parameter.yml:2:7)"
+    ]
 
 
 def test_empty_file_means_no_parameters():

@@ -204,6 +204,18 @@ def test_invalid_yaml_reports_line_and_column():
     assert str(problem).startswith("invalid YAML: while parsing a flow sequence")
 
 
+def test_unbounded_yaml_is_refused_with_its_position():
+    assert problems_of("train:\n  cmd: &c run\ntest:\n  cmd: *c\n") == [
+        "anchor &c: anchors and aliases are not accepted; write the value out (environment.yml:2:8)"
+    ]
+    assert problems_of("version: 1\ntrain: " + "[" * 2048) == [
+        "lists and mappings nest deeper than 64 levels (environment.yml:2:71)"
+    ]
+    assert problems_of("version: 1\nimage: {from_image: x, runs: [2024-13-01]}\n") == [
+        "cannot read the value '2024-13-01': month must be in 1..12 (environment.yml:2:31)"
+    ]
+
+
 def test_tabs_are_a_yaml_error_with_position():
     with pytest.raises(AlgorithmError) as info:
         parse_environment("train:\n\tcmd: run\n")

@@ -132,6 +132,36 @@ def test_space_and_objective_are_checked_before_any_trial(lab):
     assert drive(lab, "search").state == "failed"  # the one trial pushed no f1: no trial completed
 
 
+def test_a_grid_is_counted_never_listed_before_it_is_refused(lab, monkeypatch):
+    from kpl_lab.experiments import search
+
+    def listed(spec):
+        raise AssertionError(f"the grid of {spec} was listed")
+
+    monkeypatch.setattr(search, "grid_values", listed)
+    lab = lab()
+    curve(lab)
+    space = {
+        "steps": {"type": "int", "low": 1, "high": 3_000_000},  # alone past the 10,000 a grid takes
+        "quality": {"type": "float", "low": 0, "high": 1, "step": 0.001},
+    }
+    with pytest.raises(BadRequest) as refused:
+        lab.platform.experiments.create("p", request(space=space, sampler={"name": "grid"}))
+    assert refused.value.errors == [
+        ("space.steps", "gives the grid 3,000,000 values; the grid sampler takes at most 10,000")
+    ]
+    space["steps"]["high"] = 1000
+    with pytest.raises(BadRequest) as refused:
+        lab.platform.experiments.create("p", request(space=space, sampler={"name": "grid"}))
+    assert refused.value.errors == [
+        (
+            "space",
+            "the grid has 1,000 (steps) × 1,001 (quality) = 1,001,000 points; the grid sampler takes at most 10,000",
+        )
+    ]
+    assert lab.jobs.list("p") == []
+
+
 def test_pruning_stops_trials_on_their_curve(lab):
     lab = lab()
     curve(lab)

@@ -445,6 +445,8 @@ lines = [
     '{"type": "metric", "title": "loss", "x": NaN, "values": {"train": 1.0}}',
     '{"type": "metric", "title": "loss", "x": 1, "values": {"train": Infinity}}',
     '{"type": "result", "accuracy": NaN}',
+    '{"type": "result", "deep": ' + "[" * 5000 + "]" * 5000 + "}",  # a RecursionError to json
+    '{"type": "result", "deep": ' + "[" * 64 + "]" * 64 + "}",  # 65 levels: past the cap
     json.dumps({"type": "metric", "title": "t" * 300, "x": 0, "values": {"s" * 300: 2.0}}),
     '{"type": "metric", "title": "loss", "x": 2, "values": {"train": 0.5}}',
     '{"type": "done"}',
@@ -459,8 +461,9 @@ def test_events_any_database_can_store(lab):
     lab.algorithm("raw", "python raw.py", {"raw.py": RAW_EVENTS})
     job = lab.wait(lab.jobs.submit(JobRequest(project="p", algorithm="raw")).id)
     assert job.state == "succeeded", job.reason
-    # JSON has no NaN or infinity (PostgreSQL refuses them): such events are invalid
-    assert job.events_invalid == 3
+    # JSON has no NaN or infinity (PostgreSQL refuses them), nor more than 64 levels: such events are invalid
+    assert job.events_invalid == 5
+    assert job.results == []
     metrics = lab.jobs.metrics("p", job.id)
     assert metrics["loss"]["train"] == [(2.0, 0.5)]
     assert metrics["t" * 200]["s" * 200] == [(0.0, 2.0)]  # names are cut to the columns' 200 characters

@@ -7,7 +7,6 @@ so a deleted version never leaves its shared readers, thumbnails or stats behind
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
     from .service import Catalog
 
 FORMATS = ("import", "imagefolder", "voc", "coco", "labelme")
+IMPORT_SECONDS = 3600.0  # importing the largest upload (16 GiB) in a sandboxed worker
+THUMBNAIL_SECONDS = 30.0  # a thumbnail of the largest image Pillow opens takes a few seconds
 # The usual splits in the order people read them; other parts follow by name.
 SPLITS = ("root", "train", "training", "val", "valid", "validation", "dev", "test", "testing")
 
@@ -64,31 +65,56 @@ def import_archive(
     description: str = "",
     shown_as: str | None = None,
 ) -> DatasetVersion:
-    """Import an archive with the hostile-safe importers and register it; nothing is left on failure."""
-    from kpl_dataset import KPLDatasetError, importers
+    """Import an archive with the hostile-safe importers, in the project's sandbox, and register it.
 
+    Nothing is left on failure.
+    """
     check_name(name)
     check_import(form, part, split)
     archive = Path(archive)
-    with tempfile.TemporaryDirectory(prefix="import-", dir=archive.parent) as tmp:
-        dest = Path(tmp) / "dataset"
+    sandbox = catalog.platform.sandbox
+    with catalog.storage.staging(project) as tmp:
+        staged = tmp / "archive" / archive.name
+        catalog.stage(archive, staged)
+        sandbox.give(project, tmp)
         try:
-            if form == "imagefolder":
-                split_of = importers.parse_split(split) if split else None
-                importers.import_imagefolder(archive, dest, part, split=split_of)
-            else:
-                importer = {
-                    "import": importers.import_raw,
-                    "voc": importers.import_voc,
-                    "coco": importers.import_coco,
-                    "labelme": importers.import_labelme,
-                }[form]
-                importer(archive, dest, part)
-        except KPLDatasetError as error:
-            raise BadRequest(
-                str(error).replace(str(archive), shown_as or archive.name), field="body"
-            ) from None
-        return catalog.add_dataset(project, name, dest, description)
+            sandbox.call(
+                project,
+                "kpl_lab.catalog.datasets:import_in_worker",
+                str(staged),
+                str(tmp / "dataset"),
+                form,
+                part,
+                split,
+                shown_as or archive.name,
+                what=f"the import of {shown_as or archive.name}",
+                timeout=IMPORT_SECONDS,
+            )
+        finally:
+            sandbox.adopt(project, tmp)
+        return catalog.add_dataset(project, name, tmp / "dataset", description)
+
+
+def import_in_worker(
+    archive: str, dest: str, form: str, part: str | None, split: str | None, shown_as: str
+) -> None:
+    """Import an archive into the dataset folder `dest` (in a sandboxed worker); refuse what is wrong in it."""
+    from kpl_dataset import KPLDatasetError, importers
+
+    try:
+        if form == "imagefolder":
+            split_of = importers.parse_split(split) if split else None
+            importers.import_imagefolder(archive, dest, part, split=split_of)
+        else:
+            importer = {
+                "import": importers.import_raw,
+                "voc": importers.import_voc,
+                "coco": importers.import_coco,
+                "labelme": importers.import_labelme,
+            }[form]
+            importer(archive, dest, part)
+    except KPLDatasetError as error:
+        raise BadRequest(str(error).replace(archive, shown_as), field="body") from None
 
 
 def open_view(catalog: Catalog, project: str, name: str, version: str) -> tuple[DatasetVersion, DatasetView]:
@@ -98,7 +124,22 @@ def open_view(catalog: Catalog, project: str, name: str, version: str) -> tuple[
     check_name(name)
     check_name(version, "version")
     row = catalog.get_dataset(project, f"{name}:{version}")
-    view = DatasetView(catalog.path(row), cache_dir(catalog.storage, project, name, row.version), row.ref)
+
+    def draw(data: bytes, size: int, shown_as: str) -> bytes:
+        """Decode the image and draw its thumbnail in the project's sandbox."""
+        return catalog.platform.sandbox.call(
+            project,
+            "kpl_lab.catalog.datasets_view:thumbnail_png",
+            data,
+            size,
+            shown_as,
+            what=f"a thumbnail of dataset {row.ref}",
+            timeout=THUMBNAIL_SECONDS,
+        )
+
+    view = DatasetView(
+        catalog.path(row), cache_dir(catalog.storage, project, name, row.version), row.ref, draw
+    )
     return row, view
 
 

@@ -128,13 +128,34 @@ def parse_field_path(text: str) -> list[str | int]:
     return parts
 
 
+def thumbnail_png(data: bytes, size: int, shown_as: str) -> bytes:
+    """Return a PNG of an image at most `size` pixels on its longer side (decoded in a sandboxed worker)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                image.draft("RGB", (size, size))  # JPEG: decode at a reduced scale
+                image.thumbnail((size, size))
+                if image.mode not in _PLAIN_MODES:
+                    image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
+                out = io.BytesIO()
+                image.save(out, format="PNG")
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombWarning) as error:
+        raise BadRequest(f"{shown_as}: cannot read the image ({error})", field="thumbnail") from None
+    return out.getvalue()
+
+
 class DatasetView:
     """Read one stored dataset version a page, a field, a thumbnail or a summary at a time."""
 
-    def __init__(self, folder: Path, cache_dir: Path, ref: str = "") -> None:
+    def __init__(self, folder: Path, cache_dir: Path, ref: str = "", draw: Callable | None = None) -> None:
         self.folder = Path(folder)
         self.cache_dir = Path(cache_dir)
         self.ref = ref
+        # draw(image bytes, size, shown as) -> PNG: in the project's sandbox (catalog.datasets.open_view)
+        self.draw = draw or thumbnail_png
 
     def parts(self) -> list[str]:
         """Return the part names in reading order (root, train, validation, test, the others)."""
@@ -235,8 +256,6 @@ class DatasetView:
 
     def thumbnail(self, part: str | None, index: int, path_text: str, size: int) -> bytes:
         """Return a PNG of an image field at most `size` pixels on its longer side (cached)."""
-        from PIL import Image, UnidentifiedImageError
-
         if not THUMBNAIL_MIN <= size <= THUMBNAIL_MAX:
             raise BadRequest(
                 f"thumbnail: must be between {THUMBNAIL_MIN} and {THUMBNAIL_MAX} pixels, got {size}",
@@ -253,21 +272,7 @@ class DatasetView:
                 f"field {path_text!r} of record {index} is not an image ({kind or 'not bytes'})",
                 field="thumbnail",
             )
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(io.BytesIO(data)) as image:
-                    image.draft("RGB", (size, size))  # JPEG: decode at a reduced scale
-                    image.thumbnail((size, size))
-                    if image.mode not in _PLAIN_MODES:
-                        image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
-                    out = io.BytesIO()
-                    image.save(out, format="PNG")
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombWarning) as error:
-            raise BadRequest(
-                f"field {path_text!r} of record {index}: cannot read the image ({error})", field="thumbnail"
-            ) from None
-        png = out.getvalue()
+        png = self.draw(data, size, f"field {path_text!r} of record {index}")
         _atomic_write(cached, png)
         return png
 

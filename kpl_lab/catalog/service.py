@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 ACTIVE_STATES = ("queued", "running")
 STRUCTURE_SECONDS = 60.0  # reading a model file's structure statically takes well under a second
+UNPACK_SECONDS = 3600.0  # unpacking or importing the largest upload (16 GiB) in a sandboxed worker
 INPUT_KINDS = ("dataset", "model")
 
 
@@ -342,6 +345,40 @@ class Catalog:
             self, project, name, Path(archive), form, part, split, description, shown_as
         )
 
+    def unpack(self, project: str, archive: Path, tmp: Path, what: str) -> Path:
+        """Unpack an archive in the project's sandbox into `tmp/unpacked`; return the folder it holds.
+
+        `tmp` is a staging folder (`Storage.staging`): the archive goes in it (a link to it where
+        this account owns it, else a copy), the sandbox's account writes there, and what it
+        wrote is the platform's again (`Sandbox.adopt`) before it is read here.
+        """
+        staged = tmp / "archive" / archive.name
+        self.stage(archive, staged)
+        sandbox = self.platform.sandbox
+        sandbox.give(project, tmp)
+        try:
+            inner = sandbox.call(
+                project,
+                "kpl_lab.catalog.service:unpack_in_worker",
+                str(staged),
+                str(tmp / "unpacked"),
+                what=what,
+                timeout=UNPACK_SECONDS,
+            )
+        finally:
+            sandbox.adopt(project, tmp)
+        return tmp / "unpacked" / inner
+
+    @staticmethod
+    def stage(source: Path, staged: Path) -> None:
+        """Put a file into a staging folder: a hard link where this account owns it, else a copy."""
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        if source.stat().st_uid == os.geteuid():
+            with contextlib.suppress(OSError):  # another filesystem, or links refused there
+                os.link(source, staged)
+                return
+        shutil.copyfile(source, staged)
+
     def open_dataset(self, project: str, name: str, version: str) -> tuple[DatasetVersion, DatasetView]:
         """Return a dataset version and the view that reads its pages, fields, thumbnails and stats."""
         return datasets.open_view(self, project, name, version)
@@ -391,7 +428,7 @@ class Catalog:
                 if within is not None:  # her file: copied once, through no link, before it is unpacked
                     copy_hashed(src, tmp / "archive", within=within)
                     src = tmp / "archive" / src.name
-                src, within = _unpack_model_archive(src, tmp / "unpacked"), None
+                src, within = self.unpack(project, src, tmp, f"the model archive {src.name}"), None
             staged = tmp / "model"
             copy = copy_hashed(src, staged, within=within)
             if not copy.files:
@@ -458,13 +495,19 @@ class Catalog:
     ) -> AlgorithmVersion:
         """Validate an algorithm folder or archive and store it as a version (same content: same version)."""
         from ..algorithms.errors import AlgorithmError
-        from ..algorithms.package import install_algorithm, remove_version
+        from ..algorithms.package import archive_stem, install_algorithm, is_archive, remove_version
 
         if name is not None:
             check_name(name)
         versions_root = self.storage.kind_dir(project, "algorithms")
+        source = Path(path_or_archive)
         try:
-            algorithm = install_algorithm(path_or_archive, versions_root, name)
+            with self.storage.staging(project) as tmp:
+                if source.is_file() and is_archive(source):
+                    folder = self.unpack(project, source, tmp, f"the algorithm archive {source.name}")
+                    name = name or (folder.name if folder != tmp / "unpacked" else archive_stem(source))
+                    source = folder
+                algorithm = install_algorithm(source, versions_root, name)
         except AlgorithmError as exc:
             raise BadRequest(str(exc), field="path") from exc
         try:
@@ -558,19 +601,22 @@ class Catalog:
 MODEL_ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 
 
-def _unpack_model_archive(archive: Path, dest: Path) -> Path:
-    """Extract an uploaded model archive with the algorithm upload's checks; return its folder."""
+def unpack_in_worker(archive: str, dest: str) -> str:
+    """Extract an uploaded archive with the algorithm upload's checks (in a sandboxed worker); return its folder.
+
+    The folder is `dest` itself ("."), or its one top-level folder when the archive holds one.
+    """
     from ..algorithms.errors import AlgorithmError
     from ..algorithms.package import extract_archive
 
     try:
         extract_archive(archive, dest)
     except AlgorithmError as exc:
-        raise BadRequest(f"{archive.name}: {exc}", field="path") from exc
-    entries = list(dest.iterdir())
-    if len(entries) == 1 and entries[0].is_dir():  # an archive of one folder holds the model
-        return entries[0]
-    return dest
+        raise BadRequest(f"{Path(archive).name}: {exc}", field="path") from exc
+    entries = list(Path(dest).iterdir())
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
+        return entries[0].name
+    return "."
 
 
 def is_dataset_scratch(name: str) -> bool:

@@ -215,7 +215,8 @@ class FieldHandler(VersionBase):
                 return view.thumbnail(part, record, field, size_px), "image/png"
             return view.field(part, record, field)
 
-        value, kind = await self.blocking(work)
+        # a thumbnail is drawn in the project's sandbox: its wait holds no thread of the server's pool
+        value, kind = await (self.sandboxed(work) if size_px is not None else self.blocking(work))
         self.set_header("Cache-Control", "private, max-age=86400, immutable")  # versions never change
         if kind is None:
             self.finish(json.dumps(value, default=str))

@@ -196,6 +196,15 @@ class JobLimits:
             limit = self.memory_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
+    def place(self, pid: int) -> None:
+        """Put a process just started (and not yet at work) under the limits, from its parent."""
+        if self.version:
+            for path in self.paths.values():
+                _write(path / "cgroup.procs", str(pid))
+        else:
+            limit = self.memory_mb * 1024 * 1024
+            resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
+
     @contextlib.contextmanager
     def starting(self) -> Iterator[Callable[[], None] | None]:
         """Yield the `preexec_fn` that puts a child started in the block under the limits.

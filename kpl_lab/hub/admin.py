@@ -20,6 +20,7 @@ from ..catalog.storage import check_name
 from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
 from ..errors import BadRequest, Forbidden, KPLError
 from ..server_ext.base import KPLHandler
+from .directory import HubDirectory
 
 if TYPE_CHECKING:
     from .service import KPLService
@@ -53,7 +54,7 @@ def project_use(platform, projects: list[str]) -> dict[str, dict]:
 
 
 class AdminMixin:
-    """Refuse every caller who is not a hub admin."""
+    """Refuse every caller who is not a hub admin; write to the hub with the admin's own token."""
 
     def check_admin(self) -> None:
         user = self.current_user
@@ -61,6 +62,18 @@ class AdminMixin:
             raise web.HTTPError(403)
         if not getattr(user, "admin", False):
             raise Forbidden("the admin page is for hub admins")
+
+    def as_caller(self) -> HubDirectory:
+        """Return the hub directory with the caller's own token: the hub checks each change is hers to make.
+
+        The service's token only reads (users, groups, servers); creating users and projects and
+        changing members and quotas is the admin's (the OAuth token of her browser carries the
+        service's `oauth_client_allowed_scopes` she holds herself, an API token hers).
+        """
+        token = self.settings["identity_provider"].hub_auth.get_token(self)
+        if not token:
+            raise Forbidden("no hub token came with the request")
+        return HubDirectory(self.app.hub_api_url, token)
 
 
 class AdminPageHandler(AdminMixin, ExtensionHandlerMixin, JupyterHandler):
@@ -145,7 +158,7 @@ class QuotaHandler(AdminMixin, KPLHandler):
         if not isinstance(quota, dict):
             raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")
         service: KPLService = self.app
-        checked = await service.directory.set_quota(project, quota)
+        checked = await self.as_caller().set_quota(project, quota)
         await service.refresh_quotas()
         self.reply({"project": project, "quota": checked})
 
@@ -165,7 +178,7 @@ class UsersHandler(AdminMixin, KPLHandler):
         """Create the user and answer its name."""
         self.check_admin()
         name = _name(self.json_body(), "name")
-        await self.app.directory.create_user(name)
+        await self.as_caller().create_user(name)
         self.reply({"name": name}, status=201)
 
 
@@ -181,7 +194,7 @@ class ProjectsHandler(AdminMixin, KPLHandler):
         quota = body.get("quota") or {}
         if not isinstance(quota, dict):
             raise BadRequest('"quota" must be a JSON object such as {"cpu": 8, "gpu": 1}', field="quota")
-        created = await self.app.directory.create_project(name, quota)
+        created = await self.as_caller().create_project(name, quota)
         await self.app.refresh_quotas()
         self.reply(created, status=201)
 
@@ -194,7 +207,7 @@ class MembersHandler(AdminMixin, KPLHandler):
         """Add the member and answer the pair."""
         self.check_admin()
         user = _name(self.json_body(), "user")
-        await self.app.directory.add_member(project, user)
+        await self.as_caller().add_member(project, user)
         self.reply({"project": project, "user": user}, status=201)
 
 

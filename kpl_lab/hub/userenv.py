@@ -40,6 +40,9 @@ SOURCE = Path(__file__).resolve().parents[2]  # the folder holding kpl_lab/
 STAMP = "kpl-user-env.json"
 DEFAULT_PYTHON = "/usr/bin/python3"
 DEMO_EXTRA = "demo"  # what the example algorithms need (PyTorch)
+# the extras that come along when installed here: the examples' PyTorch, and what the platform's own
+# processes (which run on this Python under `kpl-lab up` as root) use: PostgreSQL, ONNX, fast checksums
+EXTRAS = (DEMO_EXTRA, "torch", "postgresql", "onnx", "fast")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 INDEX_PROBE_SECONDS = 5.0
 COPIED = ("torch",)  # large compiled packages taken from this Python rather than downloaded again
@@ -78,9 +81,7 @@ def requirements(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = ())
     return wanted
 
 
-def installed_extras(
-    distribution: str = DISTRIBUTION, extras: tuple[str, ...] = (DEMO_EXTRA,)
-) -> tuple[str, ...]:
+def installed_extras(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = EXTRAS) -> tuple[str, ...]:
     """Return those of `extras` whose every requirement is installed here (`pip install -e ".[demo]"`)."""
     found = []
     for extra in extras:

@@ -23,7 +23,6 @@ import os
 import pickle
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -37,6 +36,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..engine import environment
 from ..engine.limits import JobLimits
+from ..engine.supervisor import Spawned
 from ..errors import BadRequest, KPLError
 from . import wire
 
@@ -331,16 +331,21 @@ class Sandbox(LoggingConfigurable):
                 limits = JobLimits.from_json(process.limits, self.memory_mb, cpu) if process.limits else None
             else:
                 limits = JobLimits.create(name, self.memory_mb, cpu)
-                with limits.starting() as enter:
-                    process = subprocess.Popen(
+                process = Spawned(
+                    os.posix_spawn(
+                        argv[0],
                         argv,
-                        stdin=requests[0],
-                        stdout=answers[1],
-                        env=env,
-                        cwd="/",
-                        start_new_session=True,
-                        preexec_fn=enter,
+                        env,
+                        file_actions=[(os.POSIX_SPAWN_DUP2, requests[0], 0), (os.POSIX_SPAWN_DUP2, answers[1], 1)],
+                        setsid=True,
                     )
+                )
+                try:  # before it reads its first call: nothing of a member's has run in it yet
+                    limits.place(process.pid)
+                except OSError:
+                    os.kill(process.pid, signal.SIGKILL)
+                    process.wait()
+                    raise
         except BaseException:
             for fd in (*requests, *answers):
                 os.close(fd)
@@ -360,11 +365,8 @@ class Sandbox(LoggingConfigurable):
                     helper.release(worker.limits.to_json())
             else:
                 os.killpg(worker.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            if isinstance(worker.process, subprocess.Popen):
-                worker.process.wait(timeout=5)
-            else:
-                worker.process.wait()
+        with contextlib.suppress(OSError):
+            worker.process.wait()
         if helper is None and worker.limits is not None:
             worker.limits.release()
         self._close(worker)

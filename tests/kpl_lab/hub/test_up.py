@@ -7,6 +7,7 @@ import asyncio
 import functools
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -381,7 +382,7 @@ def test_the_services_polling_is_logged_at_debug_level_only():
 
 @pytest.mark.slow
 @pytest.mark.databases
-async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
+async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python, open_folder, account_prefix):
     # what an administrator types: postgresql:// (the platform picks psycopg 3)
     chosen = (
         ["--database-url", database_url.replace("postgresql+psycopg://", "postgresql://")]
@@ -389,7 +390,8 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
         else []
     )
     port = free_port()
-    home = tmp_path / "home"
+    home = open_folder / "home"  # the platform's account passes through to it (pytest's folders are root's)
+    service = account_prefix.rstrip("-") + "svc"
     log_path = tmp_path / "up.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "KPL_"))}
     with open(log_path, "w") as log:
@@ -407,6 +409,10 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
                 *chosen,
                 "--user-python",
                 user_python,
+                "--service-account",
+                service,
+                "--account-prefix",
+                account_prefix,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -414,17 +420,29 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
             env=env,
         )
     try:
-        text = wait_for(
-            lambda: "with password" in log_path.read_text() and log_path.read_text(), "the login line"
-        )
+        try:
+            text = wait_for(
+                lambda: "with password" in log_path.read_text() and log_path.read_text(), "the login line"
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}:\n{log_path.read_text()[-4000:]}") from None
         password = re.search(r"log in as 'admin' with password (\S+) \(shown once\)", text).group(1)
         assert (home / "hub" / "jupyterhub_config.py").exists()
-        # as root: the platform's own files are its own, users pass through to theirs
-        modes = {path: path.stat().st_mode & 0o7777 for path in (home, home / "hub", home / "users")}
-        assert modes == {home: 0o711, home / "hub": 0o700, home / "users": 0o711}
+        # as root: the home is the service account's, users pass through to theirs (root's folder)
+        account = pwd.getpwnam(service)
+        owners = {
+            path: (path.stat().st_uid, path.stat().st_mode & 0o7777)
+            for path in (home, home / "hub", home / "users", home / "hub" / "secrets.json")
+        }
+        assert owners == {
+            home: (account.pw_uid, 0o711),
+            home / "hub": (account.pw_uid, 0o700),
+            home / "users": (0, 0o711),
+            home / "hub" / "secrets.json": (account.pw_uid, 0o600),
+        }
         config = (home / "hub" / "jupyterhub_config.py").read_text()
         assert f"c.KPLLocalSpawner.user_python = {user_python!r}" in config
-        assert "--LocalExecutor.run_as_users=True" in config
+        assert f"--Platform.helper_socket={home / 'run' / 'helper.sock'}" in config
         base = f"http://127.0.0.1:{port}"
         status, info = await fetch_json(f"{base}/hub/api/")  # it answers once the URL is printed
         assert status == 200 and info["version"]
@@ -461,10 +479,15 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python):
                 engine.dispose()
 
         family = [psutil.Process(up.pid), *psutil.Process(up.pid).children(recursive=True)]
-        names = " ".join(" ".join(p.cmdline()) for p in family)
-        assert "jupyterhub" in names
-        assert "configurable-http-proxy" in names
-        assert "kpl_lab.hub.service" in names
+        runs_as = {" ".join(p.cmdline()): p.uids().real for p in family}
+        # the one root process besides `up` itself is the privileged helper; the platform is its account's
+        for part, uid in (
+            ("-m jupyterhub", account.pw_uid),
+            ("configurable-http-proxy", account.pw_uid),
+            ("kpl_lab.hub.service", account.pw_uid),
+            ("kpl_lab.privileged.helper", 0),
+        ):
+            assert [u for line, u in runs_as.items() if part in line] == [uid], (part, runs_as)
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=DEADLINE) == 0
         left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

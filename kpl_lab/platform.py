@@ -62,11 +62,16 @@ class Platform(LoggingConfigurable):
     default_project = Unicode("default", help="Project used when none is named.").tag(config=True)
 
     helper_socket = Unicode(
-        "",
-        help="The privileged helper's socket (`kpl-lab up` as root sets <home>/run/helper.sock): users' "
-        "notebooks, jobs, deployments and sandboxed work then run as their own OS accounts. Empty: "
-        "everything runs as this process's account.",
+        help="The privileged helper's socket; default <home>/run/helper.sock when it is there (`kpl-lab up` "
+        "as root starts the helper): users' notebooks, jobs, deployments and sandboxed work then run as "
+        "their own OS accounts. Empty: everything runs as this process's account.",
     ).tag(config=True)
+
+    @default("helper_socket")
+    def _default_helper_socket(self) -> str:
+        # every process opening a separated home (the service, the CLI, a supervisor) runs users' work alike
+        found = Path(self.home) / "run" / "helper.sock"
+        return str(found) if found.exists() else ""
 
     passed_environment = List(
         Unicode(),

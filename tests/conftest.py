@@ -9,10 +9,8 @@ Tests of multi-user isolation make test OS accounts (`account_prefix`).
 
 from __future__ import annotations
 
-import grp
 import itertools
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -27,6 +25,7 @@ from sqlalchemy import create_engine
 from kpl_lab.catalog.migrate import seed_write_lock, upgrade
 from kpl_lab.platform import Platform
 from kpl_lab.testing import environments
+from kpl_lab.testing.accounts import remove_accounts
 from kpl_lab.testing.postgres import THROWAWAY_SETTINGS, PostgresServer, PostgresUnavailable
 
 OPT_OUT = "KPL_TEST_POSTGRESQL"
@@ -123,25 +122,6 @@ def account_prefix():
     prefix = f"kt{secrets.token_hex(2)}-"
     yield prefix
     remove_accounts(prefix)
-
-
-def remove_accounts(prefix: str) -> None:
-    """Delete the OS accounts and groups of a test prefix: users', projects', sandboxes' (`kt1a2b*`)."""
-    stem = prefix.rstrip("-")
-    for account in pwd.getpwall():
-        if account.pw_name.startswith(stem):
-            # what a failed test left running as it (a notebook the helper started, say) goes first
-            subprocess.run(["pkill", "-KILL", "-u", account.pw_name], capture_output=True, check=False)
-            for _ in range(50):
-                if (
-                    subprocess.run(["userdel", account.pw_name], capture_output=True, check=False).returncode
-                    != 8
-                ):
-                    break  # 8: the account still has processes, leaving
-                time.sleep(0.1)
-    for group in grp.getgrall():
-        if group.gr_name.startswith(stem):
-            subprocess.run(["groupdel", group.gr_name], capture_output=True, check=False)
 
 
 @pytest.fixture

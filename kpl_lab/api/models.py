@@ -74,6 +74,12 @@ class ModelFile(Body):
     op_counts: dict[str, int] = Field(default_factory=dict)
     layers: list[Layer] = Field(default_factory=list)
     layers_total: int = 0
+    not_run: list[str] = Field(
+        default_factory=list, description="code the file asks to run on loading (never run here)"
+    )
+    classes: list[str] = Field(
+        default_factory=list, description="the classes a pickled Python object names (never loaded)"
+    )
 
 
 class ModelStructure(Body):

@@ -52,6 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return example(argv[1:])
     args = build_parser().parse_args(argv)
+    owner = _separated_home_owner(args.home)
+    if owner is not None:
+        return _run_as(owner, args.home, argv)
     try:
         platform = open_platform(args)
     except KPLError as exc:
@@ -70,6 +73,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         platform.close()
+
+
+def _separated_home_owner(home: str | None):
+    """Return the account that owns the home when this is root and the home is another account's, else None.
+
+    Under `kpl-lab up` as root the catalog and the storage are the platform's system account's:
+    files root made there would lock the platform out of them.
+    """
+    import os
+    import pwd
+    from pathlib import Path
+
+    from ..platform import default_home
+
+    if os.geteuid() != 0:
+        return None
+    try:
+        uid = Path(home or os.environ.get("KPL_LAB_HOME") or default_home()).stat().st_uid
+    except FileNotFoundError:
+        return None
+    return None if uid == 0 else pwd.getpwuid(uid)
+
+
+def _run_as(owner, home: str | None, argv: list[str]) -> int:
+    """Run this command again as the home's owner, on a Python that account runs; return its exit status."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from ..hub.userenv import python_of, reachable_by_others
+    from ..platform import default_home
+
+    python = python_of(Path(home or os.environ.get("KPL_LAB_HOME") or default_home()) / "user-env")
+    if not python.exists():
+        python = Path(sys.executable)
+    if not reachable_by_others(python):
+        print(
+            f"kpl-lab: error: run kpl-lab as {owner.pw_name}, the account that owns this home",
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.run(
+        [str(python), "-m", "kpl_lab.cli", *argv],
+        user=owner.pw_uid,
+        group=owner.pw_gid,
+        extra_groups=os.getgrouplist(owner.pw_name, owner.pw_gid),
+        umask=0o027,
+        check=False,
+    ).returncode
 
 
 def _reconcile(platform) -> None:

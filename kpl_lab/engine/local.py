@@ -202,20 +202,22 @@ class LocalExecutor(Executor):
         }
 
     def runs_as_user(self, launch: JobLaunch) -> bool:
-        """Say whether a job runs as its submitter's own account (through the privileged helper)."""
-        return bool(self.helper_socket and launch.user)
+        """Say whether a job runs as another account than this one: its submitter's, or its project's sandbox."""
+        return bool(self.helper_socket)
 
     @property
     def helper(self) -> HelperClient:
         return HelperClient(self.helper_socket)
 
     def _give_run_folder(self, launch: JobLaunch, folder: Path) -> dict:
-        """Make the run folder the submitter's (the platform reads it through its group); return whom it runs as.
+        """Make the run folder the submitter's (or, with none, the project sandbox's); return whom it runs as.
+
+        The platform reads it through its group.
 
         `folder`: the run folder, or the spare one about to become it. What runs, and as whom,
         stays the platform's (`PLATFORM_FILES`).
         """
-        runs_as = self.helper.user_in_project(launch.user, launch.project)
+        runs_as = self.helper.runs_as(launch.user, launch.project)
         self.helper.give(runs_as["as"], folder, project=launch.project, keep=PLATFORM_FILES)
         return runs_as
 

@@ -132,8 +132,19 @@ class HelperClient:
         connection.settimeout(None)
         return HelperProcess(connection, reader, answer)
 
-    def user_in_project(self, user: str, project: str) -> dict:
-        """Ready `user`'s account for a process of hers in `project`; return `as`, `account` and `helper` for it."""
+    def runs_as(self, user: str, project: str) -> dict:
+        """Ready the account a process of `user` in `project` runs as; return its `as`, `account` and `helper`.
+
+        With no user (work the platform starts itself: a pipeline's algorithm node, an evaluation),
+        the project's sandbox account: it sees the project's storage, no one's home.
+        """
+        if not user:
+            sandbox = self.project(project)["sandbox"]
+            return {
+                "as": {"sandbox": project},
+                "account": {"name": sandbox, "home": "/nonexistent"},
+                "helper": self.path,
+            }
         account = self.account(user)
         self.projects(user, [project], exact=False)
         return {

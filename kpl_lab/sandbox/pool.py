@@ -336,7 +336,10 @@ class Sandbox(LoggingConfigurable):
                         argv[0],
                         argv,
                         env,
-                        file_actions=[(os.POSIX_SPAWN_DUP2, requests[0], 0), (os.POSIX_SPAWN_DUP2, answers[1], 1)],
+                        file_actions=[
+                            (os.POSIX_SPAWN_DUP2, requests[0], 0),
+                            (os.POSIX_SPAWN_DUP2, answers[1], 1),
+                        ],
                         setsid=True,
                     )
                 )

@@ -79,8 +79,11 @@ class UploadHandler(KPLHandler):
             return
         self._upload_file.write(chunk)
 
-    def finish_upload(self, name: str = "upload") -> Path:
-        """Close the temporary file and return it, renamed with its archive suffix when it has one."""
+    def finish_upload(self, name: str = "upload", archive: bool = True) -> Path:
+        """Close the temporary file and return it, renamed with its archive suffix when it has one.
+
+        `archive=False`: the upload is one file whatever its first bytes (a TorchScript model is a zip).
+        """
         if self._received > self.app.max_upload_bytes:
             raise BadRequest(
                 f"the upload passed the limit of {self.app.max_upload_bytes} bytes", field="body"
@@ -92,7 +95,7 @@ class UploadHandler(KPLHandler):
             raise BadRequest(
                 "the upload is empty: send the zip or tar file as the request body", field="body"
             )
-        suffix = archive_suffix(self.upload)
+        suffix = archive_suffix(self.upload) if archive else None
         if suffix is not None:
             named = self.upload.with_name(name + suffix)
             self.upload.rename(named)

@@ -51,7 +51,7 @@ def prepare(
     """Write a replica's run folder: the model input, the parameters and replica.json.
 
     `python`: the Python the server finds first on PATH (with kpl_helper). `runs_as`: the
-    user the server runs as, through the privileged helper (`HelperClient.user_in_project`);
+    user the server runs as, through the privileged helper (`HelperClient.runs_as`);
     the run folder is then hers, but for `PLATFORM_FILES`. Its environment is the allowlist's
     (`kpl_lab.engine.environment`, with `passed`) and the deploy contract.
     """

@@ -585,13 +585,14 @@ class DeploymentService(LoggingConfigurable):
     def _runs_as(self, user: str, project: str) -> tuple[dict | None, str]:
         """Return whom a replica's server runs as (None: the platform) and the Python it finds first.
 
-        As the job executor runs jobs: as their users' own accounts through the privileged helper,
-        on the users' Python (`LocalExecutor.python`), else as the platform on its own.
+        As the job executor runs jobs: as their users' own accounts (with no user, the project's
+        sandbox account) through the privileged helper, on the users' Python (`LocalExecutor.python`),
+        else as the platform on its own.
         """
         executor = self.platform.jobs.executor
-        if not isinstance(executor, LocalExecutor) or not (self.platform.helper and user):
+        if not isinstance(executor, LocalExecutor) or not self.platform.helper:
             return None, sys.executable
-        return self.platform.helper.user_in_project(user, project), executor.python
+        return self.platform.helper.runs_as(user, project), executor.python
 
     def _scale_up(
         self,

@@ -11,6 +11,7 @@ from tornado import web
 from ...api.catalog import Deleted
 from ...api.models import AliasRequest, ModelList, ModelStructure
 from ...catalog.serialize import matches, named_model, version_model
+from ...catalog.service import MODEL_ARCHIVE_SUFFIXES
 from ...catalog.storage import check_name
 from ...errors import BadRequest
 from ..base import KPLHandler
@@ -40,9 +41,12 @@ class ModelsHandler(UploadHandler):
     async def post(self) -> None:
         """Store the uploaded file (or unpack the archive) and answer the new version."""
         name = self.get_query_argument("name")
-        upload = self.finish_upload(name)
+        filename = self.get_query_argument("filename", None)
+        # a file named as no archive is one model file, whatever its bytes (TorchScript files are zips)
+        one_file = bool(filename) and not filename.lower().endswith(MODEL_ARCHIVE_SUFFIXES)
+        upload = self.finish_upload(name, archive=not one_file)
         if upload.name == "upload":  # one model file: keep the name the caller gave it
-            upload = upload.rename(upload.with_name(self.get_query_argument("filename", None) or "model.bin"))
+            upload = upload.rename(upload.with_name(filename or "model.bin"))
         self.upload = upload
 
         def work():

@@ -1956,6 +1956,10 @@ export interface components {
             layers: components["schemas"]["Layer"][];
             /** @default 0 */
             layers_total: number;
+            /** @description code the file asks to run on loading (never run here) */
+            not_run: string[];
+            /** @description the classes a pickled Python object names (never loaded) */
+            classes: string[];
         };
         /**
          * ModelList

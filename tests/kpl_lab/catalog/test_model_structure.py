@@ -18,6 +18,7 @@ import pytest
 
 from kpl_lab.catalog import model_structure
 from kpl_lab.catalog.model_structure import PICKLED_OBJECT, describe_model_files
+from kpl_lab.testing.attacks import setstate_model
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "algorithms"
 
@@ -279,41 +280,11 @@ def _archive(target: Path, data: bytes, code: str | None = None) -> None:
             archive.writestr("archive/code/__torch__.py", code)
 
 
-class Evil:
-    """What the outside check uploaded: __setstate__ that opens a file of the uploader's choice."""
-
-    @staticmethod
-    def make(path: str):
-        import torch
-
-        class Evil(torch.nn.Module):
-            def __init__(self, path: str):
-                super().__init__()
-                self.path = path
-                self.leak = torch.zeros(8, dtype=torch.uint8)
-
-            def forward(self, x):
-                return x
-
-            @torch.jit.export
-            def __getstate__(self) -> tuple[str, bool]:
-                return (self.path, self.training)
-
-            @torch.jit.export
-            def __setstate__(self, state: tuple[str, bool]) -> None:
-                self.path = state[0]
-                self.training = state[1]
-                self.leak = torch.from_file(state[0], True, 8, dtype=torch.uint8)
-                self.leak.fill_(65)
-
-        return torch.jit.script(Evil(path))
-
-
 def test_a_torchscript_setstate_is_never_run(tmp_path):
     import torch
 
     marker = tmp_path / "written-by-the-model"
-    Evil.make(str(marker)).save(str(tmp_path / "evil.pt"))
+    setstate_model(str(marker)).save(str(tmp_path / "evil.pt"))
     torch.jit.load(str(tmp_path / "evil.pt"))  # the archive is live: torch runs its __setstate__
     assert marker.read_bytes() == b"A" * 8
     marker.unlink()

@@ -276,7 +276,9 @@ class RequestReader(_Reader):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._counted += len(name) + len(value) + 4  # `name: value` and CRLF
         if self._in_head:  # else a trailer: counted, not kept
-            key = name.decode("latin-1").lower()
+            key = _names.get(name)
+            if key is None:
+                key = _names.remember(name, name.decode("latin-1").lower())
             text = value.decode("latin-1").strip()
             headers = self._headers
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
@@ -397,3 +399,7 @@ def _one_whole(data: bytes) -> tuple[int, int, int] | None:
 
 def _over(length: int, limit: int) -> str:
     return f"the body ({length} bytes) is over the gateway's {limit} bytes"
+
+
+# header names as they come -> lowercased: callers send the same few
+_names: Memo[bytes, str] = Memo(1024)

@@ -369,14 +369,9 @@ def _payload(request: http_server.Request) -> tuple[bytes, str]:
     content_type = request.header("Content-Type") or "application/octet-stream"
     if not content_type.startswith("multipart/form-data"):
         return request.body, content_type
-    from tornado.httputil import parse_body_arguments
+    from .forms import form_file  # tornado's form parser: only for a form
 
-    files: dict = {}
-    parse_body_arguments(content_type, request.body, {}, files)
-    found = [f for parts in files.values() for f in parts]
-    if not found:
-        raise BadRequest("the multipart body holds no file", field="file")
-    return found[0].body, found[0].content_type or "application/octet-stream"
+    return form_file(content_type, request.body)
 
 
 def _error(kind: str, message: str) -> dict:

@@ -1,14 +1,17 @@
 """A small HTTP/1.1 server for the gateway process: whole requests in, whole answers out, kept-alive connections.
 
 The gateway answers one kind of request, so an asyncio protocol per connection
-(`http_messages.MessageReader` reading, one task per request answering) does it with a
-fraction of a general server's work per request (see benchmarks/README.md). Request
+(`http_messages.RequestReader`, llhttp, reading; one task per request answering) does it
+with a fraction of a general server's work per request (see benchmarks/README.md). Request
 bodies come with `Content-Length` or chunked; `Expect: 100-continue` is answered; a
 connection stays open for the next request unless the caller says `Connection: close` (or
 speaks HTTP/1.0 without keep-alive); requests sent ahead on one connection are answered in
-order. A malformed request gets its error (400, 413, 431) and the connection closes. An
-answer whose headers are a tuple (the gateway's, one per model version) has its head made
-once and filled in with each body's length.
+order, and the connection is not read while they wait. A request that cannot be read gets
+its error (400, 413, 431; see `http_messages`) after the answers to the ones before it, and
+the connection closes. A request asking to upgrade the connection (or CONNECT) is answered
+as HTTP/1.1 and the connection closes after it. An answer whose headers are a tuple (the
+gateway's, one per model version) has its head made once and filled in with each body's
+length.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 
-from .http_messages import BadMessage, Message, MessageReader
+from .http_messages import BadMessage, Message, RequestReader
 from .memo import Memo
 
 REASONS = {status.value: status.phrase for status in HTTPStatus}
@@ -83,24 +86,33 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, handler: Handler, max_body_bytes: int) -> None:
         self.handler = handler
-        self.reader = MessageReader(max_body_bytes)
+        self.reader = RequestReader(max_body_bytes)
         self.transport: asyncio.Transport | None = None
         self.busy = False  # a request is being answered
         self.keep = True  # the connection stays open after that request's answer
-        self.reading = False  # _next runs: an answer given meanwhile lets its loop go on
+        self.looping = False  # _next runs: an answer given meanwhile lets its loop go on
         self.answering: asyncio.Task | None = None
         self.continued = False  # `100 Continue` was sent for the request being read
         self.ended = False  # the caller sent its last byte
         self.paused = False  # the caller reads slower than we write
+        self.held = False  # reading is paused while requests read wait for their answer
+        self.failure: BadMessage | None = None  # what the bytes after the requests read were
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if self.busy or self.reading or self.paused:  # read once the request being answered is
-            self.reader.feed(data)
-        else:
-            self._next(data)
+        reader = self.reader
+        if self.failure is None:
+            try:
+                reader.feed(data)
+            except BadMessage as error:
+                self.failure = error  # answered after the requests before it
+        if not self.busy:
+            self._next()
+        if reader.ready and not self.held:  # a caller sending ahead waits for its answers
+            self.held = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool:
         self.ended = True
@@ -118,44 +130,45 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self._next()
 
-    def _next(self, data: bytes = b"") -> None:
-        """Take bytes read, answer the whole requests read so far one at a time; close when the caller ended or erred."""
+    def _next(self) -> None:
+        """Answer the whole requests read so far one at a time; close when the caller ended or erred."""
         assert self.transport is not None
-        if self.reading:
+        if self.looping:
             return
-        self.reading = True
+        self.looping = True
         try:
+            ready = self.reader.ready
             while not self.busy and not self.paused and not self.transport.is_closing():
-                try:
-                    message, data = self.reader.next(data), b""
-                except BadMessage as error:
-                    self._fail(error)
-                    return
-                if message is None:
+                if not ready:
                     self._wait()
                     return
-                self._start(message)
+                self._start(ready.popleft())
         finally:
-            self.reading = False
+            self.looping = False
 
     def _wait(self) -> None:
-        """Nothing whole to answer: close at the caller's end, or let a waiting caller send its body."""
+        """Nothing whole to answer: fail or close at the caller's end, else read on (`100 Continue` if asked)."""
         assert self.transport is not None
-        if self.ended:
-            if self.reader.partial():
+        if self.failure is not None:
+            self._fail(self.failure)
+        elif self.ended:
+            if self.reader.started:
                 self._fail(BadMessage(400, "the request ended before it was whole"))
             else:
                 self.transport.close()
-        elif self.reader.expects_continue() and not self.continued:
-            self.continued = True
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        else:
+            if self.held:
+                self.held = False
+                self.transport.resume_reading()
+            if self.reader.expecting and not self.continued:
+                self.continued = True
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _start(self, message: Message) -> None:
         self.continued, self.busy = False, True
-        self.keep = message.keep
-        method, target, _ = message.start
+        method, target, headers, body, self.keep = message
         try:
-            outcome = self.handler(Request(method, target, message.headers, message.body, self.respond))
+            outcome = self.handler(Request(method, target, headers, body, self.respond))
         except Exception:
             outcome = _internal_error()
         if isinstance(outcome, Response):
@@ -183,8 +196,8 @@ class _Connection(asyncio.Protocol):
         self.busy = False
         if not keep:
             self.transport.close()
-        elif self.reader.buffer or self.ended:  # else nothing is waiting to be answered
-            self._next()
+        elif self.held or self.reader.expecting or self.failure is not None or self.ended:
+            self._next()  # else nothing waits: no request read, no caller waiting for `100 Continue`
 
     def _fail(self, error: BadMessage) -> None:
         assert self.transport is not None

@@ -1,7 +1,7 @@
 """A small HTTP/1.1 client for the gateway's one request: POST a body to a replica over a kept-alive connection.
 
 The gateway sends one kind of request to servers it knows, so an asyncio protocol per
-connection (`http_messages.MessageReader` reading the answer, one future per request) does
+connection (`http_messages.AnswerReader`, llhttp, reading the answer; one future per request) does
 it with a fraction of a general client's work per request (tornado's curl client sets up a
 curl handle and logs every header line; see benchmarks/README.md). Idle connections are
 kept per replica (a Unix socket, `unix:PATH`, or a TCP port, `http://HOST:PORT`; see
@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from . import address
-from .http_messages import BadMessage, Message, MessageReader
+from .http_messages import Answer, AnswerReader, BadMessage
 from .memo import Memo
 
 MAX_IDLE = 64  # kept-alive connections per replica
@@ -35,14 +34,6 @@ class NoAnswer(Exception):
         self.sent = sent
 
 
-@dataclass(slots=True)
-class Answer:
-    """A replica's status and body."""
-
-    status: int
-    body: bytes
-
-
 class StaleConnection(Exception):
     """A kept-alive connection was closed before any byte of the answer came."""
 
@@ -52,7 +43,7 @@ class _Link(asyncio.Protocol):
 
     def __init__(self, upstream: Upstream, url: str) -> None:
         self.upstream, self.url = upstream, url
-        self.reader = MessageReader(None, answers=True)
+        self.reader = AnswerReader()
         self.transport: asyncio.Transport | None = None
         self.answered: Callable[[Answer | Exception], None] | None = None  # the request in flight's
         self.answered_any = False  # a byte of the current answer came
@@ -77,21 +68,24 @@ class _Link(asyncio.Protocol):
             self.close()
             return
         self.answered_any = True
+        reader = self.reader
         try:
-            message = self.reader.next(data)
+            answer = reader.feed(data)
         except BadMessage as error:
-            self.fail(NoAnswer(f"the replica's answer is not HTTP: {error}", sent=True))
+            self.fail(NoAnswer(f"the replica's answer is not HTTP/1.1: {error}", sent=True))
             return
-        if message is not None:
-            if not message.keep:
+        if answer is not None:
+            if not answer.keep or reader.surplus or reader.done:
                 self.close()
-            self._settle(message)
+            self._settle(answer)
+        elif reader.done:  # it switched protocols (101): no answer of HTTP/1.1 comes
+            self.fail(NoAnswer("the replica switched to another protocol", sent=True))
 
     def eof_received(self) -> bool:
-        message = self.reader.end()
-        if message is not None:
+        answer = self.reader.end()
+        if answer is not None:
             self.closed = True
-            self._settle(message)  # a body that ends when the replica closes
+            self._settle(answer)  # a body that ends when the replica closes
         self.close()
         return False
 
@@ -113,7 +107,7 @@ class _Link(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _settle(self, outcome: Message | Exception) -> None:
+    def _settle(self, outcome: Answer | Exception) -> None:
         """Hand the outcome to the request in flight."""
         answered, self.answered = self.answered, None
         if answered is None:
@@ -198,10 +192,10 @@ class Upstream:
         for link in [link for link in self.in_flight if link.deadline < now]:
             link.fail(NoAnswer(f"no answer within {self.request_timeout:g} s", sent=True))
 
-    def _deliver(self, link: _Link, answered: Callable[[Answer | Exception], None], message: Message) -> None:
+    def _deliver(self, link: _Link, answered: Callable[[Answer | Exception], None], answer: Answer) -> None:
         """Hand an answer that came whole on; keep its link for the next request."""
         try:
-            answered(Answer(int(message.start[1]), message.body))  # first: the caller waits for it
+            answered(answer)  # first: the caller waits for it
         finally:
             self.in_flight.discard(link)
             idle = self._idle.get(link.url)

@@ -26,6 +26,7 @@ from ...catalog.serialize import utc
 from ...errors import BadRequest, Forbidden, ModelFailed
 from ...serving import history
 from ...serving.describe import deployment_model
+from ...serving.forms import first_file
 from ...serving.gateway import VERSION_HEADER
 from ...serving.keys import key_of
 from ..base import KPLHandler
@@ -220,11 +221,8 @@ class DeploymentPredictHandler(KPLHandler):
             project = self.project
         body = self.request.body
         content_type = self.request.headers.get("Content-Type", "application/octet-stream")
-        if content_type.startswith("multipart/form-data"):
-            files = [f for found in self.request.files.values() for f in found]
-            if not files:
-                raise BadRequest("the multipart body holds no file", field="file")
-            body, content_type = files[0].body, files[0].content_type or "application/octet-stream"
+        if content_type.startswith("multipart/form-data"):  # tornado read it (a broken one: 400 before this)
+            body, content_type = first_file(self.request.files)
         prediction = await self.app.gateway.predict(
             project, name, body, content_type, self.request.headers.get
         )

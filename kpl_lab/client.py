@@ -584,6 +584,14 @@ class Client:
         """Return the machine's capacity, its accelerators and what is in use."""
         return self.request("GET", "devices")
 
+    def quota(self) -> dict:
+        """Return the project's quota: {"project", "quota": {cpu, memory, gpu, npu, notebooks}} (null: not limited)."""
+        return self.request("GET", "quota")
+
+    def set_quota(self, quota: dict) -> dict:
+        """Replace the project's quota (administrators); every next reservation decides with it."""
+        return self.request("PUT", "quota", body=quota)
+
     # pipelines
 
     def validate_pipeline(self, text: str) -> dict:

@@ -97,6 +97,9 @@ class Platform(LoggingConfigurable):
     def _default_database_url(self) -> str:
         return f"sqlite:///{Path(self.home) / 'kpl.sqlite'}"
 
+    # this process hosts the platform (runs its rounds: kpl_lab.rounds); else it only wakes the host
+    hosting = False
+
     _engine_lock = threading.Lock()
 
     @property

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import KPLError
-from . import algorithm, dataset, deployment, experiment, job, model, pipeline
+from . import algorithm, dataset, deployment, experiment, job, model, pipeline, project
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,10 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups = parser.add_subparsers(
         dest="group",
-        metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment}",
+        metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment,project}",
         required=True,
     )
-    for noun in (algorithm, dataset, model, job, pipeline, deployment, experiment):
+    for noun in (algorithm, dataset, model, job, pipeline, deployment, experiment, project):
         noun.register(groups)
     return parser
 

@@ -77,8 +77,14 @@ class LocalPlatform:
         self.platform.close()
 
     def reconcile(self) -> None:
-        """Finish jobs that ended while nothing watched them and start queued ones."""
-        self.platform.jobs.reconcile()
+        """Wake the home's host (a server, the hub's service); with none, run one round here.
+
+        A command never schedules beside a host; with none, its round decides with the rules in
+        the database (docs/cli.md, "Who starts queued jobs").
+        """
+        from ..rounds import Rounds
+
+        Rounds(self.platform).run_unless_hosted()
 
     # catalog
 
@@ -206,6 +212,23 @@ class LocalPlatform:
     def usage(self, job_id: str) -> dict:
         """Return a job's resource use as the REST API answers it: latest, peak_memory_mb, history."""
         return serialize.usage_model(self.platform.jobs.usage(self.project, job_id)).model_dump(mode="json")
+
+    def quota(self) -> dict:
+        """Return the project's quota as the REST API answers it."""
+        from ..api.quotas import Quota, QuotaLimits
+        from ..catalog.rules import QUOTA
+
+        found = self.platform.jobs.ledger.rules.read(QUOTA, self.project, {})
+        return Quota(project=self.project, quota=QuotaLimits(**found)).model_dump(mode="json")
+
+    def set_quota(self, quota: dict) -> dict:
+        """Replace the project's quota (whoever opens the home administers it)."""
+        from ..api.quotas import QuotaRequest
+        from ..catalog.rules import QUOTA
+
+        checked = QuotaRequest.model_validate(quota).model_dump(exclude_none=True)
+        self.platform.jobs.ledger.rules.set(QUOTA, self.project, checked)
+        return self.quota()
 
     def metrics(self, job_id: str, max_points: int) -> dict:
         """Return a job's metrics as the REST API answers them."""
@@ -432,9 +455,8 @@ class LocalPlatform:
         )
 
     def tick(self) -> None:
-        """Advance jobs and experiments, then wait a moment: nothing else drives them while a command waits."""
-        self.platform.jobs.tick()
-        self.platform.experiments.tick()
+        """Let jobs and experiments advance (the host's round, or one here when none runs), then wait a moment."""
+        self.reconcile()
         time.sleep(FOLLOW_INTERVAL)
 
 
@@ -570,6 +592,14 @@ class ServicePlatform:
     def usage(self, job_id: str) -> dict:
         """Return a job's resource use: latest, peak_memory_mb, history."""
         return self.client.usage(job_id)
+
+    def quota(self) -> dict:
+        """Return the project's quota."""
+        return self.client.quota()
+
+    def set_quota(self, quota: dict) -> dict:
+        """Replace the project's quota (administrators)."""
+        return self.client.set_quota(quota)
 
     def metrics(self, job_id: str, max_points: int) -> dict:
         """Return a job's metrics as the REST API answers them."""

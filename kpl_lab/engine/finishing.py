@@ -97,7 +97,7 @@ class Finisher:
         return self.records.get(project, job_id)
 
     def finish(self, job_id: str, status: dict) -> None:
-        """Record a job's end from its status: ingest the last events, register outputs, release, schedule."""
+        """Record a job's end from its status: ingest the last events, register outputs, release, wake the host."""
         job = self.records.job(job_id)
         if job.is_final:
             return
@@ -137,7 +137,7 @@ class Finisher:
             last_log_lines=status.get("last_log_lines", ""),
             handle=handle,
         )
-        self.scheduler.schedule()
+        self.scheduler.after_an_end()
 
     def _final_metrics(self, job: Job) -> dict[str, float]:
         """Return `figure/series` -> the last value the job reported, for the lineage of its outputs."""

@@ -31,6 +31,7 @@ from traitlets import Dict, Float, Integer, default
 from traitlets.config import LoggingConfigurable
 
 from ..catalog.jobs import Reservation
+from ..catalog.rules import CAPACITY, MACHINE, QUOTA, Rules, check_quota, digest
 from ..errors import BadRequest
 from .devices import Device, discover
 from .launch import Resources
@@ -72,8 +73,32 @@ class Usage:
         }
 
 
+@dataclass
+class Machine:
+    """What jobs and notebooks may hold in all: CPUs, memory (MB) and accelerators by kind."""
+
+    cpu: float
+    memory: int
+    inventory: dict[str, list[Device]]
+
+    def capacity(self) -> dict:
+        """Return the total cpu, memory and device indexes by kind."""
+        return {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "devices": {kind: [d.index for d in devices] for kind, devices in self.inventory.items()},
+        }
+
+
 class Ledger(LoggingConfigurable):
-    """Reserve and release cpu, memory and devices for jobs and notebooks, within capacity and quotas."""
+    """Reserve and release cpu, memory and devices for jobs and notebooks, within capacity and quotas.
+
+    It decides with the rules in the catalog database (`kpl_lab.catalog.rules`), read at each
+    decision: the machine's capacity and the projects' quotas. Its settings are what a host
+    (the hub's service, a single-user server) loads into those rules at its start
+    (`load_config`); a process that never hosted the platform falls back to its own view of
+    the machine until one did.
+    """
 
     cpu = Float(help="CPUs jobs and notebooks may hold in all; default: this machine's cores.").tag(
         config=True
@@ -87,7 +112,8 @@ class Ledger(LoggingConfigurable):
     ).tag(config=True)
     quotas = Dict(
         help='Project quotas, e.g. {"vision": {"cpu": 8, "memory": 32768, "gpu": 2}}; a missing '
-        "project or key is not limited."
+        "project or key is not limited. Loaded into the platform's rules at a host's start; edit them "
+        "live on the admin page, through the REST API or with `kpl-lab project quota`."
     ).tag(config=True)
 
     @default("cpu")
@@ -101,22 +127,46 @@ class Ledger(LoggingConfigurable):
     def __init__(self, platform: Platform, **kwargs) -> None:
         super().__init__(parent=platform, **kwargs)
         self.platform = platform
-        self._inventory: dict[str, list[Device]] | None = None
+        self.rules = Rules(platform)
+        self._seeded = False
+        self._inventories: dict[str, dict[str, list[Device]]] = {}  # declared devices' digest -> found
 
-    @property
-    def inventory(self) -> dict[str, list[Device]]:
-        """Return the accelerators by kind (discovered once)."""
-        if self._inventory is None:
-            self._inventory = discover(self.devices)
-        return self._inventory
+    def load_config(self) -> None:
+        """Load this process's settings (capacity, quotas) into the platform's rules: a host's start."""
+        self.rules.load(CAPACITY, MACHINE, {"cpu": self.cpu, "memory": self.memory, "devices": self.devices})
+        for project, quota in self.quotas.items():
+            self.rules.load(QUOTA, project, check_quota(quota, f"c.Ledger.quotas.{project}"))
+        self._seeded = True
+
+    def seed(self) -> None:
+        """Load this process's settings into rules that nobody wrote yet (a home no host has opened)."""
+        if not self._seeded:
+            if self.rules.read(CAPACITY) is None:
+                self.load_config()
+            self._seeded = True
+
+    def machine(self, session: Session | None = None) -> Machine:
+        """Return the machine's capacity as the rules say (this process's settings where none does)."""
+        if session is None:
+            self.seed()
+            with self.platform.session() as session:
+                return self.machine(session)
+        found = self.rules.get(session, CAPACITY) or {}
+        declared = found.get("devices", self.devices) or {}
+        key = digest(declared)
+        if key not in self._inventories:
+            self._inventories[key] = discover(declared)
+        return Machine(
+            float(found.get("cpu", self.cpu)), int(found.get("memory", self.memory)), self._inventories[key]
+        )
+
+    def quota(self, session: Session, project: str) -> dict[str, float]:
+        """Return a project's quota as the rules say (empty: not limited)."""
+        return self.rules.get(session, QUOTA, project) or {}
 
     def capacity(self) -> dict:
         """Return the total cpu, memory and device indexes by kind."""
-        return {
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "devices": {kind: [d.index for d in devices] for kind, devices in self.inventory.items()},
-        }
+        return self.machine().capacity()
 
     def check(self, project: str, resources: Resources) -> None:
         """Refuse a request that could never fit: larger than the machine or the project quota.
@@ -129,18 +179,20 @@ class Ledger(LoggingConfigurable):
                 raise BadRequest(f"asks {_amount(kind, count)}: amounts cannot be negative", field=kind)
         workers = max(1, resources.workers)
         asked = {kind: count * workers for kind, count in each.items()}
+        self.seed()
 
         def asks(kind: str) -> str:
             if workers == 1:
                 return f"asks {_amount(kind, asked[kind])}"
             return f"asks {_amount(kind, asked[kind])} ({workers} workers × {_amount(kind, each[kind])})"
 
-        machine = {"cpu": self.cpu, "memory": self.memory}
-        machine.update({kind: len(devices) for kind, devices in self.inventory.items()})
+        with self.platform.session() as session:
+            found, quota = self.machine(session), self.quota(session, project)
+        machine = {"cpu": found.cpu, "memory": found.memory}
+        machine.update({kind: len(devices) for kind, devices in found.inventory.items()})
         for kind, count in asked.items():
             if count and count > machine.get(kind, 0):
                 raise BadRequest(f"{asks(kind)}; this machine has {machine.get(kind, 0):g}", field=kind)
-        quota = self.quotas.get(project) or {}
         for kind, count in asked.items():
             if count and kind in quota and count > quota[kind]:
                 raise BadRequest(
@@ -151,6 +203,7 @@ class Ledger(LoggingConfigurable):
     @contextmanager
     def locked(self):
         """Yield a session holding the write lock (and so the ledger) until it commits."""
+        self.seed()
         with self.platform.session(immediate=True) as session:
             yield session
 
@@ -172,19 +225,20 @@ class Ledger(LoggingConfigurable):
         A job of several workers holds its amounts once per worker.
         """
         resources = resources.total()
+        machine = self.machine(session)
         held = self.usage(session)
-        if held.cpu + resources.cpu > self.cpu + 1e-9 or held.memory + resources.memory > self.memory:
+        if held.cpu + resources.cpu > machine.cpu + 1e-9 or held.memory + resources.memory > machine.memory:
             return None
         picked: dict[str, list[int]] = {}
         for kind, count in resources.devices.items():
             if not count:
                 continue
             taken = held.devices.get(kind, set())
-            free = [d.index for d in self.inventory.get(kind, []) if d.index not in taken]
+            free = [d.index for d in machine.inventory.get(kind, []) if d.index not in taken]
             if len(free) < count:
                 return None
             picked[kind] = free[:count]
-        quota = self.quotas.get(project)
+        quota = self.quota(session, project)
         if quota:
             mine = self.usage(session, project)
             wants = {"cpu": mine.cpu + resources.cpu, "memory": mine.memory + resources.memory}

@@ -118,8 +118,9 @@ class Queue:
         for row in reservations:
             machine.add(row)
             by_project.setdefault(row.project, Usage()).add(row)
-        capacity = {"cpu": self.ledger.cpu, "memory": self.ledger.memory}
-        capacity.update({kind: len(devices) for kind, devices in self.ledger.inventory.items()})
+        found = self.ledger.machine(session)
+        capacity = {"cpu": found.cpu, "memory": found.memory}
+        capacity.update({kind: len(devices) for kind, devices in found.inventory.items()})
         ahead: dict[str, Job] = {}  # project -> its first waiting job
         reasons = {}
         for position, job in enumerate(queued, start=1):
@@ -133,7 +134,8 @@ class Queue:
                     f"{_ordinal(position)} of {len(queued)} in the queue"
                 )
             else:
-                reason = self._explain(job, wants, capacity, machine, by_project, reservations)
+                quota = self.ledger.quota(session, name)
+                reason = self._explain(job, wants, capacity, quota, machine, by_project, reservations)
                 reason.position, reason.queued = position, len(queued)
                 reason.message += f"; {_ordinal(position)} of {len(queued)} in the queue"
                 if reason.limit == "none":  # it fits: the scheduler takes it on its next pass
@@ -149,6 +151,7 @@ class Queue:
         job: Job,
         wants: dict[str, float],
         capacity: dict[str, float],
+        quota: dict[str, float],
         machine: Usage,
         by_project: dict[str, Usage],
         reservations: list[Reservation],
@@ -162,7 +165,6 @@ class Queue:
             for k in short
         }
         if not short:
-            quota = self.ledger.quotas.get(name) or {}
             used = _held(by_project.get(name, Usage()))
             short = [k for k, v in wants.items() if v and k in quota and used.get(k, 0) + v > quota[k] + 1e-9]
             limit = "quota"

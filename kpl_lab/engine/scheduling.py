@@ -49,6 +49,29 @@ class Scheduler:
         self.log = log
         self._algorithms: dict[tuple, Any] = {}  # parsed algorithm versions (immutable)
 
+    def schedules_here(self) -> bool:
+        """Say whether this process starts jobs: the platform's host, or anyone on a home that has none.
+
+        Anyone else (a supervisor, `kpl-lab` beside a running server) queues and wakes the host
+        (`kpl_lab.rounds`), which decides with the rules in the database.
+        """
+        from ..rounds import hosted
+
+        return self.platform.hosting or not hosted(self.platform.home)
+
+    def wake(self) -> None:
+        """Ask the platform's host for a round now (its scheduling)."""
+        from ..rounds import wake
+
+        wake(self.platform.home)
+
+    def after_an_end(self) -> None:
+        """Start what fits now that a job ended: the host does it, anyone else wakes the host."""
+        if self.platform.hosting:
+            self.schedule()
+        else:
+            self.wake()
+
     def schedule(self) -> list[str]:
         """Start the queued jobs that fit, by priority then age; return their ids."""
         with self.ledger.locked() as session:

@@ -180,6 +180,7 @@ class JobService(LoggingConfigurable):
 
     def queue_reasons(self, project: str | None = None) -> dict[str, QueueReason]:
         """Return job id -> why it waits, for the queued jobs of a project (or all)."""
+        self.ledger.seed()
         with self.platform.session() as session:
             return self.queue.reasons(session, project)
 

@@ -82,6 +82,7 @@ class Submitter:
         """
         project = check_name(request.project, "project")
         started, launched, job = [], None, None
+        here = self.scheduler.schedules_here()  # else it is queued and the host woken
         try:
             # one transaction from the version's lookup to the start (a session of its own
             # costs more than the lookup); queued and scheduled together, and one that starts
@@ -102,15 +103,21 @@ class Submitter:
                 self._remember(key, version, found)
                 if taken:
                     job.id = self._new_id(session)
-                launched = None if queued else self.scheduler.start_now(session, job, project, version)
+                launched = (
+                    None if queued or not here else self.scheduler.start_now(session, job, project, version)
+                )
                 if launched is None and job.state == "queued":
                     session.add(job)
-                    started = self.scheduler.reserve_queued(session)
+                    if here:
+                        started = self.scheduler.reserve_queued(session)
         except Exception:
             if launched is not None:
                 self.scheduler.abandon(launched, job.handle)
             raise
-        self.scheduler.launch(started)
+        if here:
+            self.scheduler.launch(started)
+        else:
+            self.scheduler.wake()
         return self.records.get(project, job.id)
 
     def _checks(self, session, job_id: str, project: str, ref: str) -> tuple[bool, bool, tuple | None]:

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from tornado import web
 
 from ..catalog.jobs import Reservation
+from ..catalog.rules import QUOTA
 from ..catalog.serialize import utc
 from ..catalog.storage import check_name
 from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
@@ -114,7 +115,8 @@ class OverviewHandler(AdminMixin, KPLHandler):
         groups = await service.directory.groups()
         names = sorted({g["name"] for g in groups} | {service.platform.default_project})
         use = await self.blocking(project_use, self.platform, names)
-        quotas = await service.directory.quotas()
+        await service.refresh_quotas()  # the rules as the hub's groups say now, then as the platform decides
+        quotas = await self.blocking(self.platform.jobs.ledger.rules.read_all, QUOTA)
         self.reply(
             {
                 "users": [
@@ -157,9 +159,8 @@ class QuotaHandler(AdminMixin, KPLHandler):
         quota = self.json_body()
         if not isinstance(quota, dict):
             raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")
-        service: KPLService = self.app
         checked = await self.as_caller().set_quota(project, quota)
-        await service.refresh_quotas()
+        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, project, checked)
         self.reply({"project": project, "quota": checked})
 
 
@@ -195,7 +196,7 @@ class ProjectsHandler(AdminMixin, KPLHandler):
         if not isinstance(quota, dict):
             raise BadRequest('"quota" must be a JSON object such as {"cpu": 8, "gpu": 1}', field="quota")
         created = await self.as_caller().create_project(name, quota)
-        await self.app.refresh_quotas()
+        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, name, created["quota"])
         self.reply(created, status=201)
 
 

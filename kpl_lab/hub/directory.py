@@ -10,9 +10,10 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httputil import url_concat
 
+from ..catalog.rules import Rules, check_quota
 from ..catalog.storage import check_name
-from ..errors import BadRequest, Conflict, KPLError, NotFound
-from ..spawner.quota import QUOTA_PROPERTY, project_quota
+from ..errors import Conflict, KPLError, NotFound
+from ..spawner.quota import QUOTA_PROPERTY, load_hub_quotas
 
 
 class HubError(KPLError):
@@ -71,7 +72,7 @@ class HubDirectory:
 
     async def set_quota(self, project: str, quota: dict) -> dict:
         """Write a project's quota into its group properties (checked first) and return it."""
-        checked = check_quota(project, quota)
+        checked = check_quota(quota if isinstance(quota, dict) else None, "quota")
         group = await self.request(f"groups/{project}")
         if group is None:
             raise NotFound(f"project {project!r}: no such group in the hub", field="project")
@@ -91,7 +92,7 @@ class HubDirectory:
     async def create_project(self, name: str, quota: dict) -> dict:
         """Create a project (a hub group) with its quota; refuse one that exists."""
         check_name(name, "name")
-        checked = check_quota(name, quota)
+        checked = check_quota(quota, "quota")
         if await self.request(f"groups/{name}") is not None:
             raise Conflict(f"project {name!r} exists already", field="name")
         await self.request(f"groups/{name}", method="POST", body={})
@@ -107,29 +108,12 @@ class HubDirectory:
         await self.request(f"groups/{project}/users", method="POST", body={"users": [user]})
         self._users.pop(user, None)
 
-    async def quotas(self) -> dict[str, dict]:
-        """Return every project's quota from the group properties (a malformed one is skipped)."""
-        quotas = {}
-        for group in await self.groups():
-            try:
-                quotas[group["name"]] = project_quota([_as_group(group)], group["name"])
-            except ValueError:
-                continue
-        return quotas
+    async def load_quotas(self, rules: Rules) -> list[str]:
+        """Load the groups' quota properties that changed into the platform's rules; return refusals."""
+        groups = [as_group(model) for model in await self.groups()]
+        return load_hub_quotas(rules, groups)
 
 
-def check_quota(project: str, quota: dict) -> dict:
-    """Return a project's quota checked key by key; a bad value is refused naming its key."""
-    checked = {}
-    for key, value in quota.items():
-        one = {"name": project, "properties": {QUOTA_PROPERTY: {key: value}}}
-        try:
-            checked |= project_quota([_as_group(one)], project)
-        except ValueError as error:
-            raise BadRequest(str(error), field=key) from None
-    return checked
-
-
-def _as_group(model: dict) -> SimpleNamespace:
-    """Return a hub group model as the object `project_quota` reads."""
+def as_group(model: dict) -> SimpleNamespace:
+    """Return a hub group model as the object `hub_quota` reads."""
     return SimpleNamespace(name=model["name"], properties=model.get("properties") or {})

@@ -26,19 +26,20 @@ from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
-from tornado.ioloop import PeriodicCallback
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Application
 from traitlets.utils.importstring import import_item
 
 from ..platform import Platform, with_moved_settings
+from ..rounds import Rounds
 from ..server_ext.imports import ImportQueue
 from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
 from . import access
 from .directory import HubDirectory
 from .usage import UsageHistory, sample
 
-EXTENSION_NAME = "kpl_lab"  # the handlers find the app in settings under this name
+EXTENSION_NAME = "kpl_lab"
+HUB_SECONDS = 60.0  # the longest a round waits for the hub's groups  # the handlers find the app in settings under this name
 
 
 @dataclass
@@ -114,6 +115,10 @@ class KPLService(Application):
 
     # what the reused handlers ask of "the app"
 
+    def is_admin(self, user: KPLUser | None) -> bool:
+        """Say whether the caller is a hub admin."""
+        return bool(getattr(user, "admin", False))
+
     def may_use_project(self, user: KPLUser, project: str) -> bool:
         """Let admins use every project and members their groups; any other project does not exist."""
         return access.may_use_project(user, project, self.platform.default_project)
@@ -184,50 +189,43 @@ class KPLService(Application):
         return web.Application(handlers, **settings)
 
     async def refresh_quotas(self) -> None:
-        """Copy the projects' quotas from the hub's group properties into the job ledger."""
-        self.platform.jobs.ledger.quotas = await self.directory.quotas()
+        """Load the hub groups' quota properties that changed into the platform's rules."""
+        for refusal in await self.directory.load_quotas(self.platform.jobs.ledger.rules):
+            self.log.warning("kpl service: a group's quota is kept as it was: %s", refusal)
 
-    async def _tick(self) -> None:
-        if self._tick_running:
-            return
-        self._tick_running = True
-        try:
-            await self.refresh_quotas()
-            loop = asyncio.get_running_loop()
-            # the very round the single-user extension runs: ingest running jobs, start queued ones
-            await loop.run_in_executor(self.pool, self.platform.jobs.tick)
-            await loop.run_in_executor(self.pool, self.platform.deployments.reconcile)
-            if "gateway" in self.__dict__:  # the requests predicted since the last round
-                await loop.run_in_executor(self.pool, self.gateway.flush_metrics)
-            await loop.run_in_executor(self.pool, self.record_usage)
-        except Exception:
-            self.log.exception("kpl service: background round failed")
-        finally:
-            self._tick_running = False
+    def _flush_gateway(self) -> None:
+        if "gateway" in self.__dict__:  # the requests predicted since the last round
+            self.gateway.flush_metrics()
 
     async def serve(self) -> None:
         """Listen on the service URL until stopped."""
         self.setup()
+        loop = asyncio.get_running_loop()
+        # this service hosts the platform: its settings, and the hub's groups' quotas, are the rules
+        await loop.run_in_executor(self.pool, self.platform.jobs.ledger.load_config)
         await self.refresh_quotas()
-        outcome = await asyncio.get_running_loop().run_in_executor(self.pool, self.platform.jobs.reconcile)
+        outcome = await loop.run_in_executor(self.pool, self.platform.jobs.reconcile)
         if outcome:
             self.log.info("kpl service: jobs found running at start: %s", outcome)
         url = urlparse(self.service_url)
         server = HTTPServer(self.web_app(), max_body_size=self.max_upload_bytes + 1)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
         self.log.info("kpl service: listening on %s%s", self.service_url.rstrip("/"), self.prefix)
-        self._tick_running = False
-        ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
-        ticker.start()
+        rounds = Rounds(
+            self.platform,
+            first=[lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)],
+            last=[self._flush_gateway, self.record_usage],
+            log=self.log,
+        )
+        rounds.start(self.poll_seconds)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):  # the hub stops its services with SIGTERM
             loop.add_signal_handler(signum, stop.set)
         try:
             await stop.wait()
             self.log.info("kpl service: stopping")
         finally:
-            ticker.stop()
+            rounds.stop()
             server.stop()
             self.imports.shutdown()
             self.pool.shutdown(wait=True, cancel_futures=True)

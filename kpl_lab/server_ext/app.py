@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -10,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from tornado.ioloop import PeriodicCallback
 from traitlets import Float, Integer, List, Unicode
 
 from ..platform import Platform, with_moved_settings
+from ..rounds import Rounds
 from .imports import ImportQueue
 from .routes import API_PREFIX, handlers
 
@@ -60,6 +59,10 @@ class KPLLab(ExtensionApp):
         """Say whether the user may use a project (the hub will decide per user later)."""
         return not self.projects or project in self.projects
 
+    def is_admin(self, user: object) -> bool:
+        """Say whether the user administers the platform: a single-user server's owner does."""
+        return True
+
     def initialize_settings(self) -> None:
         """Open the platform, publish the API URL and token to kernels, start background work."""
         self.platform = Platform(config=with_moved_settings(self.config, "KPLLab", self.log))
@@ -67,6 +70,7 @@ class KPLLab(ExtensionApp):
         self.imports = ImportQueue(self.import_workers, self.import_queue)
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()
+        self.platform.jobs.ledger.load_config()  # this server hosts the platform: its settings are the rules
         # before the first request: a job submitted meanwhile would look "never started" to it
         outcome = self.platform.jobs.reconcile()
         if outcome:
@@ -74,9 +78,7 @@ class KPLLab(ExtensionApp):
         restarted = self.platform.deployments.reconcile()
         if restarted:
             self.log.info("kpl_lab: replicas restarted at start (their supervisors were gone): %s", restarted)
-        self._tick_running = False
-        self._ticker = PeriodicCallback(self._tick, self.poll_seconds * 1000)
-        self._ticker.start()
+        self.rounds = Rounds(self.platform, last=[self._flush_gateway], log=self.log)
 
     def publish_api_url(self) -> None:
         """Tell kernels started by this server where the API is (they inherit the environment)."""
@@ -97,7 +99,8 @@ class KPLLab(ExtensionApp):
         self.handlers.extend(handlers())
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
-        """Publish the URL again once the server listens (its port may have moved); register the token."""
+        """Publish the URL again once the server listens (its port may have moved); register the token; run rounds."""
+        self.rounds.start(self.poll_seconds)
         self.publish_api_url()
         self._registered = None
         token = self.serverapp.identity_provider.token
@@ -109,32 +112,13 @@ class KPLLab(ExtensionApp):
             except OSError as error:  # a home this account may not write: keys still work there
                 self.log.warning("kpl_lab: the gateway process will not take this server's token: %s", error)
 
-    async def _tick(self) -> None:
-        """Ingest running jobs' events and start queued jobs that fit."""
-        if self._tick_running:
-            return
-        self._tick_running = True
-        try:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self.pool, self._background_round)
-        except Exception:
-            self.log.exception("kpl_lab: background round failed")
-        finally:
-            self._tick_running = False
-
-    def _background_round(self) -> None:
-        # Local jobs: their supervisors are checked (pid and start time); jobs elsewhere are polled.
-        self.platform.jobs.tick()
-        restarted = self.platform.deployments.reconcile()  # replicas whose supervisor died
-        if restarted:
-            self.log.warning("kpl_lab: restarted replicas whose supervisor was gone: %s", restarted)
-        self.platform.experiments.tick()  # report, prune, finish and start trials
+    def _flush_gateway(self) -> None:
         if "gateway" in self.__dict__:  # the requests predicted since the last round, off the request path
             self.gateway.flush_metrics()
 
     async def stop_extension(self) -> None:
         """Stop background work and release the database; running jobs keep running."""
-        self._ticker.stop()
+        self.rounds.stop()
         self.imports.shutdown()
         if getattr(self, "_registered", None) is not None:
             self._registered.unlink(missing_ok=True)

@@ -82,6 +82,11 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         call = functools.partial(function, *args, **kwargs)
         return await IOLoop.current().run_in_executor(self.app.pool, call)
 
+    def check_admin(self, what: str) -> None:
+        """Refuse a caller who is not an administrator (the single user of a Jupyter server is)."""
+        if not self.app.is_admin(self.current_user):
+            raise Forbidden(f"only an administrator may {what}")
+
     async def sandboxed(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run work that calls the project's sandboxed workers on the sandbox's threads, not the extension's."""
         return await self.platform.sandbox.run(self.project, functools.partial(function, *args, **kwargs))

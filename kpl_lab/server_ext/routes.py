@@ -63,12 +63,23 @@ from ..api.pipelines import (
     RerunRequest,
     RunRequest,
 )
+from ..api.quotas import Quota, QuotaRequest
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
 from ..experiments.compare import IDS_PATTERN
 from .base import NotFoundHandler
-from .handlers import algorithms, datasets, deployments, devices, experiments, jobs, models, pipelines
+from .handlers import (
+    algorithms,
+    datasets,
+    deployments,
+    devices,
+    experiments,
+    jobs,
+    models,
+    pipelines,
+    quotas,
+)
 from .spec import Operation, Query, Route
 from .version import VersionHandler
 
@@ -579,6 +590,19 @@ ROUTES: list[Route] = [
         "/devices",
         devices.DevicesHandler,
         {"get": Operation("The machine's capacity, its accelerators and what is in use", Devices)},
+    ),
+    Route(
+        "/quota",
+        quotas.QuotaHandler,
+        {
+            "get": Operation("The project's quota (what it may hold at once)", Quota),
+            "put": Operation(
+                "Replace the project's quota (administrators); every next reservation decides with it",
+                Quota,
+                body=QuotaRequest,
+                body_required=True,
+            ),
+        },
     ),
     Route(
         "/pipelines/validate",

@@ -9,7 +9,7 @@ from traitlets.config import LoggingConfigurable
 from ..errors import KPLError
 from .form import options_from_form, render_form
 from .profiles import Choice, Profile, parse_profiles, resolve
-from .quota import project_quota
+from .quota import hub_quota
 
 
 def http_error(error: KPLError | ValueError, status: int | None = None) -> web.HTTPError:
@@ -57,8 +57,8 @@ class KPLSpawner(LoggingConfigurable):
     def quota(self, project: str) -> dict:
         """Return the project's quota from its group properties, read now (an admin's edit applies)."""
         try:
-            return project_quota(self.user.groups, project)
-        except ValueError as error:
+            return hub_quota(self.user.groups, project)
+        except KPLError as error:
             raise http_error(error, 500) from None
 
     def choose(self) -> Choice:

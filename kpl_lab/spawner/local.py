@@ -38,7 +38,7 @@ from ..platform import Platform
 from ..privileged.client import HelperClient, HelperError
 from .base import KPLSpawner, http_error
 from .profiles import Choice, Profile
-from .quota import devices_of, release_notebook, reserve_notebook
+from .quota import devices_of, load_hub_quotas, release_notebook, reserve_notebook
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -121,6 +121,14 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     def workspace(self) -> Path:
         """Return the user's persistent workspace."""
         return Path(self.workspace_template.format(home=self.platform.home, username=self.user.name))
+
+    def quota(self, project: str) -> dict:
+        """Return the project's quota as the platform's rules say, the user's groups' properties loaded first."""
+        refused = load_hub_quotas(self.ledger.rules, self.user.groups)
+        if refused:
+            raise http_error(KPLError("; ".join(refused)), 500)
+        with self.platform.session() as session:
+            return self.ledger.quota(session, project)
 
     def used_by_project(self, projects: list[str]) -> dict[str, dict]:
         """Return each project's cpu, memory, devices and notebook count held now."""
@@ -312,7 +320,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         """Validate, reserve, limit and start the single-user server; release everything on failure."""
         self._reset()
         choice = self.choose()
-        quota = self.quota(choice.project)
+        self.quota(choice.project)  # the user's groups' quotas loaded into the rules the ledger decides with
         try:
             reservation = await asyncio.to_thread(
                 reserve_notebook,
@@ -320,7 +328,6 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
                 choice.project,
                 self.owner_id,
                 choice.resources,
-                quota,
                 choice.profile.gpu_sharing,
             )
         except KPLError as error:

@@ -1,9 +1,12 @@
-"""Project quotas from JupyterHub group properties, reserved for notebooks in the platform ledger.
+"""Notebooks in the platform ledger, within their project's quota; the hub's group properties loaded as quotas.
 
-A project is a group; its quota is `properties["kpl_quota"]`, e.g. `{"cpu": 8, "memory":
-16384, "gpu": 2, "npu": 0, "notebooks": 3}` (a missing key is not limited). It is read at
-each start, so an admin's edit applies to the next spawn. A notebook reserves under owner
-kind "notebook" inside the ledger's lock, so simultaneous starts never over-allocate.
+A project is a group; its quota is a rule of the platform's (`kpl_lab.catalog.rules`), which
+the hub's group property `kpl_quota` (e.g. `{"cpu": 8, "memory": 16384, "gpu": 2, "npu": 0,
+"notebooks": 3}`; a missing key is not limited) loads when it changes (`load_hub_quotas`,
+at each spawn and each round of the service), and which the admin page, the REST API and
+`kpl-lab project quota` edit. It is read at each start, so an edit applies to the next spawn.
+A notebook reserves under owner kind "notebook" inside the ledger's lock, so simultaneous
+starts never over-allocate.
 
 GPU sharing: a reservation made by a sharing profile records `"shared": [kind]` next to
 its device indexes; another sharing notebook may be given the same index, an exclusive
@@ -12,7 +15,6 @@ job or notebook may not. A project's accelerators count once however many notebo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -20,12 +22,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..catalog.jobs import Reservation
+from ..catalog.rules import QUOTA, Rules, check_quota
 from ..engine.launch import Resources
-from ..engine.ledger import Ledger
-from ..errors import Conflict, Forbidden
+from ..engine.ledger import Ledger, Machine
+from ..errors import Conflict, Forbidden, KPLError
 
 QUOTA_PROPERTY = "kpl_quota"
-QUOTA_KEYS = ("cpu", "memory", "gpu", "npu", "notebooks")
 OWNER_KIND = "notebook"
 SHARED = "shared"
 UNITS = {"cpu": ("CPU", "CPUs"), "memory": ("MB of memory", "MB of memory"), "gpu": ("GPU", "GPUs")}
@@ -51,31 +53,30 @@ def amount(kind: str, count: float) -> str:
     return f"{count:g} {one if count == 1 else many}"
 
 
-def project_quota(groups: Iterable[Group], project: str) -> dict[str, float]:
-    """Return the quota in the group properties of `project` (empty: not limited)."""
+def hub_quota(groups: Iterable[Group], project: str) -> dict[str, float]:
+    """Return the quota in the group properties of `project` (empty: not limited); BadRequest naming the key."""
     for group in groups:
-        if group.name != project:
-            continue
-        quota = (group.properties or {}).get(QUOTA_PROPERTY) or {}
-        where = f"group {project!r} properties.{QUOTA_PROPERTY}"
-        if not isinstance(quota, dict):
-            raise ValueError(f"{where}: expected an object, got {type(quota).__name__}")
-        checked = {}
-        for key, value in quota.items():
-            if key not in QUOTA_KEYS:
-                raise ValueError(f"{where}.{key}: unknown quota; known: {', '.join(QUOTA_KEYS)}")
-            if value is None:
-                continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ValueError(f"{where}.{key}: expected a number >= 0, got {value!r}")
-            checked[key] = value
-        return checked
+        if group.name == project:
+            quota = (group.properties or {}).get(QUOTA_PROPERTY)
+            return check_quota(quota, f"group {project!r} properties.{QUOTA_PROPERTY}")
     return {}
+
+
+def load_hub_quotas(rules: Rules, groups: Iterable[Group]) -> list[str]:
+    """Load the hub groups' `kpl_quota` properties into the platform's quota rules (those that changed).
+
+    Return the refusals of properties that are no quota (the group and key named); those
+    groups' rules stay as they were.
+    """
+    refused = []
+    for group in groups:
+        if (group.properties or {}).get(QUOTA_PROPERTY) is None:
+            continue
+        try:
+            rules.load(QUOTA, group.name, hub_quota([group], group.name))
+        except KPLError as error:
+            refused.append(error.message)
+    return refused
 
 
 def _refusal(project: str, kind: str, asked: float, used: float, allowed: float) -> QuotaExceeded:
@@ -89,7 +90,7 @@ def _shared_kinds(reservation: Reservation) -> set[str]:
     return set((reservation.devices or {}).get(SHARED, ()))
 
 
-def _pick_shared(session: Session, ledger: Ledger, kind: str, count: int) -> list[int] | None:
+def _pick_shared(session: Session, machine: Machine, kind: str, count: int) -> list[int] | None:
     """Return `count` devices for a sharing notebook: least-shared shared ones first, then free ones."""
     sharers: dict[int, int] = {}
     exclusive: set[int] = set()
@@ -100,7 +101,7 @@ def _pick_shared(session: Session, ledger: Ledger, kind: str, count: int) -> lis
                 sharers[index] = sharers.get(index, 0) + 1
             else:
                 exclusive.add(index)
-    known = [d.index for d in ledger.inventory.get(kind, [])]
+    known = [d.index for d in machine.inventory.get(kind, [])]
     shared = sorted((n, i) for i, n in sharers.items() if i not in exclusive and i in known)
     free = [i for i in known if i not in sharers and i not in exclusive]
     picked = [i for _, i in shared][:count]
@@ -109,10 +110,10 @@ def _pick_shared(session: Session, ledger: Ledger, kind: str, count: int) -> lis
 
 
 def _machine_refusal(session: Session, ledger: Ledger, resources: Resources) -> MachineFull:
-    held = ledger.usage(session)
-    capacity = {"cpu": ledger.cpu, "memory": ledger.memory}
+    held, machine = ledger.usage(session), ledger.machine(session)
+    capacity = {"cpu": machine.cpu, "memory": machine.memory}
     used = {"cpu": held.cpu, "memory": held.memory}
-    for kind, devices in ledger.inventory.items():
+    for kind, devices in machine.inventory.items():
         capacity[kind], used[kind] = len(devices), len(held.devices.get(kind, ()))
     asked = {"cpu": resources.cpu, "memory": resources.memory, **resources.devices}
     for kind, count in asked.items():
@@ -131,12 +132,12 @@ def try_reserve_notebook(
     project: str,
     owner_id: str,
     resources: Resources,
-    quota: dict[str, float],
     sharing: bool = False,
 ) -> Reservation:
     """Reserve in a locked session, or raise QuotaExceeded / MachineFull saying used, asked and allowed."""
     # a notebook being started holds nothing: whatever is still recorded is stale
     ledger.release(OWNER_KIND, owner_id, session)
+    quota = ledger.quota(session, project)
     mine = ledger.usage(session, project)
     running = session.scalar(
         select(func.count())
@@ -151,12 +152,12 @@ def try_reserve_notebook(
 
     picked: dict[str, list[int]] = {}
     if sharing:
-        held = ledger.usage(session)
-        if held.cpu + resources.cpu > ledger.cpu + 1e-9 or held.memory + resources.memory > ledger.memory:
+        held, machine = ledger.usage(session), ledger.machine(session)
+        if held.cpu + resources.cpu > machine.cpu + 1e-9 or held.memory + resources.memory > machine.memory:
             raise _machine_refusal(session, ledger, resources)
         for kind, count in resources.devices.items():
             if count:
-                indexes = _pick_shared(session, ledger, kind, count)
+                indexes = _pick_shared(session, machine, kind, count)
                 if indexes is None:
                     raise _machine_refusal(session, ledger, resources)
                 picked[kind] = indexes
@@ -199,13 +200,12 @@ def reserve_notebook(
     project: str,
     owner_id: str,
     resources: Resources,
-    quota: dict[str, float],
     sharing: bool = False,
 ) -> Reservation:
     """Check the request could ever fit, then reserve it in a transaction of its own."""
     ledger.check(project, resources)
     with ledger.locked() as session:
-        return try_reserve_notebook(session, ledger, project, owner_id, resources, quota, sharing)
+        return try_reserve_notebook(session, ledger, project, owner_id, resources, sharing)
 
 
 def release_notebook(ledger: Ledger, owner_id: str) -> None:

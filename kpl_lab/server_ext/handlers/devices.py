@@ -14,6 +14,7 @@ def devices_model(platform, project: str) -> Devices:
     """Return capacity, use (all projects and this one), the project's quota, and each device's holder."""
     ledger = platform.jobs.ledger
     with platform.session() as session:
+        machine, quota = ledger.machine(session), ledger.quota(session, project)
         used = ledger.usage(session).to_json()
         project_used = ledger.usage(session, project).to_json()
         holders = {}
@@ -24,14 +25,14 @@ def devices_model(platform, project: str) -> Devices:
                     holders[(kind, index)] = f"{row.owner_kind}:{row.owner_id}" if mine else "other project"
     devices = [
         device.to_json() | {"used_by": holders.get((device.kind, device.index))}
-        for kind in sorted(ledger.inventory)
-        for device in ledger.inventory[kind]
+        for kind in sorted(machine.inventory)
+        for device in machine.inventory[kind]
     ]
     return Devices(
-        capacity=ledger.capacity(),
+        capacity=machine.capacity(),
         used=used,
         project_used=project_used,
-        quota=ledger.quotas.get(project),
+        quota=quota or None,
         devices=devices,
     )
 

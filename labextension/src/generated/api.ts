@@ -719,6 +719,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The project's quota (what it may hold at once) */
+        get: operations["getQuota"];
+        /** Replace the project's quota (administrators); every next reservation decides with it */
+        put: operations["putQuota"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/pipelines/validate": {
         parameters: {
             query?: never;
@@ -2285,6 +2303,58 @@ export interface components {
             held_by: components["schemas"]["QueueHolder"][];
             /** @description all of it as one sentence */
             message: string;
+        };
+        /**
+         * Quota
+         * @description A project's quota, read at each reservation of a job, notebook, trial or replica.
+         */
+        Quota: {
+            project: string;
+            quota: components["schemas"]["QuotaLimits"];
+        };
+        /**
+         * QuotaLimits
+         * @description A project's limits; null: not limited.
+         */
+        QuotaLimits: {
+            /**
+             * @description CPUs
+             * @default null
+             */
+            cpu: number | null;
+            /**
+             * @description MB
+             * @default null
+             */
+            memory: number | null;
+            /** @default null */
+            gpu: number | null;
+            /** @default null */
+            npu: number | null;
+            /** @default null */
+            notebooks: number | null;
+        };
+        /**
+         * QuotaRequest
+         * @description A project's new quota; a missing (null) limit is not limited.
+         */
+        QuotaRequest: {
+            /**
+             * @description CPUs
+             * @default null
+             */
+            cpu?: number | null;
+            /**
+             * @description MB
+             * @default null
+             */
+            memory?: number | null;
+            /** @default null */
+            gpu?: number | null;
+            /** @default null */
+            npu?: number | null;
+            /** @default null */
+            notebooks?: number | null;
         };
         /**
          * Record
@@ -4316,6 +4386,66 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Devices"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getQuota: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    putQuota: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotaRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
                 };
             };
             400: components["responses"]["Error400"];

@@ -11,8 +11,10 @@ from traitlets.config import Config
 
 from kpl_lab.errors import Conflict
 from kpl_lab.platform import Platform
+from kpl_lab.rounds import Rounds
 
 WAIT_SECONDS = 120
+ROUND_SECONDS = 0.2  # a test's host runs rounds often: a stopped job's place is taken at once
 
 
 def make_platform(home: Path, database_url: str | None = None, **ledger) -> Platform:
@@ -44,18 +46,28 @@ def environment(cmd: str, memory: int = 256, cpu: float = 1, inputs=(), outputs=
 class Lab:
     """A platform under test with helpers to add algorithms and wait for jobs."""
 
-    def __init__(self, tmp_path: Path, database_url: str | None = None, **ledger) -> None:
+    def __init__(
+        self, tmp_path: Path, database_url: str | None = None, hosted: bool = True, **ledger
+    ) -> None:
         self.tmp_path = tmp_path
         self.home = tmp_path / "home"
         self.database_url = database_url
         self.ledger = ledger
+        self.hosted = hosted
         self.platform = make_platform(self.home, database_url, **ledger)
         self.release_file = tmp_path / "release"
+        self.rounds = Rounds(self.platform)
+        if hosted:  # as a server runs it: queued jobs start when others end (else nothing schedules)
+            self.rounds.start(ROUND_SECONDS)
 
     def restart(self) -> Platform:
         """Drop the platform object (the "server") and open a new one on the same home."""
+        self.rounds.stop()
         self.platform.close()
         self.platform = make_platform(self.home, self.database_url, **self.ledger)
+        self.rounds = Rounds(self.platform)
+        if self.hosted:
+            self.rounds.start(ROUND_SECONDS)
         return self.platform
 
     @property
@@ -102,6 +114,7 @@ class Lab:
                     self.jobs.stop("p", job.id)
         for job in self.jobs.list("p"):
             self.wait(job.id)
+        self.rounds.stop()
         self.platform.close()
 
 

@@ -126,7 +126,7 @@ def test_job_survives_the_forkserver_which_respawns(lab, fresh):
 
 
 def test_job_survives_the_server_and_its_forkserver(lab, fresh, tmp_path):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     done = subprocess.run(
         [sys.executable, "-c", SERVER, str(lab.home)], capture_output=True, text=True, check=True, timeout=120
@@ -142,7 +142,7 @@ def test_job_survives_the_server_and_its_forkserver(lab, fresh, tmp_path):
 
 
 def test_a_job_started_in_a_spare_run_folder_survives_the_server(lab, fresh):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     done = subprocess.run(
         [sys.executable, "-c", SERVER_TWO, str(lab.home)],

@@ -191,7 +191,7 @@ def test_stop_a_queued_job(lab):
 
 
 def test_restart_reattaches_running_jobs(lab):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     job = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
     lab.wait_for(
@@ -208,7 +208,7 @@ def test_restart_reattaches_running_jobs(lab):
 
 
 def test_reconcile_leaves_a_job_another_process_is_starting(lab):
-    lab = lab(cpu=1.0)
+    lab = lab(cpu=1.0, hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
     queued = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
@@ -225,7 +225,7 @@ def test_reconcile_leaves_a_job_another_process_is_starting(lab):
 
 
 def test_job_and_supervisor_killed_is_lost(lab):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     job = lab.jobs.submit(JobRequest(project="p", algorithm="wait"))
     lab.wait_for(lambda: lab.jobs.get("p", job.id).handle.get("pid"), "the job's pid")
@@ -244,7 +244,7 @@ def test_job_and_supervisor_killed_is_lost(lab):
 
 
 def test_supervisor_killed_job_adopted(lab):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's rounds itself
     lab.algorithm(
         "wait", "python wait.py", {"wait.py": WAIT_RELEASE + "import kpl_helper\nkpl_helper.done()\n"}
     )
@@ -261,7 +261,7 @@ def test_supervisor_killed_job_adopted(lab):
 
 
 def test_job_that_reported_done_after_its_supervisor_died_succeeds(lab):
-    lab = lab()
+    lab = lab(hosted=False)  # the test runs the restart's reconcile itself
     script = WAIT_RELEASE + (
         "import kpl_helper as kh\n"
         "open(os.path.join(kh.io.get_output_path('model', '/nonexistent'), 'w.bin'), 'w').close()\n"
@@ -284,7 +284,7 @@ def test_job_that_reported_done_after_its_supervisor_died_succeeds(lab):
 
 
 def test_concurrent_submits_never_over_reserve(lab):
-    lab = lab(cpu=5.0)
+    lab = lab(cpu=5.0, hosted=False)  # submits from threads, as a busy server takes them
     lab.algorithm("wait", "python wait.py", {"wait.py": WAIT_RELEASE})
     ids, errors = [], []
 

@@ -2856,9 +2856,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -3070,8 +3070,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
-                    "image/png": string;
-                    "*/*": string;
+                    "image/png": Blob;
+                    "*/*": Blob;
                 };
             };
             400: components["responses"]["Error400"];
@@ -3188,9 +3188,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -3380,9 +3380,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -3580,7 +3580,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": string;
+                    "application/zip": Blob;
                 };
             };
             400: components["responses"]["Error400"];
@@ -4425,9 +4425,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {

@@ -34,6 +34,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the installed metadata only
+    tomllib = None
+
+from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -64,7 +70,24 @@ def reachable_by_others(path: str | os.PathLike) -> bool:
 
 
 def declared(distribution: str = DISTRIBUTION) -> list[Requirement]:
-    """Return what the installed distribution declares it requires, extras included."""
+    """Return what the distribution requires, extras included (as `extra == "NAME"` markers).
+
+    For kpl-lab run from a source folder (an editable install) its pyproject.toml says it: the
+    installed metadata is as old as the install, and the code run may import more since.
+    """
+    project = SOURCE / "pyproject.toml"
+    if distribution == DISTRIBUTION and project.is_file() and tomllib is not None:
+        table = tomllib.loads(project.read_text())["project"]
+        found = [Requirement(text) for text in table.get("dependencies", [])]
+        for extra, texts in table.get("optional-dependencies", {}).items():
+            for text in texts:
+                requirement = Requirement(text)
+                only = f'extra == "{extra}"'
+                requirement.marker = Marker(
+                    f"({requirement.marker}) and {only}" if requirement.marker else only
+                )
+                found.append(requirement)
+        return found
     return [Requirement(text) for text in importlib.metadata.distribution(distribution).requires or []]
 
 
@@ -82,7 +105,7 @@ def requirements(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = ())
         elif any(marker.evaluate({"extra": extra}) for extra in extras):
             requirement.marker = None  # pip would skip a line that says `extra == "demo"`
             wanted.append(str(requirement))
-    return wanted
+    return list(dict.fromkeys(wanted))  # two extras may name one package alike
 
 
 def installed_extras(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = EXTRAS) -> tuple[str, ...]:

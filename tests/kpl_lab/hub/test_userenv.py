@@ -82,6 +82,24 @@ def test_the_demo_extra_comes_along_only_when_installed_here(monkeypatch):
     assert userenv.installed_extras() == ()
 
 
+def test_kpl_lab_from_a_source_folder_declares_what_its_pyproject_says(tmp_path, monkeypatch):
+    # an editable install's metadata is as old as its install: the source may need more since
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "kpl-lab"\ndependencies = ["pyyaml>=6", "httptools>=0.6"]\n'
+        '[project.optional-dependencies]\ndemo = ["scikit-learn>=1.4"]\ntorch = ["torch>=2.2"]\n'
+        'test = ["torch>=2.2", "pytest>=8"]\n'
+    )
+    monkeypatch.setattr(userenv, "SOURCE", tmp_path)
+    assert userenv.requirements() == ["pyyaml>=6", "httptools>=0.6"]
+    assert userenv.requirements(extras=("torch", "test")) == [
+        "pyyaml>=6",
+        "httptools>=0.6",
+        "torch>=2.2",
+        "pytest>=8",
+    ]
+    assert "scikit-learn>=1.4" in userenv.requirements(extras=("demo",))
+
+
 def test_pytorch_comes_from_its_cpu_index_only_without_an_nvidia_driver_and_when_it_answers(monkeypatch):
     said = []
     monkeypatch.setattr(userenv.platform, "machine", lambda: "x86_64")

@@ -50,7 +50,8 @@ from . import userenv
 STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy before we kill what is left
 WATCH_SECONDS = 2.0  # how often the hub's children are noted while it runs
 READY_PROBE_SECONDS = 0.5  # how often the hub is asked whether it answers, until it does
-SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "image-classification"
+SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "mlp-classification"  # numpy only
+TORCH_ALGORITHM = "image-classification"  # the PyTorch CNN of the same task, added where jobs run torch
 SERVICE_ACCOUNT = "kpl"
 # what the platform service's own hub token may do: read users (admin flag, groups), groups (quotas), servers
 SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers"]
@@ -566,18 +567,13 @@ def proxy_command(python: str) -> str:
 def set_up_demo(
     home: Path, args: argparse.Namespace, python: str, service: pwd.struct_passwd | None = None
 ) -> None:
-    """Add the sample data unless `--no-sample-data`, and say when `python` (what jobs run) lacks PyTorch.
+    """Add the sample data unless `--no-sample-data`.
 
     As the service account when separated: the catalog and the storage are its own.
     """
     if not args.sample_data:
         return
     as_account(service, lambda: add_sample_data(home, args.database_url, args.storage_url, python))
-    if not runs_torch(python):
-        _say(
-            "the sample algorithm needs PyTorch, which this installation lacks: "
-            'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
-        )
 
 
 def runs_torch(python: str) -> bool:
@@ -863,7 +859,10 @@ def as_account(account: pwd.struct_passwd | None, work: Callable[[], object]) ->
 def add_sample_data(
     home: Path, database_url: str | None = None, storage_url: str | None = None, python: str = sys.executable
 ) -> bool:
-    """Register the digits dataset and the image-classification algorithm in the `demo` project once."""
+    """Register the digits dataset and the sample algorithms in the `demo` project once.
+
+    The numpy one always; the PyTorch one too where `python` (what jobs run) has torch.
+    """
     from ..errors import KPLError
     from ..example import examples_folder
     from ..platform import Platform
@@ -874,7 +873,7 @@ def add_sample_data(
         print(f"kpl-lab up: no sample data: {error}")
         return False
     script = examples / "datasets" / "make_digits.py"
-    algorithm = examples / "algorithms" / "image-classification"
+    algorithms = [SAMPLE_ALGORITHM, *([TORCH_ALGORITHM] if runs_torch(python) else [])]
     settings = {"home": str(home)}
     settings |= {k: v for k, v in (("database_url", database_url), ("storage_url", storage_url)) if v}
     platform = Platform(**settings)
@@ -892,8 +891,10 @@ def add_sample_data(
                 catalog.add_dataset(
                     SAMPLE_PROJECT, SAMPLE_DATASET, out, description="handwritten digits (UCI optdigits)"
                 )
-        if not any(a.name == SAMPLE_ALGORITHM for a in catalog.list_algorithms(SAMPLE_PROJECT)):
-            catalog.add_algorithm(SAMPLE_PROJECT, algorithm, name=SAMPLE_ALGORITHM)
+        present = {a.name for a in catalog.list_algorithms(SAMPLE_PROJECT)}
+        for name in algorithms:
+            if name not in present:
+                catalog.add_algorithm(SAMPLE_PROJECT, examples / "algorithms" / name, name=name)
     except (KPLError, ValueError, OSError) as error:
         print(f"kpl-lab up: no sample data: {error}")
         return False
@@ -901,7 +902,7 @@ def add_sample_data(
         platform.close()
     print(
         f"kpl-lab up: sample data in project {SAMPLE_PROJECT!r}: dataset {SAMPLE_DATASET!r}, "
-        f"algorithm {SAMPLE_ALGORITHM!r}"
+        f"algorithm{'s' if len(algorithms) > 1 else ''} {', '.join(map(repr, algorithms))}"
     )
     return True
 

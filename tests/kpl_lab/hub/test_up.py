@@ -212,7 +212,9 @@ def test_sample_data_is_registered_once_in_demo(tmp_path, capsys):
     home = tmp_path / "home"
     assert add_sample_data(home)
     assert add_sample_data(home)  # the second run finds them
-    assert "dataset 'digits', algorithm 'image-classification'" in capsys.readouterr().out
+    # the numpy sample always; its PyTorch twin where jobs run torch (this Python: the test extra has it)
+    said = "dataset 'digits', algorithms 'mlp-classification', 'image-classification'"
+    assert said in capsys.readouterr().out
     platform = Platform(home=str(home))
     try:
         [dataset] = platform.catalog.list_datasets("demo")
@@ -220,9 +222,25 @@ def test_sample_data_is_registered_once_in_demo(tmp_path, capsys):
         assert len(dataset.versions) == 1
         version = platform.catalog.get_dataset("demo", "digits")
         assert version.record_count == 1797
-        [algorithm] = platform.catalog.list_algorithms("demo")
-        assert algorithm.name == "image-classification"
-        assert "train" in platform.catalog.get_algorithm("demo", "image-classification").functions
+        names = sorted(algorithm.name for algorithm in platform.catalog.list_algorithms("demo"))
+        assert names == ["image-classification", "mlp-classification"]
+        assert "train" in platform.catalog.get_algorithm("demo", "mlp-classification").functions
+    finally:
+        platform.close()
+
+
+@pytest.mark.slow
+def test_without_pytorch_the_demo_has_the_numpy_sample_only(tmp_path, capsys, monkeypatch):
+    from kpl_lab.hub import up
+
+    monkeypatch.setattr(up, "runs_torch", lambda python: False)
+    assert add_sample_data(tmp_path / "home")
+    assert "dataset 'digits', algorithm 'mlp-classification'\n" in capsys.readouterr().out
+    platform = Platform(home=str(tmp_path / "home"))
+    try:
+        assert [algorithm.name for algorithm in platform.catalog.list_algorithms("demo")] == [
+            "mlp-classification"
+        ]
     finally:
         platform.close()
 

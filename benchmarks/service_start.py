@@ -17,6 +17,7 @@ import http.client
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         for process in spinning:
             process.kill()
             process.wait()
+        hub.shutdown()
+        shutil.rmtree(home, ignore_errors=True)
     print(
         json.dumps(
             {

@@ -16,6 +16,7 @@ from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 ALGORITHMS = {
+    "mlp-classification": "a small multilayer perceptron for the digits (numpy only: the demo's)",
     "image-classification": "a small CNN for the digits (PyTorch, CPU or one GPU)",
     "detection": "a tiny CenterNet-style detector for shapes-detection (PyTorch)",
     "segmentation": "a small U-Net for shapes-segmentation (PyTorch)",

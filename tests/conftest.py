@@ -175,7 +175,8 @@ def open_folder():
 def user_python() -> str:
     """Return the users' Python (`kpl-lab up`'s user-env), built once per machine and kept between runs.
 
-    Its folder is $KPL_TEST_USER_ENV, default /tmp/kpl-test-user-env; the first build takes minutes.
+    Its folder is $KPL_TEST_USER_ENV, default /tmp/kpl-test-user-env; the first build takes seconds (it takes
+    this Python's packages), minutes where the base Python is another minor version (pip installs them).
     """
     try:
         return str(environments.user_python())

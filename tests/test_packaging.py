@@ -118,6 +118,7 @@ def test_main_wheel_ships_prebuilt_labextension_and_server_config(main_wheel):
         "kpl_lab/examples/datasets/digits.csv.gz",  # kpl-lab example, kpl-lab up's sample data
         "kpl_lab/examples/datasets/make_digits.py",
         "kpl_lab/examples/algorithms/image-classification/train.py",
+        "kpl_lab/examples/algorithms/mlp-classification/train.py",  # the demo's sample algorithm
     ):
         assert module in names
     assert not [

@@ -26,6 +26,8 @@ from pathlib import Path
 
 ONNX_SUFFIXES = (".onnx",)
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+NUMPY_SUFFIXES = (".npz",)  # np.savez: arrays by name (the demo's mlp-classification)
+MAX_NPY_HEADER = 10_000  # numpy's own default bound on an array's header
 MAX_LAYERS = 500  # a structure view is for reading: very deep graphs are cut
 
 # Bounds on what one file may make the reader do; a file past any of them is refused.
@@ -77,6 +79,8 @@ def describe_model_files(folder: str | Path, files: list[str]) -> list[dict]:
                 entry |= _describe_onnx(path, entry["size_bytes"])
             elif lower.endswith(TORCH_SUFFIXES):
                 entry |= _describe_torch(path)
+            elif lower.endswith(NUMPY_SUFFIXES):
+                entry |= _describe_npz(path)
         except Exception as exc:  # one unreadable upload is described, the others still are
             entry["error"] = f"cannot read {name}: {type(exc).__name__}: {exc}"
         described.append(entry)
@@ -738,23 +742,57 @@ def _describe_saved(loaded: tuple[object, _Reader]) -> dict:
     tensors = _state_tensors(value)
     if not tensors:
         return {"format": "pytorch", "error": "no tensors found in the file"}
+    return {"format": "pytorch state dict", **_layers({key: t.shape for key, t in tensors.items()})}
+
+
+def _layers(shapes: dict[str, tuple[int, ...]]) -> dict:
+    """Group named weights (`hidden.weight`, `hidden.bias`) into layers with their parameter counts."""
     layers: dict[str, dict] = {}
-    for key, tensor in tensors.items():
+    for key, shape in shapes.items():
         layer, _, kind = key.rpartition(".")
         entry = layers.setdefault(
             layer or key, {"name": layer or key, "type": "", "parameters": 0, "shapes": {}}
         )
-        entry["parameters"] += tensor.numel
-        entry["shapes"][kind or key] = list(tensor.shape)
+        entry["parameters"] += prod(shape)
+        entry["shapes"][kind or key] = list(shape)
     for entry in layers.values():
         entry["type"] = _guess_layer(entry["shapes"])
     ordered = list(layers.values())
     return {
-        "format": "pytorch state dict",
-        "parameters": sum(t.numel for t in tensors.values()),
+        "parameters": sum(prod(shape) for shape in shapes.values()),
         "layers": ordered[:MAX_LAYERS],
         "layers_total": len(ordered),
     }
+
+
+def _describe_npz(path: Path) -> dict:
+    """Describe numpy's archive of named arrays from each array's header: no data read, no pickle loaded."""
+    import numpy as np
+
+    try:
+        directory = _zip_directory_size(path)
+        if directory > MAX_ZIP_DIRECTORY:
+            raise Refused(f"a zip directory of {directory:,} bytes (at most {MAX_ZIP_DIRECTORY:,})")
+        shapes = {}
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else None
+                    read = read or np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read(member, max_header_size=MAX_NPY_HEADER)
+                if dtype.hasobject:
+                    raise Refused(f"{info.filename} holds Python objects (a pickle): not read")
+                shapes[info.filename.removesuffix(".npy")] = tuple(shape)
+        if not shapes:
+            return {"format": "numpy", "error": "no arrays found in the file"}
+        return {"format": "numpy arrays", **_layers(shapes)}
+    except Refused as exc:
+        return {"format": "numpy", "error": str(exc)}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        return {"format": "numpy", "error": f"cannot read the file: {exc}"}
 
 
 def _describe_legacy(path: Path) -> dict:

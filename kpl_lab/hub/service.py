@@ -12,64 +12,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import secrets
 import signal
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from jupyter_server.auth import AllowAllAuthorizer, User
-from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
-from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Application
-from traitlets.utils.importstring import import_item
 
-from ..platform import Platform, with_moved_settings
-from ..rounds import Rounds
-from ..server_ext.imports import ImportQueue
-from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
-from . import access
-from .directory import HubDirectory
-from .usage import UsageHistory, sample
+if TYPE_CHECKING:
+    from .identity import KPLUser
 
-EXTENSION_NAME = "kpl_lab"
-HUB_SECONDS = 60.0  # the longest a round waits for the hub's groups  # the handlers find the app in settings under this name
+EXTENSION_NAME = "kpl_lab"  # the handlers find the app in settings under this name
+HUB_SECONDS = 60.0  # the longest a round waits for the hub's groups
+STARTING_RETRY_SECONDS = 2
 
 
-@dataclass
-class KPLUser(User):
-    """A hub user as the platform sees them: admin flag and projects (their groups)."""
+class Starting(web.RequestHandler):
+    """Answer while the service loads: 503 under its prefix (try again), 404 elsewhere (as when it runs).
 
-    admin: bool = False
-    projects: tuple[str, ...] = field(default=())
+    The hub counts any answer below 500 at the service's URL as up, so it goes on at once
+    instead of waiting out its service timeout on a slow machine.
+    """
 
+    def initialize(self, prefix: str) -> None:
+        self.prefix = prefix
 
-class ServiceIdentityProvider(JupyterHubIdentityProvider):
-    """Identify the caller with hub OAuth, then read their admin flag and groups from the hub."""
-
-    directory: HubDirectory | None = None
-
-    async def get_user(self, handler: web.RequestHandler) -> KPLUser | None:
-        """Return the caller with admin flag and projects, or None."""
-        if hasattr(handler, "_kpl_user"):
-            return handler._kpl_user
-        handler._kpl_user = None
-        hub_user = await super().get_user(handler)
-        if hub_user is None or hub_user.hub_user.get("kind", "user") != "user":
-            return None
-        found = await access.member(self.directory, hub_user.username)
-        if found is None:
-            return None
-        handler._kpl_user = KPLUser(
-            username=found.name, name=found.name, admin=found.admin, projects=found.projects
-        )
-        return handler._kpl_user
+    def prepare(self) -> None:
+        """Answer every method the same way."""
+        self.set_header("Content-Type", "application/json")
+        if not self.request.path.startswith(self.prefix):
+            self.set_status(404)
+            self.finish(json.dumps({"message": "not found"}))
+            return
+        self.set_status(503)
+        self.set_header("Retry-After", str(STARTING_RETRY_SECONDS))
+        self.finish(json.dumps({"message": "the platform service is starting; try again in a few seconds"}))
 
 
 class KPLService(Application):
@@ -121,6 +107,8 @@ class KPLService(Application):
 
     def may_use_project(self, user: KPLUser, project: str) -> bool:
         """Let admins use every project and members their groups; any other project does not exist."""
+        from . import access
+
         return access.may_use_project(user, project, self.platform.default_project)
 
     @functools.cached_property
@@ -130,8 +118,8 @@ class KPLService(Application):
 
         return Gateway(self.platform.deployments, self.pool)
 
-    def setup(self) -> None:
-        """Open the platform and the hub directory."""
+    def read_environment(self) -> None:
+        """Take the URLs and the token the hub passes in the environment, unless configured."""
         self.prefix = self.prefix or self._env("JUPYTERHUB_SERVICE_PREFIX", "/services/kpl/")
         self.service_url = self.service_url or self._env("JUPYTERHUB_SERVICE_URL")
         self.hub_api_url = self.hub_api_url or self._env("JUPYTERHUB_API_URL")
@@ -139,6 +127,17 @@ class KPLService(Application):
         for trait in ("service_url", "hub_api_url", "api_token"):
             if not getattr(self, trait):
                 raise SystemExit(f"kpl service: {trait} is not set (run me as a JupyterHub-managed service)")
+
+    def setup(self) -> None:
+        """Open the platform and the hub directory (the heavy imports happen here, not at import)."""
+        from traitlets.utils.importstring import import_item
+
+        from ..platform import Platform, with_moved_settings
+        from ..server_ext.imports import ImportQueue
+        from .directory import HubDirectory
+        from .usage import UsageHistory
+
+        self.read_environment()
         self.platform = Platform(config=with_moved_settings(self.config, "KPLService", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-service")
         self.imports = ImportQueue(self.import_workers, self.import_queue)
@@ -150,6 +149,8 @@ class KPLService(Application):
 
     def record_usage(self) -> None:
         """Sample the machine's use now; keep one sample a minute (history_seconds) in the history."""
+        from .usage import sample
+
         self.last_sample = sample(npu_reader=self.npu)
         if self.last_sample["time"] - self._last_kept >= self.history_seconds:
             self.history.add(self.last_sample)
@@ -157,7 +158,12 @@ class KPLService(Application):
 
     def web_app(self) -> web.Application:
         """Return the tornado application: the REST API under <prefix>api/, OAuth callback, admin page."""
+        from jupyter_server.auth import AllowAllAuthorizer
+        from jupyterhub.utils import url_path_join
+
+        from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
         from .admin import admin_handlers
+        from .identity import ServiceIdentityProvider
 
         identity = ServiceIdentityProvider(config=self.config)
         identity.directory = self.directory
@@ -197,35 +203,57 @@ class KPLService(Application):
         if "gateway" in self.__dict__:  # the requests predicted since the last round
             self.gateway.flush_metrics()
 
+    def request_stop(self) -> None:
+        """Make `serve` stop, as SIGTERM does (from any thread)."""
+        self._loop.call_soon_threadsafe(self._stop.set)
+
     async def serve(self) -> None:
-        """Listen on the service URL until stopped."""
-        self.setup()
+        """Listen on the service URL at once, load the platform, then serve it until stopped."""
+        from ..rounds import Rounds
+
+        started = time.monotonic()
+        self.read_environment()
         loop = asyncio.get_running_loop()
-        # this service hosts the platform: its settings, and the hub's groups' quotas, are the rules
-        await loop.run_in_executor(self.pool, self.platform.jobs.load_config)
-        await self.refresh_quotas()
-        outcome = await loop.run_in_executor(self.pool, self.platform.jobs.reconcile)
-        if outcome:
-            self.log.info("kpl service: jobs found running at start: %s", outcome)
-        url = urlparse(self.service_url)
-        server = HTTPServer(self.web_app(), max_body_size=self.max_upload_bytes + 1)
-        server.listen(url.port or 80, url.hostname or "127.0.0.1")
-        self.log.info("kpl service: listening on %s%s", self.service_url.rstrip("/"), self.prefix)
-        rounds = Rounds(
-            self.platform,
-            first=[lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)],
-            last=[self._flush_gateway, self.record_usage],
-            log=self.log,
-        )
-        rounds.start(self.poll_seconds)
-        stop = asyncio.Event()
+        self._stop = stop = asyncio.Event()
+        self._loop = loop
         for signum in (signal.SIGTERM, signal.SIGINT):  # the hub stops its services with SIGTERM
             loop.add_signal_handler(signum, stop.set)
+        url = urlparse(self.service_url)
+        # listening before the slow part (imports, the database): the hub sees the service up in a
+        # second, busy machine or not; what comes meanwhile is told to try again
+        starting = web.Application([(r".*", Starting, {"prefix": self.prefix})])
+        server = HTTPServer(starting, max_body_size=self.max_upload_bytes + 1)
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        self.log.info("kpl service: listening on %s%s, starting", self.service_url.rstrip("/"), self.prefix)
         try:
+            await loop.run_in_executor(None, self.setup)
+        except BaseException:
+            server.stop()
+            raise
+        rounds = None
+        try:
+            # this service hosts the platform: its settings, and the hub's groups' quotas, are the rules
+            await loop.run_in_executor(self.pool, self.platform.jobs.load_config)
+            await self.refresh_quotas()
+            outcome = await loop.run_in_executor(self.pool, self.platform.jobs.reconcile)
+            if outcome:
+                self.log.info("kpl service: jobs found running at start: %s", outcome)
+            server.request_callback = self.web_app()  # the next request is served by the platform
+            self.log.info("kpl service: ready in %.1f s", time.monotonic() - started)
+            rounds = Rounds(
+                self.platform,
+                first=[
+                    lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)
+                ],
+                last=[self._flush_gateway, self.record_usage],
+                log=self.log,
+            )
+            rounds.start(self.poll_seconds)
             await stop.wait()
             self.log.info("kpl service: stopping")
         finally:
-            rounds.stop()
+            if rounds is not None:
+                rounds.stop()
             server.stop()
             self.imports.shutdown()
             self.pool.shutdown(wait=True, cancel_futures=True)

@@ -15,11 +15,14 @@ accounts and starts their notebooks, jobs and deployments as them.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import functools
+import http.client
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -28,6 +31,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -46,7 +50,8 @@ from . import userenv
 STOP_SECONDS = 30.0  # for the hub to stop its notebooks, services and proxy before we kill what is left
 WATCH_SECONDS = 2.0  # how often the hub's children are noted while it runs
 READY_PROBE_SECONDS = 0.5  # how often the hub is asked whether it answers, until it does
-SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "image-classification"
+SAMPLE_PROJECT, SAMPLE_DATASET, SAMPLE_ALGORITHM = "demo", "digits", "mlp-classification"  # numpy only
+TORCH_ALGORITHM = "image-classification"  # the PyTorch CNN of the same task, added where jobs run torch
 SERVICE_ACCOUNT = "kpl"
 # what the platform service's own hub token may do: read users (admin flag, groups), groups (quotas), servers
 SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers"]
@@ -54,6 +59,15 @@ SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "rea
 # admin page's changes (users, projects, members, quotas); a member's gets none of them
 ADMIN_PAGE_SCOPES = ["admin:users", "admin:groups", "groups", "list:users", "list:groups"]
 HELPER_START_SECONDS = 30.0
+# how long the hub waits for a service to answer (JupyterHub's default is 30 s); the platform service
+# answers within a second of its start and loads the platform after (kpl_lab.hub.service.Starting)
+SERVICE_START_SECONDS = 300
+LAST_LINES = 25  # of the hub's log, shown when it exits on its own
+LOG_DRAIN_SECONDS = 1.0
+# what JupyterHub logs when a managed service fails it at start
+SERVICE_FAILED = re.compile(
+    r"(Service \S+ exited with status -?\d+|Cannot connect to managed service \S+|Failed to start service \S+)"
+)
 
 AUTHENTICATORS = {
     "shared": "jupyterhub.authenticators.shared.SharedPasswordAuthenticator",
@@ -269,6 +283,7 @@ def render_config(
         f"        'command': [{python!r}, '-m', 'kpl_lab.hub.service', *{service_args!r}],",
         # the gateway process it starts takes hub users' API tokens with the kpl-gateway service's token
         f"        'environment': {{'KPL_LAB_HOME': {str(home)!r}, {GATEWAY_TOKEN_ENV!r}: {gateway_token!r}}},",
+        *([f"        'timeout': {SERVICE_START_SECONDS},"] if _service_timeout_known() else []),
         "        'display': True,",
         "        'oauth_no_confirm': True,",
         f"        'oauth_client_allowed_scopes': {ADMIN_PAGE_SCOPES!r},",
@@ -288,6 +303,13 @@ def render_config(
         "",
     ]
     return "\n".join(lines)
+
+
+def _service_timeout_known() -> bool:
+    """Say whether this JupyterHub takes a service's `timeout` (6.0 on; 5 refuses a field it lacks)."""
+    from jupyterhub.services.service import Service
+
+    return "timeout" in Service.class_trait_names()
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -337,6 +359,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--account-prefix",
         default=identity.USER_PREFIX,
         help="prefix of users' OS accounts (default kpl-: kpl-alice; project groups kplp-<project>)",
+    )
+    parser.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="when stopped, leave the deployments' replicas and their gateway running (default: stop them; "
+        "the next start starts them again)",
     )
     parser.add_argument(
         "--no-sample-data",
@@ -394,17 +422,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
         sys.stdout.flush()
 
+    hub_ran = False
     try:
         if separated:
             separated.start_helper()
-        return run_hub(
+        hub_ran = True
+        code = run_hub(
             command,
             hub_dir,
             ready=(ready_probes(config, url), announce),
             account=separated.service if separated else None,
             env=hub_environment(home, separated.service if separated else None),
         )
+        return code
     finally:
+        if hub_ran and not args.keep_serving:
+            with _signals_ignored():  # a second Ctrl-C must not cut the shutdown short
+                stop_serving(home, args, separated.service if separated else None)
         if separated:
             separated.stop_helper()
 
@@ -475,6 +509,44 @@ class Separation:
                 self.helper.wait()
 
 
+def stop_serving(home: Path, args: argparse.Namespace, service: pwd.struct_passwd | None) -> None:
+    """Stop the deployments' replicas and their gateway, which the platform service started (as its account).
+
+    The deployments stay: the service's next start starts them again.
+    """
+
+    def suspend() -> None:
+        from ..platform import Platform
+
+        settings = {"home": str(home)}
+        settings |= {
+            k: v for k, v in (("database_url", args.database_url), ("storage_url", args.storage_url)) if v
+        }
+        platform = Platform(**settings)
+        try:
+            stopped = platform.deployments.suspend()
+        finally:
+            platform.close()
+        if stopped:
+            _say(
+                f"stopped the gateway and {len(stopped)} replica(s) of deployments (the next start starts them)"
+            )
+
+    as_account(service, suspend)
+
+
+@contextlib.contextmanager
+def _signals_ignored():
+    """Ignore SIGTERM, SIGINT and SIGHUP for a while (the end of a shutdown)."""
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def hub_environment(home: Path, service: pwd.struct_passwd | None) -> dict[str, str]:
     """Return the hub's environment: the allowlist's, the platform home and, separated, the service account's names."""
     env = environment.passed()
@@ -495,18 +567,13 @@ def proxy_command(python: str) -> str:
 def set_up_demo(
     home: Path, args: argparse.Namespace, python: str, service: pwd.struct_passwd | None = None
 ) -> None:
-    """Add the sample data unless `--no-sample-data`, and say when `python` (what jobs run) lacks PyTorch.
+    """Add the sample data unless `--no-sample-data`.
 
     As the service account when separated: the catalog and the storage are its own.
     """
     if not args.sample_data:
         return
     as_account(service, lambda: add_sample_data(home, args.database_url, args.storage_url, python))
-    if not runs_torch(python):
-        _say(
-            "the sample algorithm needs PyTorch, which this installation lacks: "
-            'pip install -e ".[demo]" (docs/admin-guide.md#the-demo)'
-        )
 
 
 def runs_torch(python: str) -> bool:
@@ -520,14 +587,33 @@ def ready_probes(config: Path, url: str) -> tuple[Callable[[], bool], ...]:
 
     The hub adds its route and its services' to the proxy only once its own server answers
     and every service listens: a probe through the proxy before that is a 404 line in the
-    proxy's log, so those are asked first.
+    proxy's log, so those are asked first. A service the hub starts is asked under its
+    prefix until it stops answering 503 (the platform service loading).
     """
-    services = [s["url"] for s in _hub_config(config).get("services", []) if s.get("url")]
+    services = _hub_config(config).get("services", [])
     return (
         functools.partial(answers, hub_own_url(config)),
-        *(functools.partial(listens, service) for service in services),
+        *(functools.partial(listens, s["url"]) for s in services if s.get("url")),
+        *(
+            functools.partial(serves, urllib.parse.urljoin(s["url"], f"/services/{s['name']}/"))
+            for s in services
+            if s.get("url") and s.get("command")
+        ),
         functools.partial(answers, url),
     )
+
+
+def serves(url: str) -> bool:
+    """Say whether the server at `url` answers it now with a status below 500 (redirects not followed)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(*_address(parts), timeout=READY_PROBE_SECONDS)
+    try:
+        connection.request("GET", parts.path or "/")
+        return connection.getresponse().status < 500
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def answers(url: str) -> bool:
@@ -605,12 +691,14 @@ def run_hub(
 
     `ready`: the probes to ask, in order (`ready_probes`), and what to call once all say yes
     (print the URL to open). `account`: the service account the hub runs as (this process is
-    root), with `env` (default: this process's).
+    root), with `env` (default: this process's). Its log (and its services') passes through
+    here: when it ends on its own, what it said last is said again with its exit status.
     """
     signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in signals}
     started: dict[int, psutil.Process] = {}  # the hub's children: the proxy, the service, notebook servers
     hub = None
+    log = HubLog()
     try:
         # its own session: a Ctrl-C in the terminal reaches only us, and we stop the hub in order
         drop = (
@@ -618,12 +706,25 @@ def run_hub(
             if account
             else {}
         )
-        hub = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env, **drop)
+        hub = subprocess.Popen(
+            command,
+            cwd=cwd,
+            start_new_session=True,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            **drop,
+        )
+        log.follow(hub.stdout)
         while True:
             try:
-                return hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
+                code = hub.wait(timeout=READY_PROBE_SECONDS if ready else WATCH_SECONDS)
             except subprocess.TimeoutExpired:
                 _remember_children(hub.pid, started)
+            else:
+                for line in why_hub_exited(code, log.last_lines()):
+                    _say(line)
+                return code
             if ready and all(probe() for probe in ready[0]):
                 ready[1]()
                 ready = None
@@ -649,8 +750,60 @@ def run_hub(
             hub.kill()
             hub.wait()
         _stop_left(list(started.values()), stop_seconds)
+        log.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class HubLog:
+    """Pass the hub's output (its log, its services' and proxy's) on to this process's, keeping the last lines."""
+
+    def __init__(self, keep: int = LAST_LINES) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+        self.thread: threading.Thread | None = None
+        self.pipe = None
+
+    def follow(self, pipe) -> None:
+        """Copy `pipe` to stderr line by line, on a thread of its own."""
+        self.pipe = pipe
+        self.thread = threading.Thread(target=self._copy, name="kpl-hub-log", daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        out = sys.stderr.buffer
+        for line in iter(self.pipe.readline, b""):
+            with contextlib.suppress(OSError, ValueError):  # our own stderr closed: keep reading
+                out.write(line)
+                out.flush()
+            self.lines.append(line.decode(errors="replace").rstrip())
+
+    def last_lines(self) -> list[str]:
+        """Return the last lines the hub wrote, once its end of the pipe closed (or a second passed)."""
+        if self.thread is not None:
+            self.thread.join(LOG_DRAIN_SECONDS)  # a child of the hub left running may hold the pipe open
+        return list(self.lines)
+
+    def close(self) -> None:
+        """Stop reading (the hub and what it started are gone)."""
+        if self.thread is not None:
+            self.thread.join(LOG_DRAIN_SECONDS)
+        if self.pipe is not None:
+            with contextlib.suppress(OSError):
+                self.pipe.close()
+
+
+def why_hub_exited(code: int, lines: list[str]) -> list[str]:
+    """Return what to say when the hub ended on its own: its exit status, the cause found, its last lines."""
+    said = [f"JupyterHub exited with status {code}" + ("" if code else " (it stopped on its own)")]
+    for line in reversed(lines):
+        found = SERVICE_FAILED.search(line)
+        if found:
+            said.append(f"cause: {found.group(0)}")
+            break
+    if lines:
+        said.append("the last lines of its log (the platform service's and the proxy's too):")
+        said += [f"  {line}" for line in lines]
+    return said
 
 
 def _remember_children(pid: int, started: dict[int, psutil.Process]) -> None:
@@ -706,7 +859,10 @@ def as_account(account: pwd.struct_passwd | None, work: Callable[[], object]) ->
 def add_sample_data(
     home: Path, database_url: str | None = None, storage_url: str | None = None, python: str = sys.executable
 ) -> bool:
-    """Register the digits dataset and the image-classification algorithm in the `demo` project once."""
+    """Register the digits dataset and the sample algorithms in the `demo` project once.
+
+    The numpy one always; the PyTorch one too where `python` (what jobs run) has torch.
+    """
     from ..errors import KPLError
     from ..example import examples_folder
     from ..platform import Platform
@@ -717,7 +873,7 @@ def add_sample_data(
         print(f"kpl-lab up: no sample data: {error}")
         return False
     script = examples / "datasets" / "make_digits.py"
-    algorithm = examples / "algorithms" / "image-classification"
+    algorithms = [SAMPLE_ALGORITHM, *([TORCH_ALGORITHM] if runs_torch(python) else [])]
     settings = {"home": str(home)}
     settings |= {k: v for k, v in (("database_url", database_url), ("storage_url", storage_url)) if v}
     platform = Platform(**settings)
@@ -735,8 +891,10 @@ def add_sample_data(
                 catalog.add_dataset(
                     SAMPLE_PROJECT, SAMPLE_DATASET, out, description="handwritten digits (UCI optdigits)"
                 )
-        if not any(a.name == SAMPLE_ALGORITHM for a in catalog.list_algorithms(SAMPLE_PROJECT)):
-            catalog.add_algorithm(SAMPLE_PROJECT, algorithm, name=SAMPLE_ALGORITHM)
+        present = {a.name for a in catalog.list_algorithms(SAMPLE_PROJECT)}
+        for name in algorithms:
+            if name not in present:
+                catalog.add_algorithm(SAMPLE_PROJECT, examples / "algorithms" / name, name=name)
     except (KPLError, ValueError, OSError) as error:
         print(f"kpl-lab up: no sample data: {error}")
         return False
@@ -744,7 +902,7 @@ def add_sample_data(
         platform.close()
     print(
         f"kpl-lab up: sample data in project {SAMPLE_PROJECT!r}: dataset {SAMPLE_DATASET!r}, "
-        f"algorithm {SAMPLE_ALGORITHM!r}"
+        f"algorithm{'s' if len(algorithms) > 1 else ''} {', '.join(map(repr, algorithms))}"
     )
     return True
 

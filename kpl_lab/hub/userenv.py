@@ -4,16 +4,18 @@ Users' servers and jobs run as the users' own OS accounts, so their Python must 
 that other accounts can execute. When the platform's own Python is (installed under
 /usr or /opt), it is used as it is. Otherwise (a Python under /root, mode 700) a virtual
 environment is built once at `<home>/user-env` on a Python they can execute (Debian's
-/usr/bin/python3 by default), with the platform's requirements
-as kpl-lab declares them, and this very kpl_lab: a `.pth` line to its source folder when other
-accounts can read it (an editable install), else a copy of the packages. A stamp file
-records what it was built from; the next `kpl-lab up` reuses it while that is unchanged.
+/usr/bin/python3 by default), with the platform's requirements as kpl-lab declares them
+(and the extras installed here: PyTorch, PostgreSQL, ONNX), and this very kpl_lab: a `.pth`
+line to its source folder when other accounts can read it (an editable install), else a copy
+of the packages. A stamp file records what it was built from; the next `kpl-lab up` reuses
+it while that is unchanged.
 
-The `demo` extra (PyTorch, for the example algorithms) comes along when it is installed
-here. PyTorch is then copied from this Python when both are the same Python version (the
-very build the admin chose, CPU-only or CUDA, with no second download of hundreds of MB);
-otherwise pip installs it, on a Linux x86-64 machine with no NVIDIA driver from its CPU
-wheel index when that answers (instead of several GB of CUDA libraries).
+When the base is this Python's minor version, every distribution those requirements need is
+taken from this Python's installation as it is (hard links on the same filesystem, else
+copies): seconds, and no download. Only what is not installed here, or whose Requires-Python
+refuses the base's version, is left to pip; a base of another minor version gets everything
+from pip (on a Linux x86-64 machine with no NVIDIA driver, PyTorch from its CPU wheel index
+when that answers).
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the installed metadata only
+    tomllib = None
+
+from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 DISTRIBUTION = "kpl-lab"
 PACKAGES = ("kpl_lab", "kpl_dataset", "kpl_helper")
@@ -45,7 +55,7 @@ DEMO_EXTRA = "demo"  # what the example algorithms need (PyTorch)
 EXTRAS = (DEMO_EXTRA, "torch", "postgresql", "onnx", "fast")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 INDEX_PROBE_SECONDS = 5.0
-COPIED = ("torch",)  # large compiled packages taken from this Python rather than downloaded again
+PROGRESS_SECONDS = 2.0  # how often the build says how far it got
 
 
 def reachable_by_others(path: str | os.PathLike) -> bool:
@@ -60,7 +70,24 @@ def reachable_by_others(path: str | os.PathLike) -> bool:
 
 
 def declared(distribution: str = DISTRIBUTION) -> list[Requirement]:
-    """Return what the installed distribution declares it requires, extras included."""
+    """Return what the distribution requires, extras included (as `extra == "NAME"` markers).
+
+    For kpl-lab run from a source folder (an editable install) its pyproject.toml says it: the
+    installed metadata is as old as the install, and the code run may import more since.
+    """
+    project = SOURCE / "pyproject.toml"
+    if distribution == DISTRIBUTION and project.is_file() and tomllib is not None:
+        table = tomllib.loads(project.read_text())["project"]
+        found = [Requirement(text) for text in table.get("dependencies", [])]
+        for extra, texts in table.get("optional-dependencies", {}).items():
+            for text in texts:
+                requirement = Requirement(text)
+                only = f'extra == "{extra}"'
+                requirement.marker = Marker(
+                    f"({requirement.marker}) and {only}" if requirement.marker else only
+                )
+                found.append(requirement)
+        return found
     return [Requirement(text) for text in importlib.metadata.distribution(distribution).requires or []]
 
 
@@ -78,7 +105,7 @@ def requirements(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = ())
         elif any(marker.evaluate({"extra": extra}) for extra in extras):
             requirement.marker = None  # pip would skip a line that says `extra == "demo"`
             wanted.append(str(requirement))
-    return wanted
+    return list(dict.fromkeys(wanted))  # two extras may name one package alike
 
 
 def installed_extras(distribution: str = DISTRIBUTION, extras: tuple[str, ...] = EXTRAS) -> tuple[str, ...]:
@@ -143,88 +170,238 @@ def prepare(
     return build(Path(home) / "user-env", base, log)
 
 
-def copied_packages(pins: list[str], base: str) -> dict[str, str]:
-    """Return name -> version of the `COPIED` packages among `pins` that `base` can take from here.
-
-    Only when `base` is the same Python version as this one: compiled code is built for one.
-    """
-    names = [Requirement(pin).name for pin in pins if Requirement(pin).name in COPIED]
-    if not names:
-        return {}
+def same_minor(base: str) -> bool:
+    """Say whether `base` is this Python's minor version (then compiled packages built here run there)."""
     minor = subprocess.run(
         [base, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
-    if minor != f"{sys.version_info[0]}.{sys.version_info[1]}":
-        return {}
-    found = {}
-    for name in names:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
+    return minor == f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def base_version(base: str) -> str:
+    """Return the full version of the Python `base` (what Requires-Python is checked against)."""
+    return subprocess.run(
+        [base, "-c", "import platform; print(platform.python_version())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def installed_closure(
+    pins: list[str], python_version: str = ""
+) -> tuple[dict[str, importlib.metadata.Distribution], list[str]]:
+    """Return the distributions installed here that `pins` need, by name, and the pins to install instead.
+
+    Follows each distribution's own requirements (with the extras asked for). A requirement
+    with no matching installation here, or one whose Requires-Python refuses `python_version`
+    (the users' Python's), goes to the second list: pip installs those.
+    """
+    found: dict[str, importlib.metadata.Distribution] = {}
+    missing: dict[str, str] = {}
+    done: set[tuple[str, str]] = set()
+    queue = [Requirement(pin) for pin in pins]
+    while queue:
+        requirement = queue.pop(0)
+        name = canonicalize_name(requirement.name)
+        wanted = {""} | set(requirement.extras)
+        if all((name, extra) in done for extra in wanted):
             continue
-    return found
+        try:
+            distribution = importlib.metadata.distribution(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            distribution = None
+        refused = distribution is not None and not _runs_on(distribution, python_version)
+        if (
+            distribution is None
+            or refused
+            or not distribution.files
+            or not requirement.specifier.contains(distribution.version, prereleases=True)
+        ):
+            requirement.marker = None
+            missing.setdefault(name, str(requirement))
+            done.update((name, extra) for extra in wanted)
+            continue
+        found[name] = distribution
+        for extra in wanted - {e for n, e in done if n == name}:
+            done.add((name, extra))
+            for text in distribution.requires or []:
+                needed = Requirement(text)
+                if needed.marker is None or needed.marker.evaluate({"extra": extra}):
+                    queue.append(needed)
+    return found, list(missing.values())
+
+
+def _runs_on(distribution: importlib.metadata.Distribution, python_version: str) -> bool:
+    """Say whether `distribution`'s Requires-Python admits `python_version` (empty: this one)."""
+    allowed = distribution.metadata.get("Requires-Python")
+    if not allowed or not python_version:
+        return True
+    return SpecifierSet(allowed).contains(python_version, prereleases=True)
 
 
 def build(
     env: Path, base: str = DEFAULT_PYTHON, log: Callable[[str], None] = print, force: bool = False
 ) -> Path:
-    """Return the Python of the virtual environment `env` on `base`, built unless its stamp matches."""
+    """Return the Python of the virtual environment `env` on `base`, built unless its stamp matches.
+
+    On a `base` of this Python's minor version the installed distributions are taken from here
+    (hard links where the filesystem allows, else copies): nothing is downloaded but what is not
+    installed here. On another minor version pip installs the requirements.
+    """
     if not reachable_by_others(base):
         raise RuntimeError(f"{base} cannot be executed by other accounts: name one that can")
     pins = requirements(extras=installed_extras())
-    copied = copied_packages(pins, base)
+    taken: dict[str, importlib.metadata.Distribution] = {}
+    if same_minor(base):
+        taken, to_install = installed_closure([*pins, "pip"], base_version(base))
+    else:
+        to_install = pins
     wanted = {
         "python": str(Path(base).resolve()),
         "requirements": hashlib.sha256("\n".join(pins).encode()).hexdigest(),
         "source": str(SOURCE),
+        "taken": {name: distribution.version for name, distribution in sorted(taken.items())},
     }
-    if copied:
-        wanted["copied"] = copied
     stamp = env / STAMP
     if not force and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
         return python_of(env)
     started = time.monotonic()
-    log(f"building the users' Python environment {env} on {base} ({len(pins)} packages; once, then cached)")
+    log(
+        f"building the users' Python environment {env} on {base} ({len(pins)} requirements; once, then cached)"
+    )
     if env.exists():
         shutil.rmtree(env)
     previous = os.umask(0o022)  # every account reads and executes it
     try:
-        subprocess.run([base, "-m", "venv", str(env)], check=True)
-        for name, version in copied.items():
-            log(f"  copying {name} {version} from {sys.executable}")
-            _copy_distribution(name, _site_packages(env))
-        options = [] if "torch" in copied else index_options(pins, log)
-        with subprocess.Popen(
-            [
-                str(python_of(env)),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                *options,
-                *pins,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        ) as pip:
-            for line in pip.stdout:
-                if line.startswith(("Collecting", "Installing", "Successfully", "ERROR")):
-                    log("  " + line.rstrip()[:200])
-        if pip.returncode != 0:
-            raise RuntimeError(
-                f"pip could not install the users' environment in {env} (exit {pip.returncode})"
+        subprocess.run([base, "-m", "venv", *(["--without-pip"] if taken else []), str(env)], check=True)
+        if taken:
+            _take_installed(taken, env, log)
+        else:
+            log(
+                f"  {base} is not Python {sys.version_info[0]}.{sys.version_info[1]}: pip installs everything"
             )
+        if to_install:
+            _pip_install(env, to_install, log)
         _add_platform(env)
         stamp.write_text(json.dumps(wanted))
     finally:
         os.umask(previous)
     log(f"users' Python environment ready in {time.monotonic() - started:.0f} s: {python_of(env)}")
     return python_of(env)
+
+
+def _pip_install(env: Path, pins: list[str], log: Callable[[str], None]) -> None:
+    """Install `pins` into `env` with its pip, saying what it collects."""
+    if not (_site_packages(env) / "pip").is_dir():
+        subprocess.run([str(python_of(env)), "-m", "ensurepip", "--default-pip"], check=True)
+    log(f"  pip installs {len(pins)} not taken from here: {', '.join(pins)}")
+    with subprocess.Popen(
+        [
+            str(python_of(env)),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            *index_options(pins, log),
+            *pins,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as pip:
+        for line in pip.stdout:
+            if line.startswith(("Collecting", "Installing", "Successfully", "ERROR")):
+                log("  " + line.rstrip()[:200])
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install the users' environment in {env} (exit {pip.returncode})")
+
+
+def _take_installed(
+    distributions: dict[str, importlib.metadata.Distribution], env: Path, log: Callable[[str], None]
+) -> None:
+    """Put the files of installed `distributions` into `env`, saying how far it got every few seconds."""
+    site = _site_packages(env)
+    log(f"  taking {len(distributions)} installed packages from {sys.prefix} (no download)")
+    files = size = 0
+    said = time.monotonic()
+    for count, distribution in enumerate(distributions.values(), 1):
+        taken = _take_distribution(distribution, site, env)
+        files, size = files + taken[0], size + taken[1]
+        if time.monotonic() - said >= PROGRESS_SECONDS or count == len(distributions):
+            log(
+                f"  {count}/{len(distributions)} packages ({files} files, {size / 1e6:.0f} MB): "
+                f"{distribution.metadata['Name']} {distribution.version}"
+            )
+            said = time.monotonic()
+
+
+def _take_distribution(
+    distribution: importlib.metadata.Distribution, site: Path, env: Path
+) -> tuple[int, int]:
+    """Link (else copy) an installed distribution's files, as its RECORD lists them, into `env`.
+
+    Files beside the packages go to `site`; data files (share/, etc/) under `env`; scripts get
+    `env`'s python in their first line. Bytecode comes along: its source keeps its time.
+    Return how many files and bytes.
+    """
+    own_site = Path(distribution.locate_file("")).resolve()
+    prefix = own_site.parents[2]  # <prefix>/lib/pythonX.Y/site-packages
+    files = size = 0
+    for file in distribution.files or []:
+        source = Path(distribution.locate_file(file)).resolve()
+        if not source.is_file():
+            continue
+        if source.is_relative_to(own_site):
+            target = site / source.relative_to(own_site)
+        elif source.is_relative_to(prefix):
+            target = env / source.relative_to(prefix)
+        else:
+            continue  # outside its installation (an editable project's folder): not ours to take
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (
+            target.parent.name == "bin"
+            and target.parent.parent == env
+            and _rewrite_script(source, target, env)
+        ):
+            pass
+        else:
+            _link_or_copy(source, target)
+        files += 1
+        size += target.stat().st_size
+    return files, size
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link `source` at `target` when others may read it and the filesystem allows, else copy it."""
+    if source.stat().st_mode & stat.S_IROTH:
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            pass  # another filesystem, or links refused
+    shutil.copy2(source, target)
+    target.chmod(
+        target.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if target.stat().st_mode & 0o100 else 0)
+    )
+
+
+def _rewrite_script(source: Path, target: Path, env: Path) -> bool:
+    """Write a script whose first line names a python with `env`'s python there instead; say whether it did."""
+    with open(source, "rb") as file:
+        first = file.readline()
+        if not (first.startswith(b"#!") and b"python" in first):
+            return False
+        rest = file.read()
+    target.write_bytes(b"#!" + str(python_of(env)).encode() + b"\n" + rest)
+    target.chmod(0o755)
+    return True
 
 
 def _site_packages(env: Path) -> Path:
@@ -236,20 +413,6 @@ def _site_packages(env: Path) -> Path:
             text=True,
         ).stdout.strip()
     )
-
-
-def _copy_distribution(name: str, site: Path) -> None:
-    """Copy an installed distribution's files (as its RECORD lists them) into `site`; scripts stay behind."""
-    distribution = importlib.metadata.distribution(name)
-    for file in distribution.files or []:
-        if file.parts[0] == ".." or "__pycache__" in file.parts:
-            continue  # console scripts name this Python; bytecode is written again
-        source = Path(distribution.locate_file(file))
-        if source.is_file():
-            target = site / file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            target.chmod(target.stat().st_mode | 0o444)
 
 
 def _add_platform(env: Path) -> None:

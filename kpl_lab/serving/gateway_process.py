@@ -59,6 +59,7 @@ from . import http_server, hub_tokens
 from .gateway import VERSION_HEADER, Gateway, Prediction
 from .keys import digest, key_of
 from .memo import Memo
+from .replica import kill_group
 
 HOST = "127.0.0.1"
 FOLDER = "gateway"
@@ -144,6 +145,15 @@ def ensure(platform, port: int = 0, keep_for: dict | None = None) -> bool:
         }
         write_atomic(where / "gateway.json", json.dumps(note), durable=False)
         return True
+
+
+def stop(home: str | Path, grace: float) -> bool:
+    """Stop the running gateway process (SIGTERM, SIGKILL after `grace` seconds); return whether one ran."""
+    found = state(home)
+    if found is None:
+        return False
+    kill_group(found["pid"], found.get("pid_start"), grace, lambda pid, start, number: os.kill(pid, number))
+    return True
 
 
 def register_server(home: str | Path, token: str, projects: list[str]) -> Path:

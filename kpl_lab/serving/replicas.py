@@ -30,6 +30,8 @@ from .replica import kill_group, remove_socket_folder, signaller, tail
 LAST_LOG_LINES = 20
 # what a replica's state becomes when its supervisor is gone without saying how it ended
 GONE = {"state": "stopped", "reason": "its supervisor is gone"}
+# stopped with the platform (`kpl-lab up` stopping): the next start of the platform starts it again
+SUSPENDED = {"state": "suspended", "reason": "the platform stopped; it starts again with the platform"}
 
 
 # what stays the platform's in a replica's run folder given to its user: what runs and as whom, its state
@@ -112,15 +114,18 @@ def status(run_dir: Path, handle: dict) -> dict:
     found = read_own_json(run_dir / "status.json") or {"state": "starting", "restarts": 0}
     if "url" not in found and found.get("port"):  # written by a supervisor from before `url`
         found["url"] = address.tcp_url("127.0.0.1", found["port"])
-    if found["state"] not in ("failed", "stopped") and handle and not supervised(handle):
+    if found["state"] not in ("failed", "stopped", "suspended") and handle and not supervised(handle):
         found = {**found, **GONE}
     if found["state"] == "failed":
         found["last_log_lines"] = tail(run_dir / "output.log", LAST_LOG_LINES)
     return found
 
 
-def stop(run_dir: Path, handle: dict, grace: float) -> None:
-    """Stop a replica: its supervisor stops the server; both are killed if they outlast the grace period."""
+def stop(run_dir: Path, handle: dict, grace: float, resume: bool = False) -> None:
+    """Stop a replica: its supervisor stops the server; both are killed if they outlast the grace period.
+
+    `resume`: it is `suspended`, not `stopped`, so the platform's next reconcile starts it again.
+    """
     pid, start = handle.get("supervisor_pid"), handle.get("supervisor_start")
     if is_alive(pid, start):
         os.kill(pid, signal.SIGTERM)
@@ -134,7 +139,9 @@ def stop(run_dir: Path, handle: dict, grace: float) -> None:
         spec = read_own_json(run_dir / "replica.json") or {}
         kill_group(server["pid"], server.get("pid_start"), grace, signaller(spec))
     remove_socket_folder(server)
-    if server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
+    if resume and run_dir.is_dir():
+        write_atomic(run_dir / "status.json", json.dumps({**server, **SUSPENDED, "pid": None}), durable=False)
+    elif server.get("state") != "stopped" and run_dir.is_dir():  # so no reconcile starts it again
         write_atomic(
             run_dir / "status.json", json.dumps({**server, "state": "stopped", "pid": None}), durable=False
         )

@@ -436,6 +436,28 @@ class DeploymentService(LoggingConfigurable):
             restarted.append(row.id)
         return restarted
 
+    def suspend(self) -> list[str]:
+        """Stop the gateway process and the running local replicas until the platform's next start.
+
+        What `kpl-lab up` does as it stops: the deployments stay, and the next `reconcile` (the
+        service's start) starts their replicas and the gateway again. Kubernetes keeps its pods.
+        Return the ids of the replicas stopped.
+        """
+        from . import gateway_process
+
+        gateway_process.stop(
+            self.platform.home, self.grace_seconds
+        )  # first: nothing routed to a stopping one
+        with self.platform.session() as session:
+            rows = [
+                row
+                for row in session.scalars(select(Replica))
+                if "kubernetes" not in row.handle and replicas.supervised(row.handle)
+            ]
+        for row in rows:
+            replicas.stop(self.run_dir(row), row.handle, self.grace_seconds, resume=True)
+        return [row.id for row in rows]
+
     def ensure_gateway(self) -> bool:
         """Start the gateway process unless it runs (or is turned off); return whether it was started."""
         from . import gateway_process  # it imports the gateway, which imports this module

@@ -1,7 +1,8 @@
 """`kpl-lab up`'s demo: its sample data, and the sample job trained with the submit form's defaults.
 
-On a 2-CPU machine where the user's notebook holds one, the form's defaults (kpl_lab/fit.py,
-as labextension/src/jobForm.ts) ask for the one left, and the job trains at once.
+On a 2-CPU machine where the user's notebook holds one, the sample algorithm (numpy, one CPU)
+fits beside it as environment.yml asks: the form's defaults (kpl_lab/fit.py, as
+labextension/src/jobForm.ts) change nothing, and the job trains at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ WAIT_SECONDS = 900
 @pytest.mark.slow
 def test_the_sample_job_trains_with_the_forms_defaults_beside_a_notebook(tmp_path, capsys):
     home = tmp_path / "home"
-    assert add_sample_data(home)  # the digits need nothing beyond the run command's install
+    assert add_sample_data(home)  # the digits and the sample algorithm need nothing beyond the platform
     assert "no sample data" not in capsys.readouterr().out
     config = Config({"Ledger": {"cpu": 2.0, "memory": 8192}, "LocalExecutor": {"tick_seconds": 0.2}})
     platform = Platform(home=str(home), config=config)
@@ -38,10 +39,7 @@ def test_the_sample_job_trains_with_the_forms_defaults_beside_a_notebook(tmp_pat
         limits = dataclasses.asdict(spec.resource.limits)
         devices = devices_model(platform, SAMPLE_PROJECT).model_dump(mode="json")
         resources, notes = fit_now(limits, devices)
-        assert (resources, notes) == (
-            {"cpu": 1.0},
-            ["cpu capped at 1: environment.yml asks 2 CPUs, 1 free now"],
-        )
+        assert (limits["cpu"], resources, notes) == (1, {}, [])  # nothing to cap
         request = JobRequest(
             project=SAMPLE_PROJECT,
             algorithm=SAMPLE_ALGORITHM,

@@ -74,7 +74,7 @@ def test_the_readme_tour_trains_the_example_on_digits_from_a_scratch_folder(tmp_
 
     models = json.loads(kpl_lab(home, "model", "list", "--json").stdout)
     names = [version["name"] for model in models for version in model["versions"]]
-    assert names == ["image-classification-model"]  # <algorithm>-<output key>
+    assert names == ["mlp-classification-model"]  # <algorithm>-<output key>
     assert shown["outputs"]["model"]["registered"].endswith(models[0]["versions"][0]["version"])
 
 

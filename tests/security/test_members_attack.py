@@ -8,6 +8,7 @@ members' content only in their project's sandboxed workers.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import pwd
@@ -263,11 +264,13 @@ def test_the_gateway_refuses_what_http_forbids(up: Up):
 
 def test_only_the_helper_runs_as_root(up: Up):
     service = pwd.getpwnam(up.service).pw_uid
-    family = psutil.Process(up.process.pid).children(recursive=True)
-    roots = [" ".join(p.cmdline()) for p in family if p.uids().real == 0]
+    family = []  # (uid, command line) of each descendant still running once read
+    for process in psutil.Process(up.process.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # a sandbox worker ending as it is listed
+            family.append((process.uids().real, " ".join(process.cmdline())))
+    roots = [line for uid, line in family if uid == 0]
     assert len(roots) == 1 and "kpl_lab.privileged.helper" in roots[0], roots
-    platform = [p for p in family if p.uids().real == service]
-    names = " ".join(" ".join(p.cmdline()) for p in platform)
+    names = " ".join(line for uid, line in family if uid == service)
     for part in ("jupyterhub", "configurable-http-proxy", "kpl_lab.hub.service"):
         assert part in names, names
     assert Path(up.home, "run", "helper.sock").stat().st_mode & 0o777 == 0o660

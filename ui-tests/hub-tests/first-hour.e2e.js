@@ -5,7 +5,7 @@ const { api, auth, logIn, shot } = require('./hub');
 // what `kpl-lab up` adds to project demo (kpl_lab/hub/up.py), of which the admin is the member
 const PROJECT = 'demo';
 const DATASET = 'digits';
-const ALGORITHM = 'image-classification';
+const ALGORITHM = 'mlp-classification'; // numpy: the run command installs nothing more
 const MODEL = `${ALGORITHM}-model`;
 
 test('the sample algorithm trains with every default, and its model is the userâ€™s', async ({
@@ -62,7 +62,7 @@ test('the sample algorithm trains with every default, and its model is the userâ
   expect(model).toBeDefined();
   const made = model.versions.find(v => v.lineage?.job_id === id);
   expect(made).toBeDefined();
-  expect(made.files).toContain('model.pt');
+  expect(made.files).toContain('model.npz');
   const job = await (
     await page.request.get(`/services/kpl/api/jobs/${id}?project=${PROJECT}`)
   ).json();

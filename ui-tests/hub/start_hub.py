@@ -2,7 +2,7 @@
 
 The port and the admin API token come from KPL_HUB_PORT and KPL_HUB_TOKEN (chosen by
 playwright.hub.config.js). Projects: `demo` (the admin, `admin`) with the sample data
-`kpl-lab up` adds (the digits dataset and the image-classification algorithm), `nlp`
+`kpl-lab up` adds (the digits dataset and the mlp-classification algorithm), `nlp`
 (alice; no notebook allowed) and `vision` (bob); the profile `gpu` is for `vision` only.
 """
 

@@ -483,3 +483,30 @@ def test_an_onnx_node_without_name_or_outputs_is_described(tmp_path):
     onnx.save(helper.make_model(graph), str(tmp_path / "odd.onnx"))
     [entry] = describe_model_files(tmp_path, ["odd.onnx"])
     assert [layer["name"] for layer in entry["layers"]] == ["y", "Identity"]
+
+
+def test_a_numpy_archive_is_described_from_its_array_headers(tmp_path):
+    import numpy as np
+
+    weights = {
+        "hidden.weight": np.zeros((128, 256), np.float32),
+        "hidden.bias": np.zeros(128, np.float32),
+        "output.weight": np.zeros((10, 128), np.float32),
+        "output.bias": np.zeros(10, np.float32),
+    }
+    np.savez(tmp_path / "model.npz", **weights)  # what the demo's mlp-classification writes
+    np.savez(tmp_path / "objects.npz", things=np.array([{"a": 1}], dtype=object))
+    (tmp_path / "broken.npz").write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    model, objects, broken = describe_model_files(tmp_path, ["model.npz", "objects.npz", "broken.npz"])
+    assert model["format"] == "numpy arrays" and model["parameters"] == 128 * 256 + 128 + 10 * 128 + 10
+    assert [(layer["name"], layer["type"], layer["shapes"]) for layer in model["layers"]] == [
+        ("hidden", "Linear 256->128", {"weight": [128, 256], "bias": [128]}),
+        ("output", "Linear 128->10", {"weight": [10, 128], "bias": [10]}),
+    ]
+    assert objects == {
+        "path": "objects.npz",
+        "size_bytes": objects["size_bytes"],
+        "format": "numpy",
+        "error": "things.npy holds Python objects (a pickle): not read",
+    }
+    assert broken["format"] == "numpy" and broken["error"].startswith("cannot read the file")

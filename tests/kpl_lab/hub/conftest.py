@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,13 +210,10 @@ class Service:
         return f"{COOKIE_NAME}={value.decode()}"
 
 
-@pytest.fixture
-async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_url):
-    """Run the platform service on 127.0.0.1 against the fake hub, with its home in tmp_path."""
-    sockets = bind_sockets(0, "127.0.0.1")
-    port = sockets[0].getsockname()[1]
+def as_hub_service(monkeypatch, hub: FakeHub, port: int) -> None:
+    """Set the environment the hub gives its managed service `kpl` listening on `port`."""
     for name, value in {
-        "JUPYTERHUB_API_URL": fake_hub.url,
+        "JUPYTERHUB_API_URL": hub.url,
         "JUPYTERHUB_API_TOKEN": SERVICE_TOKEN,
         "JUPYTERHUB_CLIENT_ID": COOKIE_NAME,
         "JUPYTERHUB_SERVICE_NAME": "kpl",
@@ -227,11 +225,25 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_
         "JUPYTERHUB_OAUTH_ACCESS_SCOPES": json.dumps([ACCESS]),
     }.items():
         monkeypatch.setenv(name, value)
+
+
+def service_config(home: Path, database_url: str | None) -> Config:
+    """Return the service's configuration: its home, the catalog, a 4-CPU ledger without GPUs."""
     config = Config()
-    config.Platform.home = str(tmp_path / "kpl-home")
+    config.Platform.home = str(home)
     if database_url:  # else the platform's SQLite under its home
         config.Platform.database_url = database_url
     config.Ledger.cpu, config.Ledger.memory, config.Ledger.devices = 4.0, 4096, {"gpu": []}
+    return config
+
+
+@pytest.fixture
+async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_url):
+    """Run the platform service on 127.0.0.1 against the fake hub, with its home in tmp_path."""
+    sockets = bind_sockets(0, "127.0.0.1")
+    port = sockets[0].getsockname()[1]
+    as_hub_service(monkeypatch, fake_hub, port)
+    config = service_config(tmp_path / "kpl-home", database_url)
     app = KPLService(config=config)
     app.setup()
     web = app.web_app()

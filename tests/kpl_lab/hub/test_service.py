@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import subprocess
+import sys
+import threading
 
 import pytest
+from tornado.httpclient import AsyncHTTPClient
+
+from kpl_lab.hub.service import KPLService
+from kpl_lab.hub.up import free_port
 
 from ..server_ext.conftest import imagefolder_zip
+from .conftest import as_hub_service, service_config
 
 pytestmark = pytest.mark.databases
 
@@ -119,3 +128,66 @@ async def test_media_urls_lead_to_where_the_caller_reaches_the_api(service):
         "GET", records, token=token, headers={"X-KPL-API-Base": "/user/alice/kpl/api"}
     )
     assert page["records"][0]["fields"]["content"]["url"].startswith("/user/alice/kpl/api/datasets/pets/")
+
+
+def test_importing_the_service_loads_neither_jupyter_server_nor_the_platform():
+    # what the hub's service timeout once ran out on: seconds of imports before the service listened
+    heavy = ("jupyter_server", "jupyterhub.singleuser", "sqlalchemy", "pyarrow", "kpl_lab.platform")
+    check = f"import sys, kpl_lab.hub.service; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+async def get(url: str) -> tuple[int, dict]:
+    """Return the status and headers of GET `url`, or (0, {}) while nothing listens there."""
+    try:
+        response = await AsyncHTTPClient().fetch(url, raise_error=False, follow_redirects=False)
+    except OSError:
+        return 0, {}
+    return response.code, response.headers
+
+
+async def test_the_service_answers_the_hub_before_it_has_loaded_then_serves(
+    fake_hub, tmp_path, monkeypatch, restore_xsrf_patch
+):
+    port = free_port()
+    as_hub_service(monkeypatch, fake_hub, port)
+    app = KPLService(config=service_config(tmp_path / "kpl-home", None))
+    loading, load = threading.Event(), threading.Event()
+    setup = app.setup
+
+    def slow_setup():  # the imports and the database of a busy machine
+        loading.set()
+        assert load.wait(60)
+        setup()
+
+    monkeypatch.setattr(app, "setup", slow_setup)
+    serving = asyncio.create_task(app.serve())
+    root, api = f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}/services/kpl/api/version"
+    try:
+        deadline = asyncio.get_running_loop().time() + 60  # a bound on a hang, not a measure of speed
+        while not loading.is_set() or (await get(root))[0] == 0:
+            assert not serving.done(), serving.exception()
+            assert asyncio.get_running_loop().time() < deadline, "the service does not listen while it loads"
+            await asyncio.sleep(0.05)
+        # the hub counts any answer below 500 at the service's URL as up; the API says to try again
+        assert (await get(root))[0] == 404
+        status, headers = await get(api)
+        assert status == 503 and headers["Retry-After"] == "2"
+        load.set()
+        while (status := (await get(api))[0]) == 503:
+            await asyncio.sleep(0.05)
+        assert status == 403  # the platform's own answer to a caller without a token
+    finally:
+        load.set()
+        while not hasattr(app, "_stop"):
+            await asyncio.sleep(0.05)
+        app.request_stop()
+        await asyncio.wait_for(serving, 60)
+
+
+async def test_a_service_that_fails_to_load_exits_with_the_error(fake_hub, tmp_path, monkeypatch):
+    as_hub_service(monkeypatch, fake_hub, free_port())
+    app = KPLService(config=service_config(tmp_path / "kpl-home", "nosuchdriver://x"))
+    with pytest.raises(Exception, match="nosuchdriver"):
+        await asyncio.wait_for(app.serve(), 60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import http.server
 import json
 import os
 import pwd
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psutil
@@ -21,11 +23,13 @@ import pytest
 from sqlalchemy import create_engine
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from kpl_lab.catalog.migrate import current_revision, head_revision
 from kpl_lab.hub.hublog import QuietPolling
 from kpl_lab.hub.up import (
+    SERVICE_START_SECONDS,
     add_sample_data,
     answers,
     configured_url,
@@ -37,8 +41,11 @@ from kpl_lab.hub.up import (
     ready_probes,
     render_config,
     run_hub,
+    serves,
+    stop_serving,
 )
 from kpl_lab.platform import Platform
+from kpl_lab.serving import gateway_process
 from kpl_lab.serving.hub_tokens import ACCESS_SCOPE, TOKEN_ENV
 
 DEADLINE = 120.0  # seconds: only so that a broken start fails instead of hanging
@@ -82,6 +89,8 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     assert config.JupyterHub.load_groups["demo"]["properties"]["kpl_quota"]["cpu"] == 4
     [service, gateway] = config.JupyterHub.services
     assert service["name"] == "kpl"
+    # the hub waits this long for the service, not JupyterHub's 30 s
+    assert service["timeout"] == SERVICE_START_SECONDS
     assert "--Platform.database_url=sqlite:////data/kpl.sqlite" in service["command"]
     assert "access:services!service=kpl" in config.Spawner.server_token_scopes
     # the gateway process the service starts, on the port the proxy routes /services/kpl-gateway/ to
@@ -203,7 +212,9 @@ def test_sample_data_is_registered_once_in_demo(tmp_path, capsys):
     home = tmp_path / "home"
     assert add_sample_data(home)
     assert add_sample_data(home)  # the second run finds them
-    assert "dataset 'digits', algorithm 'image-classification'" in capsys.readouterr().out
+    # the numpy sample always; its PyTorch twin where jobs run torch (this Python: the test extra has it)
+    said = "dataset 'digits', algorithms 'mlp-classification', 'image-classification'"
+    assert said in capsys.readouterr().out
     platform = Platform(home=str(home))
     try:
         [dataset] = platform.catalog.list_datasets("demo")
@@ -211,9 +222,25 @@ def test_sample_data_is_registered_once_in_demo(tmp_path, capsys):
         assert len(dataset.versions) == 1
         version = platform.catalog.get_dataset("demo", "digits")
         assert version.record_count == 1797
-        [algorithm] = platform.catalog.list_algorithms("demo")
-        assert algorithm.name == "image-classification"
-        assert "train" in platform.catalog.get_algorithm("demo", "image-classification").functions
+        names = sorted(algorithm.name for algorithm in platform.catalog.list_algorithms("demo"))
+        assert names == ["image-classification", "mlp-classification"]
+        assert "train" in platform.catalog.get_algorithm("demo", "mlp-classification").functions
+    finally:
+        platform.close()
+
+
+@pytest.mark.slow
+def test_without_pytorch_the_demo_has_the_numpy_sample_only(tmp_path, capsys, monkeypatch):
+    from kpl_lab.hub import up
+
+    monkeypatch.setattr(up, "runs_torch", lambda python: False)
+    assert add_sample_data(tmp_path / "home")
+    assert "dataset 'digits', algorithm 'mlp-classification'\n" in capsys.readouterr().out
+    platform = Platform(home=str(tmp_path / "home"))
+    try:
+        assert [algorithm.name for algorithm in platform.catalog.list_algorithms("demo")] == [
+            "mlp-classification"
+        ]
     finally:
         platform.close()
 
@@ -344,6 +371,109 @@ def test_the_proxy_is_probed_only_after_the_hubs_own_server_answers_and_its_serv
     before, _, after = log.read_text().partition("service listens\n")
     assert before and set(before.splitlines()) == {"hub /hub/health"}, before
     assert after.splitlines()[-1] == "proxy /hub/health" and "proxy" not in before
+
+
+HUB_WHOSE_SERVICE_FAILS = """\
+import sys
+print("[I 10:00:00.000 JupyterHub app:1] Starting managed service kpl at http://127.0.0.1:1", flush=True)
+print("ModuleNotFoundError: No module named 'sqlalchemy'", file=sys.stderr, flush=True)
+print("[C 10:00:01.000 JupyterHub app:2] Service kpl exited with status 1", file=sys.stderr, flush=True)
+print("[I 10:00:01.001 JupyterHub app:3] Cleaning up single-user servers...", flush=True)
+sys.exit(1)
+"""
+
+
+def test_a_hub_that_exits_on_its_own_is_explained(tmp_path):
+    (tmp_path / "hub.py").write_text(HUB_WHOSE_SERVICE_FAILS)
+    runner = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from kpl_lab.hub.up import run_hub
+        sys.exit(run_hub([sys.executable, {str(tmp_path / "hub.py")!r}], Path({str(tmp_path)!r})))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", runner], capture_output=True, text=True, timeout=DEADLINE, check=False
+    )
+    assert done.returncode == 1
+    assert "Service kpl exited with status 1" in done.stderr  # the hub's log is passed on as it comes
+    said = [line.removeprefix("kpl-lab up: ") for line in done.stdout.splitlines()]
+    assert said[:3] == [
+        "JupyterHub exited with status 1",
+        "cause: Service kpl exited with status 1",
+        "the last lines of its log (the platform service's and the proxy's too):",
+    ]
+    assert "  ModuleNotFoundError: No module named 'sqlalchemy'" in said
+    assert said[-1].endswith("Cleaning up single-user servers...")
+
+
+def test_a_service_is_ready_once_it_answers_below_500(tmp_path):
+    status = [503]
+
+    class Loading(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status[0])
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Loading)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/services/kpl/"
+    try:
+        assert not serves(url)  # loading: 503, try again
+        status[0] = 302  # its own answer: sent to the admin page
+        assert serves(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not serves(url)  # nobody listens
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text(
+        "c = get_config()  # noqa\n"
+        "c.JupyterHub.services = [{'name': 'kpl', 'url': 'http://127.0.0.1:1', 'command': ['x']},"
+        " {'name': 'kpl-gateway', 'url': 'http://127.0.0.1:2'}]\n"
+    )
+    probes = ready_probes(config, "http://127.0.0.1:3/")
+    assert [(p.func.__name__, p.args) for p in probes] == [
+        ("answers", ("http://127.0.0.1:8081/",)),
+        ("listens", ("http://127.0.0.1:1",)),
+        ("listens", ("http://127.0.0.1:2",)),
+        ("serves", ("http://127.0.0.1:1/services/kpl/",)),  # the one the hub starts: loaded
+        ("answers", ("http://127.0.0.1:3/",)),
+    ]
+
+
+@pytest.mark.slow
+def test_stopping_up_stops_the_deployments_replicas_and_gateway_until_the_next_start(tmp_path, capsys):
+    from kpl_lab.engine.runfolder import is_alive
+    from kpl_lab.serving import replicas
+
+    from ..serving.conftest import toy_algorithm
+
+    home = tmp_path / "home"
+    config = Config({"Ledger": {"cpu": 4.0, "memory": 8192}})
+    platform = Platform(home=str(home), config=config)
+    try:
+        platform.catalog.add_algorithm("default", toy_algorithm(tmp_path / "toy"), name="toy-serve")
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "label.txt").write_text("cat")
+        model = platform.catalog.add_model("default", "toy-model", tmp_path / "model").ref
+        platform.deployments.create("default", "pets", model, algorithm="toy-serve")
+        platform.deployments.wait("default", "pets", DEADLINE)
+        (row,) = platform.deployments.get("default", "pets").replica_rows
+        gateway = wait_for(lambda: gateway_process.state(home), "the gateway's start")
+        stop_serving(home, parse(["--home", str(home)]), None)  # as `kpl-lab up` does once its hub ended
+        assert not replicas.supervised(row.handle)
+        assert not is_alive(gateway["pid"], gateway["pid_start"])
+        assert "stopped the gateway and 1 replica(s) of deployments" in capsys.readouterr().out
+        assert platform.deployments.reconcile() == [row.id]  # the service's next start
+        platform.deployments.wait("default", "pets", DEADLINE)
+    finally:
+        platform.deployments.delete("default", "pets")
+        platform.close()
 
 
 def test_the_hubs_own_url_comes_from_the_config(tmp_path):
@@ -492,6 +622,7 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python, open_f
         assert up.wait(timeout=DEADLINE) == 0
         left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], [p.cmdline() for p in left]
+        assert gateway_process.state(home) is None  # the service's gateway, detached, is stopped too
         assert (await fetch_json(f"{base}/hub/api/"))[0] == 0  # nobody listens any more
     finally:
         if up.poll() is None:  # a failure above: stop it as a user would, or its hub outlives it

@@ -82,6 +82,24 @@ def test_the_demo_extra_comes_along_only_when_installed_here(monkeypatch):
     assert userenv.installed_extras() == ()
 
 
+def test_kpl_lab_from_a_source_folder_declares_what_its_pyproject_says(tmp_path, monkeypatch):
+    # an editable install's metadata is as old as its install: the source may need more since
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "kpl-lab"\ndependencies = ["pyyaml>=6", "httptools>=0.6"]\n'
+        '[project.optional-dependencies]\ndemo = ["scikit-learn>=1.4"]\ntorch = ["torch>=2.2"]\n'
+        'test = ["torch>=2.2", "pytest>=8"]\n'
+    )
+    monkeypatch.setattr(userenv, "SOURCE", tmp_path)
+    assert userenv.requirements() == ["pyyaml>=6", "httptools>=0.6"]
+    assert userenv.requirements(extras=("torch", "test")) == [
+        "pyyaml>=6",
+        "httptools>=0.6",
+        "torch>=2.2",
+        "pytest>=8",
+    ]
+    assert "scikit-learn>=1.4" in userenv.requirements(extras=("demo",))
+
+
 def test_pytorch_comes_from_its_cpu_index_only_without_an_nvidia_driver_and_when_it_answers(monkeypatch):
     said = []
     monkeypatch.setattr(userenv.platform, "machine", lambda: "x86_64")
@@ -105,18 +123,55 @@ def test_pytorch_comes_from_its_cpu_index_only_without_an_nvidia_driver_and_when
     ]
 
 
+def test_the_closure_is_what_is_installed_here_and_the_rest_is_left_to_pip():
+    taken, to_install = userenv.installed_closure(["jupyterhub>=5", "no-such-package-of-kpl>=1"])
+    assert {"jupyterhub", "sqlalchemy", "alembic", "tornado", "traitlets"} <= set(taken)
+    assert taken["jupyterhub"].version == importlib.metadata.version("jupyterhub")
+    assert to_install == ["no-such-package-of-kpl>=1"]
+    # an extra asked for brings its own requirements
+    plain, _ = userenv.installed_closure(["psycopg>=3.1"])
+    binary, _ = userenv.installed_closure(["psycopg[binary]>=3.1"])
+    assert "psycopg-binary" in set(binary) - set(plain)
+    # a version installed here that the requirement refuses is pip's
+    version = importlib.metadata.version("pyyaml")
+    assert userenv.installed_closure([f"pyyaml!={version}"]) == ({}, [f"pyyaml!={version}"])
+
+
+def test_a_distribution_whose_requires_python_refuses_the_base_is_left_to_pip(monkeypatch):
+    taken, to_install = userenv.installed_closure(["pyyaml"], "3.11.7")
+    assert list(taken) == ["pyyaml"] and to_install == []
+    monkeypatch.setattr(userenv, "_runs_on", lambda distribution, version: version != "3.0.0")
+    assert userenv.installed_closure(["pyyaml>=5"], "3.0.0") == ({}, ["pyyaml>=5"])
+
+
 @pytest.mark.slow
-def test_the_users_python_gets_this_pythons_pytorch_copied(tmp_path, monkeypatch, open_folder):
-    declares(monkeypatch, 'torch>=2.2; extra == "demo"')
+def test_the_users_python_takes_what_is_installed_here_without_pip(monkeypatch, open_folder):
+    declares(monkeypatch, "pyyaml>=6", 'torch>=2.2; extra == "torch"', 'pytest; extra == "test"')
     said = []
     env = open_folder / "user-env"
     python = userenv.build(env, log=said.append)
-    assert f"  copying torch {importlib.metadata.version('torch')} from {sys.executable}" in said
-    assert json.loads((env / userenv.STAMP).read_text())["copied"] == {
-        "torch": importlib.metadata.version("torch")
-    }
-    check = "import torch; print(torch.__version__, int(torch.ones(3).sum()))"
-    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True, check=False)
-    assert done.stdout.split() == [importlib.metadata.version("torch"), "3"], done.stderr
+    assert said[1].startswith("  taking ") and said[1].endswith(
+        f"installed packages from {sys.prefix} (no download)"
+    )
+    assert not [line for line in said if "pip" in line]  # nothing downloaded, nothing installed by pip
+    stamp = json.loads((env / userenv.STAMP).read_text())
+    assert stamp["taken"]["torch"] == importlib.metadata.version("torch")
+    assert "pytest" not in stamp["taken"]  # an extra not asked for stays behind
+    # another account runs it: the packages, their scripts (with this python named) and kpl_lab
+    check = (
+        "import torch, yaml, kpl_lab; print(torch.__version__, int(torch.ones(3).sum()), yaml.__version__)"
+    )
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", str(python), "-c", check],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.split() == [
+        importlib.metadata.version("torch"),
+        "3",
+        importlib.metadata.version("pyyaml"),
+    ], done.stderr
+    assert (env / "bin" / "torchrun").read_text().startswith(f"#!{python}\n")
     said.clear()
     assert userenv.build(env, log=said.append) == python and said == []  # cached

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from kpl_lab.catalog.jobs import Reservation
+from kpl_lab.engine.runfolder import is_alive
 from kpl_lab.errors import BadRequest, Conflict, Unavailable
 from kpl_lab.serving import replicas
 
@@ -158,6 +159,31 @@ def test_replicas_survive_a_platform_restart_and_lost_supervisors_are_restarted(
         assert post(ready_url(again, "default", "pets"), b"img")[0] == 200
     finally:
         again.close()
+
+
+def test_a_suspended_platform_stops_replicas_and_gateway_and_its_next_start_restarts_them(
+    serving_platform, toy
+):
+    from kpl_lab.serving import gateway_process
+
+    service = serving_platform.deployments
+    service.create("default", "pets", toy("cat"), algorithm="toy-serve")
+    service.wait("default", "pets", WAIT)
+    gateway = until(lambda: gateway_process.state(serving_platform.home))
+    (row,) = service.get("default", "pets").replica_rows
+    (replica,) = service.replica_states(service.get("default", "pets"))
+    assert service.suspend() == [row.id]  # `kpl-lab up` stopping
+    assert not replicas.supervised(row.handle)
+    assert not is_alive(replica["pid"], replica.get("pid_start"))
+    assert not is_alive(gateway["pid"], gateway["pid_start"])
+    (replica,) = service.replica_states(service.get("default", "pets"))
+    assert replica["state"] == "suspended"
+    assert len(reservations(serving_platform)) == 1  # the deployment keeps its place
+    assert service.reconcile() == [row.id]  # the service's next start
+    service.wait("default", "pets", WAIT)
+    assert post(ready_url(serving_platform, "default", "pets"), b"img")[1]["class_name"] == "cat"
+    assert until(lambda: gateway_process.state(serving_platform.home))
+    assert service.suspend() == [row.id] and service.suspend() == []  # nothing left to stop
 
 
 def test_a_replica_whose_run_folder_is_removed_stops(serving_platform, toy):

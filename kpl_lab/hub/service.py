@@ -207,9 +207,22 @@ class KPLService(Application):
         """Make `serve` stop, as SIGTERM does (from any thread)."""
         self._loop.call_soon_threadsafe(self._stop.set)
 
+    def rounds(self, loop: asyncio.AbstractEventLoop):
+        """Return the platform's rounds as this service runs them: the hub's quotas first, then its metrics and use.
+
+        A round runs on its own thread; the quotas are read on `loop`, the service's.
+        """
+        from ..rounds import Rounds
+
+        return Rounds(
+            self.platform,
+            first=[lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)],
+            last=[self._flush_gateway, self.record_usage],
+            log=self.log,
+        )
+
     async def serve(self) -> None:
         """Listen on the service URL at once, load the platform, then serve it until stopped."""
-        from ..rounds import Rounds
 
         started = time.monotonic()
         self.read_environment()
@@ -240,14 +253,7 @@ class KPLService(Application):
                 self.log.info("kpl service: jobs found running at start: %s", outcome)
             server.request_callback = self.web_app()  # the next request is served by the platform
             self.log.info("kpl service: ready in %.1f s", time.monotonic() - started)
-            rounds = Rounds(
-                self.platform,
-                first=[
-                    lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)
-                ],
-                last=[self._flush_gateway, self.record_usage],
-                log=self.log,
-            )
+            rounds = self.rounds(loop)
             rounds.start(self.poll_seconds)
             await stop.wait()
             self.log.info("kpl service: stopping")

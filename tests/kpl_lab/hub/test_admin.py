@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from http.cookies import SimpleCookie
 
 import pytest
 
 from kpl_lab import charts
+from kpl_lab.catalog.rules import QUOTA
 from kpl_lab.engine.launch import Resources
 
 pytestmark = pytest.mark.databases
@@ -72,7 +74,9 @@ async def test_quota_edit_writes_the_group_properties(service):
         "other": "kept",
         "kpl_quota": {"cpu": 2, "memory": 1024, "gpu": 0},
     }
-    assert service.app.platform.jobs.ledger.quotas["vision"] == {"cpu": 2, "memory": 1024, "gpu": 0}
+    # the platform's rules too: the next reservation decides with it, no round needed
+    rules = service.app.platform.jobs.ledger.rules
+    assert rules.read(QUOTA, "vision") == {"cpu": 2, "memory": 1024, "gpu": 0}
 
 
 @pytest.mark.parametrize(
@@ -186,10 +190,11 @@ async def test_the_services_root_leads_to_the_admin_page(service):
 
 
 async def test_a_background_round_reads_quotas_runs_jobs_and_samples(service, caplog):
-    service.app._tick_running = False
     service.hub.groups["audio"] = {"kpl_quota": {"gpu": 2}}
-    await service.app._tick()
+    rounds = service.app.rounds(asyncio.get_running_loop())
+    await asyncio.get_running_loop().run_in_executor(None, rounds.run)
     assert "background round failed" not in caplog.text
-    assert service.app.platform.jobs.ledger.quotas["audio"] == {"gpu": 2}
-    assert service.app.platform.jobs.ledger.quotas["demo"]["notebooks"] == 3
+    rules = service.app.platform.jobs.ledger.rules
+    assert rules.read(QUOTA, "audio") == {"gpu": 2}
+    assert rules.read(QUOTA, "demo")["notebooks"] == 3
     assert service.app.last_sample["cpu_count"] >= 1

@@ -9,6 +9,8 @@ import pyarrow as pa
 
 from kpl_dataset.schema import to_arrow_schema
 
+PORT = "out"  # the port of a node with one output
+
 # Arrow types the engine may return, narrowed to the ones a dataset stores.
 _WIDEN = {
     **{t: pa.int64() for t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32())},
@@ -28,6 +30,8 @@ class Output:
     kind: str  # "dataset" or "model"
     schema: pa.Schema | None = None
     catalog: bool = False  # a catalog entry (a job can read it), not a run's intermediate data
+    ref: str | None = None  # the catalog version a source's check found (NAME:VERSION): what a run reads
+    part: str | None = None  # and its part
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "fields": None if self.schema is None else describe(self.schema)}

@@ -44,7 +44,7 @@ class Node:
 class Validation:
     """The result of validating a pipeline: nodes in run order and all problems."""
 
-    spec: Spec
+    name: str
     nodes: dict[str, Node]
     order: list[str]
 
@@ -62,7 +62,7 @@ class Validation:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.spec.name,
+            "name": self.name,
             "ok": self.ok,
             "order": self.order,
             "nodes": [n.to_dict() for n in self.nodes.values()],
@@ -109,7 +109,7 @@ def _validate(spec: Spec, catalog: Catalog) -> Validation:
             _report(spec, nodes[node_id], None, "reads from a cycle, so it can never run")
     for node_id in order:
         _infer(spec, nodes[node_id], nodes, catalog)
-    return Validation(spec, nodes, order)
+    return Validation(spec.name, nodes, order)
 
 
 def _report(spec: Spec, node: Node, parameter: str | None, message: str) -> None:
@@ -212,7 +212,7 @@ def _infer(spec: Spec, node: Node, nodes: dict[str, Node], catalog: Catalog) -> 
             )
             return
     node.inputs = inputs
-    node.outputs = node.node_type.infer(node.params, inputs, catalog, lambda p, m: _report(spec, node, p, m))
+    node.outputs = node.node_type.check(node.params, inputs, catalog, lambda p, m: _report(spec, node, p, m))
 
 
 def check(text: str, catalog: Catalog) -> dict:
@@ -236,7 +236,7 @@ class PlatformCatalog:
         """Return the project's sandboxed worker session that checks a pipeline's SQL (a context manager)."""
         return self.platform.sandbox.session(self.project)
 
-    def dataset(self, ref: str, part: str | None) -> tuple[str, pa.Schema]:
+    def dataset(self, ref: str, part: str | None) -> tuple[str, str, pa.Schema]:
         from kpl_dataset import KPLDatasetError, list_parts
         from kpl_dataset.fs import resolve
         from kpl_dataset.manifest import load_manifest
@@ -256,7 +256,7 @@ class PlatformCatalog:
             manifest = load_manifest(resolve(folder), chosen)
         except KPLDatasetError as err:
             raise LookupError(f"dataset {row.ref}: {err}") from None
-        return row.ref, manifest.schema
+        return row.ref, chosen, manifest.schema
 
     def model(self, ref: str) -> str:
         from ..errors import KPLError

@@ -1,6 +1,8 @@
 """Runs: nodes in parallel as their inputs are ready, results reused from the cache, history in the catalog.
 
-Each node runs as its node type says (kpl_lab/pipelines/nodes).
+A run is checked once, when it is recorded: its record keeps the checked pipeline
+(`Validation.to_record`), and executing it, in this process or another, runs that, never
+parsing or checking the file again. Each node runs as its node type says (kpl_lab/pipelines/nodes).
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ class PipelineRunner(LoggingConfigurable):
         """Write a fused node's output now, as `keep: true` would have (into the cache: once); return it."""
         from kpl_dataset import KPLDatasetError
 
-        checked = self.validate(project, parse(run.file))
+        checked = self.checked(project, run)
         if not checked.ok:
             raise BadRequest(
                 f"node {node_id}: the pipeline no longer validates ({'; '.join(map(str, checked.problems))})",
@@ -241,6 +243,12 @@ class PipelineRunner(LoggingConfigurable):
     def validate(self, project: str, spec: Spec) -> Validation:
         return validate(spec, PlatformCatalog(self.platform, project))
 
+    def checked(self, project: str, run: PipelineRun) -> Validation:
+        """Return the checked pipeline a run keeps (a run recorded before runs kept it: its file checked now)."""
+        if run.checked is not None:
+            return Validation.from_record(run.checked)
+        return self.validate(project, parse(run.file))
+
     def create(
         self,
         project: str,
@@ -279,6 +287,7 @@ class PipelineRunner(LoggingConfigurable):
                 from_node=from_node,
                 fresh=fresh,
                 state="running",
+                checked=checked.to_record(),
             )
             run.nodes = [PipelineNodeRun(node=n, type=checked.nodes[n].type) for n in checked.order]
             session.add(run)
@@ -295,8 +304,8 @@ class PipelineRunner(LoggingConfigurable):
         with self.platform.session(immediate=True) as session:
             session.get(PipelineRun, run_id).pid = os.getpid()
         try:
-            checked = self.validate(project, parse(run.file))
-            if not checked.ok:  # the catalog changed since the run was recorded
+            checked = self.checked(project, run)
+            if not checked.ok:  # a run recorded before runs kept their checked pipeline, checked now
                 return self._end(project, run_id, "failed", "; ".join(map(str, checked.problems)))
             if self.backend == "ray":
                 from . import ray_backend

@@ -1,4 +1,9 @@
-"""Validation: every node's parameters, edges, cycles and schemas, with every problem found."""
+"""Validation: every node's parameters, edges, cycles and schemas, with every problem found.
+
+A pipeline without problems is the checked pipeline a run keeps (`Validation.to_record`): the
+run is checked once, when it is recorded, and runs what was checked (the catalog versions
+found, the schemas inferred), never parsing or checking its file again.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ class Node:
 
     id: str
     type: str
-    settings: dict
+    settings: dict = field(default_factory=dict)  # its mapping in the file
     node_type: NodeType | None = None
     params: Any = None
     edges: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # parameter -> (node, port)
@@ -38,6 +43,31 @@ class Node:
             "outputs": {k: v.to_dict() for k, v in (self.outputs or {}).items()},
             "problems": [p.to_dict() for p in self.problems],
         }
+
+    def to_record(self) -> dict:
+        """Return the checked node as JSON (see Validation.to_record)."""
+        return {
+            "type": self.type,
+            "params": self.params.model_dump(mode="json"),
+            "edges": {k: list(v) for k, v in self.edges.items()},
+            "inputs": {k: v.to_record() for k, v in self.inputs.items()},
+            "outputs": {k: v.to_record() for k, v in (self.outputs or {}).items()},
+            "keep": self.keep,
+        }
+
+    @classmethod
+    def from_record(cls, node_id: str, data: dict) -> Node:
+        node_type = NODE_TYPES[data["type"]]
+        return cls(
+            node_id,
+            data["type"],
+            node_type=node_type,
+            params=node_type.params.model_construct(**data["params"]),  # as checked: not validated again
+            edges={k: (src, port) for k, (src, port) in data["edges"].items()},
+            inputs={k: Output.from_record(v) for k, v in data["inputs"].items()},
+            outputs={k: Output.from_record(v) for k, v in data["outputs"].items()},
+            keep=data["keep"],
+        )
 
 
 @dataclass
@@ -59,6 +89,22 @@ class Validation:
     def upstream(self, node_id: str) -> list[str]:
         """Return the nodes whose outputs node_id reads."""
         return list(dict.fromkeys(src for src, _ in self.nodes[node_id].edges.values()))
+
+    def to_record(self) -> dict:
+        """Return the checked pipeline as JSON, as a run keeps it: what its nodes run with, not its problems."""
+        if not self.ok:
+            raise ValueError("a pipeline with problems is not run")
+        return {
+            "name": self.name,
+            "order": self.order,
+            "nodes": {n: self.nodes[n].to_record() for n in self.order},
+        }
+
+    @classmethod
+    def from_record(cls, data: dict) -> Validation:
+        """Return the checked pipeline `to_record` wrote (nothing is parsed or checked again)."""
+        nodes = {node_id: Node.from_record(node_id, node) for node_id, node in data["nodes"].items()}
+        return cls(data["name"], nodes, list(data["order"]))
 
     def to_dict(self) -> dict:
         return {

@@ -11,7 +11,7 @@ mapped dataset pages included; any child process's peak is printed beside it).
 Printed: medians and the ratios (pandas / ours for time and ours / pandas for memory),
 and the cost of re-running the unchanged pipeline (every node cached) with where a fresh
 process spends its time: Python's start, imports, opening the platform, validating and
-recording the run, the nodes' cache checks, the rest (history writes, the second validation).
+recording the run, the nodes' cache checks, the rest (reading the checked pipeline back, history writes).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def ours(home: Path, fresh: bool, memory_limit: str | None, backend: str = "loca
     runner = PipelineRunner(platform, memory_limit=memory_limit or "", backend=backend)
     run_id = runner.create("p", PIPELINE, fresh=fresh)  # validate, record the run
     created = time.perf_counter()
-    run = runner.execute("p", run_id)  # validate again, then every node (cache checks when cached)
+    run = runner.execute("p", run_id)  # the checked pipeline from the record, then every node (cache checks)
     seconds, cpu = time.perf_counter() - opened, _cpu() - cpu
     assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
     rows = next(n.rows_out for n in run.nodes if n.node == "ids")

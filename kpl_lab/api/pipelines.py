@@ -160,26 +160,14 @@ class PipelineNodeTypeList(Body):
 
 
 def node_type_body(node_type) -> PipelineNodeType:
-    """Return the API form of a pipelines.nodes.NodeType."""
-    from ..pipelines.fuse import KEEPABLE
-
-    schema = node_type.params.model_json_schema()
-    properties = schema.get("properties", {})
-    if node_type.name in KEEPABLE:  # not a parameter (no part of the cache key), shown as one
-        properties["keep"] = {
-            "type": "boolean",
-            "default": False,
-            "title": "Keep",
-            "description": "write this node's output even where it could be fused into the query of "
-            "the node reading it (so it can be opened and is cached on its own)",
-        }
+    """Return the API form of a pipelines.nodes.NodeType (what the editors show of it)."""
     return PipelineNodeType(
         name=node_type.name,
         category=node_type.category,
         description=node_type.description,
-        inputs=[k for k in ("input", "left", "right") if k in properties],
-        named_inputs="inputs" in properties,
-        parameters=schema,
+        inputs=list(node_type.ports),
+        named_inputs=node_type.named_inputs,
+        parameters=node_type.parameter_schema(),
     )
 
 

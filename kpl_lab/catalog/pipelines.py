@@ -24,6 +24,8 @@ class PipelineRun(Base):
     project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     file: Mapped[str] = mapped_column(Text)  # the YAML that ran
+    # the pipeline as checked when the run was recorded: what it runs (pipelines.validate.Validation.to_record)
+    checked: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     path: Mapped[str] = mapped_column(String(1000), default="")  # where the file was read from
     user: Mapped[str] = mapped_column(String(200), default="")
     state: Mapped[str] = mapped_column(String(16), default="running", index=True)

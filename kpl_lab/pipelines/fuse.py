@@ -1,19 +1,18 @@
 """Fusion: chains of relational nodes run as one engine query; only outputs someone reads are written.
 
-A relational node (regex_extract, select, rename, left_join, shuffle, label_id) whose output only other
-relational nodes read, and that the file does not mark `keep: true`, is not written: it becomes
-a common table expression in the query of each written node that reads it (its "unit"). The
-inputs of a unit are written datasets, read as Arrow tables over the memory-mapped shards (no
-copy; the engine reads only the columns the query touches, on all its threads).
+A relational node (a `Relational` node type: regex_extract, select, rename, left_join, shuffle,
+label_id, sql) whose output only other relational nodes read, that may go unwritten (`keepable`)
+and that the file does not mark `keep: true`, is not written: it becomes a common table
+expression in the query of each written node that reads it (its "unit"); each node type writes
+its own expression (`query`). The inputs of a unit are written datasets, read as Arrow tables
+over the memory-mapped shards (no copy; the engine reads only the columns the query touches,
+on all its threads).
 """
 
 from __future__ import annotations
 
-import os
-import re
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,9 @@ import pyarrow.compute as pc
 from kpl_dataset import ReadOnlyDataset
 
 from . import sql
-from .nodes import PORT
-from .processors import BATCH_ROWS, Log, Settings, Stopped, _engine, _sinks, uniform_at
+from .processors import BATCH_ROWS, Log, Settings, Stopped, _sinks, engine
+from .schema import PORT
 
-FUSED = ("regex_extract", "select", "rename", "left_join", "shuffle", "label_id", "sql")
-KEEPABLE = ("regex_extract", "select", "rename", "left_join", "shuffle")  # label_id and sql end units
-ROW_PRESERVING = ("regex_extract", "rename", "shuffle", "label_id")
-EXTRACT_ROWS = 32768
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
 ORDER = "__kpl_o"
 TABLE = "__kpl_t"  # the inputs' tables: no name an sql node's query gives its inputs  # hidden columns: a record's position in each input, so joins keep input order
@@ -46,10 +41,10 @@ def unwritten(checked: Any) -> set[str]:
     return {
         node_id
         for node_id in checked.order
-        if checked.nodes[node_id].type in KEEPABLE
+        if checked.nodes[node_id].node_type.keepable
         and not checked.nodes[node_id].keep
         and readers[node_id]
-        and all(checked.nodes[r].type in FUSED for r in readers[node_id])
+        and all(checked.nodes[r].node_type.fused for r in readers[node_id])
     }
 
 
@@ -75,7 +70,7 @@ def unit(checked: Any, final: str, unwritten: set[str]) -> Unit:
 
 
 @dataclass
-class _Relation:
+class Relation:
     """A table or expression of the query: its visible fields, where each comes from, its row keys."""
 
     name: str
@@ -110,11 +105,6 @@ def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
     values = np.ascontiguousarray(values, dtype=np.int64)
     valid = None if missing is None else pa.py_buffer(np.packbits(~missing, bitorder="little"))
     return pa.Array.from_buffers(pa.int64(), len(values), [valid, pa.py_buffer(values)])
-
-
-def _all_named(pattern: str) -> bool:
-    compiled = re.compile(pattern)
-    return compiled.groups == len(compiled.groupindex)  # pyarrow's extract_regex takes named groups only
 
 
 class _Gather:
@@ -159,19 +149,7 @@ class _Gather:
         return columns
 
 
-def _draws(seed: int) -> Any:
-    """Return the engine function giving each row number its shuffle draw (as the shuffle processor's)."""
-
-    def draw(rows: pa.ChunkedArray) -> pa.Array:
-        rows = rows.combine_chunks()
-        index = np.frombuffer(rows.buffers()[1], np.int64, len(rows) + rows.offset)[rows.offset :]
-        values = uniform_at(seed, index)
-        return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
-
-    return draw
-
-
-class _Query:
+class Query:
     """The common table expressions of one unit, built node by node.
 
     Fields an input table gives unchanged are not carried through the query: it gives the
@@ -182,21 +160,21 @@ class _Query:
     def __init__(self, checked: Any, unit: Unit):
         self.checked = checked
         self.unit = unit
-        self.ordered = any(checked.nodes[n].type in ("left_join", "shuffle") for n in unit.members)
-        self.draws: dict[str, int] = {}  # engine function name -> a shuffle's seed
+        self.ordered = any(checked.nodes[n].node_type.sorts for n in unit.members)
+        self.draws: dict[str, Any] = {}  # engine function name -> a shuffle's draws (row number -> [0, 1))
         self.views: dict[str, str] = {}  # an sql node's input name -> its query
         self.tables: dict[str, pa.Table] = {}
         self.readers: list[ReadOnlyDataset] = []  # the inputs' mapped shards
         self.ctes: list[str] = []
-        self.relations: dict[str, _Relation] = {}
-        self._inputs: dict[tuple[str, str | None], _Relation] = {}
+        self.relations: dict[str, Relation] = {}
+        self._inputs: dict[tuple[str, str | None], Relation] = {}
         self._fresh = 0
 
     def fresh(self) -> str:
         self._fresh += 1
         return f"{ORDER}{self._fresh}"
 
-    def input(self, node: Any, param: str) -> _Relation:
+    def input(self, node: Any, param: str) -> Relation:
         src, port = node.edges[param]
         if src in self.relations:
             return self.relations[src]
@@ -206,128 +184,16 @@ class _Query:
             self.tables[name], reader = _table(source, key)
             self.readers.append(reader)
             names = list(source.schema.names)
-            self._inputs[(src, port)] = _Relation(name, names, [key], {n: (key, name, n) for n in names})
+            self._inputs[(src, port)] = Relation(name, names, [key], {n: (key, name, n) for n in names})
         return self._inputs[(src, port)]
 
-    def _extract(self, node: Any, source: _Relation) -> _Relation:
-        """Return an input table with a regex_extract's groups as new columns (no match: null)."""
-        table = self.tables[source.name]
-        pattern = node.params.pattern
-
-        def extract(chunk: pa.Array) -> list[pa.Array]:
-            return pc.extract_regex(chunk, pattern).flatten()  # the struct's nulls go into its fields
-
-        pieces = [  # small enough to keep every core busy to the end
-            chunk.slice(start, EXTRACT_ROWS)
-            for chunk in table.column(node.params.field).chunks
-            for start in range(0, len(chunk), EXTRACT_ROWS)
-        ]
-        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            parts = list(pool.map(extract, pieces))
-        self.drop_pages()
-        groups = list(re.compile(pattern).groupindex)
-        for i, group in enumerate(groups):
-            pieces = [part[i] for part in parts]
-            if pieces and pc.count_distinct(pieces[0]).as_py() * 16 <= len(pieces[0]):
-                pieces = [pc.dictionary_encode(p) for p in pieces]  # few values: a number each
-                index = pa.int32()
-                if all(len(p.dictionary) <= 128 for p in pieces):  # a byte each
-                    index = pa.int8()
-                    pieces = [p.cast(pa.dictionary(index, pa.string())) for p in pieces]
-                column = pa.chunked_array(pieces, pa.dictionary(index, pa.string()))
-            else:
-                column = pa.chunked_array(pieces, pa.string())
-            table = table.append_column(pa.field(group, column.type), column)
-        name = f"{TABLE}{len(self.tables)}"
-        self.tables[name] = table
-        names = [*source.names, *groups]
-        (key,) = source.keys
-        return _Relation(name, names, [key], {n: (key, name, n) for n in names})
-
-    def add(self, node_id: str) -> _Relation:
+    def add(self, node_id: str) -> Relation:
+        """Add a member of the unit: its node type writes its expression (a common table expression)."""
         node = self.checked.nodes[node_id]
-        p = node.params
-        q = sql.quote
-        if node.type == "sql":  # ends its unit: its query runs as written over views named as its inputs
-            sql.check_select(p.query, list(p.inputs))  # validation checked it: checked again where it runs
-            for name in p.inputs:
-                relation = self.input(node, f"inputs.{name}")
-                columns = ", ".join(q(n) for n in relation.names)
-                order = ""
-                if self.ordered and relation.name not in self.tables:
-                    order = " ORDER BY " + ", ".join(f"{q(k)} NULLS FIRST" for k in relation.order)
-                self.views[name] = f"{self.head()}SELECT {columns} FROM {q(relation.name)}{order}"
-            out = _Relation("", list(node.outputs[PORT].schema.names), [])
-            self.relations[node_id] = out
-            return out
-        if node.type == "left_join":
-            left, right = self.input(node, "left"), self.input(node, "right")
-            wanted = p.fields if p.fields is not None else [n for n in right.names if n != p.on]
-            fresh = {k: self.fresh() for k in right.keys}
-            columns = (
-                [f"l.{q(n)}" for n in left.names]
-                + [f"r.{q(n)}" for n in wanted]
-                + [f"l.{q(k)}" for k in left.keys]
-                + [f"r.{q(k)} AS {q(f)}" for k, f in fresh.items()]
-            )
-            body = (
-                f"SELECT {', '.join(columns)} FROM {q(left.name)} AS l "
-                f"LEFT JOIN {q(right.name)} AS r ON l.{q(p.on)} = r.{q(p.on)}"
-            )
-            origins = dict(left.origins)
-            for n in wanted:
-                if n in right.origins:
-                    key, table, column = right.origins[n]
-                    origins[n] = (fresh[key], table, column)
-            order = [*left.order, *(fresh[k] for k in right.order)]
-            out = _Relation("", [*left.names, *wanted], [*left.keys, *fresh.values()], origins, order)
-        else:
-            source = self.input(node, "input")
-            keys = ", ".join(q(k) for k in source.keys)
-            if node.type == "select":
-                body = sql.where_query(p.where, source.name)
-                out = _Relation("", source.names, source.keys, source.origins, source.order)
-            elif node.type == "shuffle":
-                # a record's draw: SplitMix64 of the seed and its row in the input as it would be written
-                if source.name in self.tables and len(source.keys) == 1:
-                    row = q(source.keys[0])  # an input table's row numbers: 0.. in order
-                else:
-                    ranks = ", ".join(f"{q(k)} NULLS FIRST" for k in source.order)
-                    row = f"row_number() OVER (ORDER BY {ranks}) - 1"
-                draw, function = self.fresh(), f"__kpl_uniform{len(self.draws)}"
-                self.draws[function] = p.seed
-                body = f"SELECT *, {function}({row}) AS {q(draw)} FROM {q(source.name)}"
-                out = _Relation("", source.names, [*source.keys, draw], source.origins, [draw, *source.order])
-            elif node.type == "rename":
-                renamed = [p.fields.get(n, n) for n in source.names]
-                columns = [f"{q(o)} AS {q(n)}" for o, n in zip(source.names, renamed, strict=True)]
-                body = f"SELECT {', '.join([*columns, keys])} FROM {q(source.name)}"
-                origins = {p.fields.get(n, n): o for n, o in source.origins.items()}
-                out = _Relation("", renamed, source.keys, origins, source.order)
-            elif node.type == "regex_extract" and source.name in self.tables and _all_named(p.pattern):
-                out = self._extract(node, source)  # straight off an input: pyarrow, once, on all cores
-                self.relations[node_id] = out
-                return out
-            elif node.type == "regex_extract":
-                compiled = re.compile(p.pattern)
-                by_index = {i: n for n, i in compiled.groupindex.items()}
-                last = max(by_index)
-                names = [by_index.get(i, f"__kpl_g{i}") for i in range(1, last + 1)]
-                field, pattern = q(p.field), sql.string(p.pattern)
-                groups = "[" + ", ".join(sql.string(n) for n in names) + "]"
-                match = (
-                    f"CASE WHEN regexp_matches({field}, {pattern}) "
-                    f"THEN regexp_extract({field}, {pattern}, {groups}) END AS __kpl_m"
-                )
-                picked = ", ".join(f"__kpl_m.{q(n)} AS {q(n)}" for n in compiled.groupindex)
-                body = f"SELECT * EXCLUDE (__kpl_m), {picked} FROM (SELECT *, {match} FROM {q(source.name)})"
-                out = _Relation(
-                    "", [*source.names, *compiled.groupindex], source.keys, source.origins, source.order
-                )
-            else:  # label_id ends its unit: the final query gives its input, the ids are added after
-                return source
-        out.name = f"n:{node_id}"
-        self.ctes.append(f"{q(out.name)} AS NOT MATERIALIZED ({body})")
+        out, body = node.node_type.query(self, node)
+        if body is not None:
+            out.name = f"n:{node_id}"
+            self.ctes.append(f"{sql.quote(out.name)} AS NOT MATERIALIZED ({body})")
         self.relations[node_id] = out
         return out
 
@@ -339,7 +205,7 @@ class _Query:
     def head(self) -> str:
         return ("WITH " + ", ".join(self.ctes) + " ") if self.ctes else ""
 
-    def narrow(self, relation: _Relation, computed: set[str], sort: bool = True) -> str:
+    def narrow(self, relation: Relation, computed: set[str], sort: bool = True) -> str:
         """Return the query giving the fields not taken from an input (and those in computed), and row keys."""
         q = sql.quote
         own = [n for n in relation.names if n not in relation.origins or n in computed]
@@ -353,7 +219,7 @@ class _Query:
 class _Assemble:
     """Build output batches from the narrow query's batches and the input tables."""
 
-    def __init__(self, query: _Query, relation: _Relation, computed: set[str]):
+    def __init__(self, query: Query, relation: Relation, computed: set[str]):
         self.names = relation.names
         self.origins = relation.origins
         self.own = {n for n in relation.names if n not in relation.origins or n in computed}
@@ -395,19 +261,20 @@ def run(
 ) -> tuple[int, dict[str, int | None]]:
     """Run a unit as one query into out_dir/out; return the rows written and each member's rows out."""
     final = checked.nodes[unit.final]
-    query = _Query(checked, unit)
+    query = Query(checked, unit)
     with sql.checking():  # one connection parses every member's SQL
         for member in unit.members:
             if stop.is_set():
                 raise Stopped
             query.add(member)
-    last = query.relations.get(unit.final) or query.input(final, "input")
-    labelled = final.params.field if final.type == "label_id" else None
+    last = query.relations[unit.final]
+    numbering = final.node_type.numbering(final.params)
+    labelled = numbering.field if numbering else None
     computed = {labelled} if labelled else set()
     assemble = _Assemble(query, last, computed)
     sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
     sink = sinks[PORT]
-    names = [*last.names, final.params.output] if labelled else last.names
+    names = [*last.names, numbering.output] if numbering else last.names
 
     def write(batches: Any) -> None:
         for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
@@ -419,17 +286,15 @@ def run(
             query.drop_pages()  # written: the output follows input order, so few pages are read again
 
     try:
-        with _engine(settings, stop, unit.final) as con:
+        with engine(settings, stop, unit.final) as con:
             for name, table in query.tables.items():
                 con.register(name, table)
-            for function, seed in query.draws.items():
-                con.create_function(
-                    function, _draws(seed), ["BIGINT"], "DOUBLE", type="arrow", side_effects=False
-                )
+            for name, draw in query.draws.items():
+                con.create_function(name, draw, ["BIGINT"], "DOUBLE", type="arrow", side_effects=False)
             for name, view in query.views.items():
                 con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
-            # a label_id unit holds its narrow result anyway: it is sorted after the engine is gone
-            text = final.params.query if final.type == "sql" else query.narrow(last, computed, not labelled)
+            # a numbering unit holds its narrow result anyway: it is sorted after the engine is gone
+            text = final.node_type.unit_query(query, final.params, last, computed, not labelled)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 counts = _counts(checked, unit, query, con, narrow.num_rows)
@@ -444,12 +309,9 @@ def run(
             values = pc.unique(narrow.column(labelled)).drop_null()
             value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
             labels = value_set.to_pylist()
-            shown = ", ".join(map(str, labels[:20]))
-            log(f"{len(labels)} labels: {shown}{' …' if len(labels) > 20 else ''}")
-            # the mapping travels with the dataset: label_id.OUTPUT -> {field, labels (index = id)}
-            sink.writer.get_meta_db().put(
-                f"label_id.{final.params.output}", {"field": labelled, "labels": labels}
-            )
+            log(numbering.shown(labels))
+            # the mapping travels with the dataset: {field, labels (index = id)}
+            sink.writer.get_meta_db().put(numbering.key, {"field": labelled, "labels": labels})
             query.drop_pages()
             write(narrow.to_batches(BATCH_ROWS * 16))
         sink.close()
@@ -459,11 +321,11 @@ def run(
     return sink.rows, counts
 
 
-def _counts(checked: Any, unit: Unit, query: _Query, con: Any, written: int) -> dict[str, int | None]:
+def _counts(checked: Any, unit: Unit, query: Query, con: Any, written: int) -> dict[str, int | None]:
     """Return each member's rows out: derived where a node keeps its input's rows, else counted."""
     counts: dict[str, int | None] = {unit.final: written}
     final = checked.nodes[unit.final]
-    if final.type in ROW_PRESERVING:
+    if final.node_type.keeps_rows:
         src, _ = final.edges["input"]
         if src in query.relations:
             counts[src] = written
@@ -472,7 +334,7 @@ def _counts(checked: Any, unit: Unit, query: _Query, con: Any, written: int) -> 
         if member in counts:
             continue
         node = checked.nodes[member]
-        if node.type in ROW_PRESERVING:
+        if node.node_type.keeps_rows:
             src, port = node.edges["input"]
             rows = counts.get(src) if src in query.relations else unit.inputs[(src, port)].rows
             if rows is not None:

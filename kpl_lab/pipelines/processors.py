@@ -1,14 +1,14 @@
-"""Processors: each node type's work over streamed Arrow record batches, written to dataset folders.
+"""How processors run: a node's inputs streamed as Arrow record batches, its outputs written to dataset folders.
 
-Per-record parsing and seeded splits go batch by batch in pyarrow. The relational chains
-(regex_extract, select, rename, left_join, shuffle, label_id, sql) run as one DuckDB query
-each (expressions parsed by the engine, sorts that spill to disk): see fuse.py.
+A `Processor` node type (per-record parsing, seeded splits) goes batch by batch in pyarrow
+(its `process`); the relational chains run as one DuckDB query each (expressions parsed by
+the engine, sorts that spill to disk): see fuse.py. Both write through these sinks, with the
+engine and the seeded draws here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 from kpl_dataset import ReadOnlyDataset, WriteOnlyDataset
 
 from . import sql
-from .nodes import ANNOTATION_FIELDS, PORT
 from .schema import record_type
 
 BATCH_ROWS = 4096
@@ -177,7 +176,7 @@ def write(
 
 
 def run(
-    type_name: str,
+    node_type: Any,
     params: Any,
     inputs: dict[str, Source],
     outputs: dict[str, pa.Schema],
@@ -189,12 +188,12 @@ def run(
     """Run one processor node; write each output port to out_dir/PORT (part root); return rows per port."""
     settings = settings or Settings()
     return write(
-        outputs, out_dir, stop, lambda sinks: PROCESSORS[type_name](params, inputs, sinks, settings, log)
+        outputs, out_dir, stop, lambda sinks: node_type.process(params, inputs, sinks, settings, log)
     )
 
 
 @contextlib.contextmanager
-def _engine(settings: Settings, stop: threading.Event | None = None, node: str = "") -> Iterator[Any]:
+def engine(settings: Settings, stop: threading.Event | None = None, node: str = "") -> Iterator[Any]:
     """Yield a locked-down DuckDB that spills into a folder of its own (removed after).
 
     Its query is interrupted when it runs past the time limit (the node fails saying so) or when
@@ -222,142 +221,6 @@ def _engine(settings: Settings, stop: threading.Event | None = None, node: str =
             shutil.rmtree(spill, ignore_errors=True)
 
 
-def regex_query(p) -> str:
-    """Return regex_extract's query over table `input` (row by row: any batch of the input gives its rows)."""
-    import re
-
-    groups = re.compile(p.pattern).groupindex
-    field, pattern = sql.quote(p.field), sql.string(p.pattern)
-    columns = ", ".join(
-        f"CASE WHEN regexp_matches({field}, {pattern}) THEN regexp_extract({field}, {pattern}, {index}) END AS {sql.quote(name)}"
-        for name, index in groups.items()
-    )
-    return f"SELECT *, {columns} FROM input"
-
-
-def select_query(p) -> str:
-    """Return select's query over table `input` (its where parsed as one expression: see sql.where_query)."""
-    return sql.where_query(p.where, "input")
-
-
-def rename_query(p, names: list[str]) -> str:
-    """Return rename's query over table `input` of these fields."""
-    columns = ", ".join(f"{sql.quote(n)} AS {sql.quote(p.fields.get(n, n))}" for n in names)
-    return f"SELECT {columns} FROM input"
-
-
-def labels(field: str, values: Any, settings: Settings) -> list:
-    """Return the sorted distinct non-null values of field in values (a table or a reader)."""
-    with _engine(settings) as con:
-        con.register("input", values)
-        name = sql.quote(field)
-        query = f"SELECT DISTINCT {name} FROM input WHERE {name} IS NOT NULL ORDER BY {name}"
-        rows = con.sql(query).fetchall()
-    return [r[0] for r in rows]
-
-
-def log_labels(log: Log, found: list) -> None:
-    log(f"{len(found)} labels: {', '.join(map(str, found[:20]))}{' …' if len(found) > 20 else ''}")
-
-
-def label_column(column: pa.Array, value_set: pa.Array) -> pa.Array:
-    """Return each value's index in value_set (null where it is null)."""
-    return pc.cast(pc.index_in(column, value_set=value_set), pa.int64())
-
-
-def parser(type_name: str) -> Callable[[bytes, str], tuple[int, int, list[dict]]]:
-    if type_name == "parse_voc":
-        from kpl_dataset.importers.voc import parse_annotation
-
-        def voc(data: bytes, where: str) -> tuple[int, int, list[dict]]:
-            _, width, height, objects = parse_annotation(data, where)
-            return width, height, objects
-
-        return voc
-    return _coco if type_name == "parse_coco" else _labelme
-
-
-def _coco(data: bytes, where: str) -> tuple[int, int, list[dict]]:
-    """Read one image's COCO document: images (exactly one), annotations (bbox x, y, w, h), categories."""
-    doc = json.loads(data)
-    images = doc.get("images") or []
-    if len(images) != 1:
-        raise ValueError(
-            f"{where}: holds {len(images)} images; parse_coco takes one image's COCO document per record"
-        )
-    names = {c.get("id"): str(c.get("name", "")) for c in doc.get("categories") or []}
-    objects = []
-    for i, ann in enumerate(doc.get("annotations") or []):
-        box = ann.get("bbox") or []
-        if len(box) != 4:
-            raise ValueError(f"{where}: annotation {i} has no [x, y, width, height] bbox")
-        x, y, w, h = box
-        objects.append(
-            {
-                "name": names.get(ann.get("category_id"), str(ann.get("category_id"))),
-                "xmin": round(x),
-                "ymin": round(y),
-                "xmax": round(x + w),
-                "ymax": round(y + h),
-                "difficult": int(bool(ann.get("iscrowd", 0))),
-            }
-        )
-    return int(images[0].get("width") or 0), int(images[0].get("height") or 0), objects
-
-
-def _labelme(data: bytes, where: str) -> tuple[int, int, list[dict]]:
-    doc = json.loads(data)
-    objects = []
-    for i, shape in enumerate(doc.get("shapes") or []):
-        points = shape.get("points") or []
-        if not points:
-            raise ValueError(f"{where}: shape {i} has no points")
-        xs, ys = [pt[0] for pt in points], [pt[1] for pt in points]
-        objects.append(
-            {
-                "name": str(shape.get("label", "")),
-                "xmin": round(min(xs)),
-                "ymin": round(min(ys)),
-                "xmax": round(max(xs)),
-                "ymax": round(max(ys)),
-                "difficult": int(bool(shape.get("difficult", 0))),
-            }
-        )
-    return int(doc.get("imageWidth") or 0), int(doc.get("imageHeight") or 0), objects
-
-
-def annotations(parse: Callable, values: list, rows: Any) -> list[pa.Array]:
-    """Return the `object`, `width` and `height` columns of annotation documents (rows: their record numbers)."""
-    width, height, objects = [], [], []
-    for value, row in zip(values, rows, strict=True):
-        if value is None:
-            width.append(None), height.append(None), objects.append(None)
-        else:
-            data = value.encode() if isinstance(value, str) else value
-            w, h, o = parse(data, f"record {row}")
-            width.append(w), height.append(h), objects.append(o)
-    types = list(ANNOTATION_FIELDS.values())
-    return [pa.array(v, type=t) for v, t in zip((objects, width, height), types, strict=True)]
-
-
-def parse_annotations(type_name: str):
-    parse = parser(type_name)
-
-    def process(p, inputs, sinks, settings, log) -> None:
-        start = 0
-        for batch in inputs["input"].batches():
-            rows = range(start, start + batch.num_rows)
-            start += batch.num_rows
-            added = annotations(parse, batch.column(p.field).to_pylist(), rows)
-            sinks[PORT].write(
-                pa.RecordBatch.from_arrays(
-                    [*batch.columns, *added], names=[*batch.schema.names, *ANNOTATION_FIELDS]
-                )
-            )
-
-    return process
-
-
 _MASK = (1 << 64) - 1
 
 
@@ -375,37 +238,3 @@ def uniform_at(seed: int, rows: np.ndarray) -> np.ndarray:
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-
-
-def split_bounds(p) -> np.ndarray:
-    """Return split's cumulative ratios (the last exactly 1)."""
-    bounds = np.cumsum(list(p.ratios.values()))
-    bounds[-1] = 1.0
-    return bounds
-
-
-def split(p, inputs, sinks, settings, log) -> None:
-    bounds = split_bounds(p)
-    start = 0
-    for batch in inputs["input"].batches():
-        which = np.searchsorted(bounds, uniform(p.seed, start, batch.num_rows), side="right")
-        start += batch.num_rows
-        for i, port in enumerate(p.ratios):
-            sinks[port].write(batch.filter(pa.array(which == i)))
-
-
-def sample(p, inputs, sinks, settings, log) -> None:
-    start = 0
-    for batch in inputs["input"].batches():
-        keep = uniform(p.seed, start, batch.num_rows) < p.fraction
-        start += batch.num_rows
-        sinks[PORT].write(batch.filter(pa.array(keep)))
-
-
-PROCESSORS: dict[str, Callable] = {
-    "parse_voc": parse_annotations("parse_voc"),
-    "parse_labelme": parse_annotations("parse_labelme"),
-    "parse_coco": parse_annotations("parse_coco"),
-    "split": split,
-    "sample": sample,
-}

@@ -4,6 +4,7 @@ The driver streams each input into Ray's object store block by block (numbered, 
 and error messages see the same row numbers as locally), workers run the same Arrow batch
 functions the local backend uses, and the driver writes the ordered result through the same
 sinks: the datasets, their content hashes and catalog versions equal the local backend's.
+A node type's Ray form is its `on_ray` (kpl_lab/pipelines/nodes); these are the means it uses.
 """
 
 from __future__ import annotations
@@ -14,17 +15,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import BadRequest
 from . import processors, sql
-from .nodes import ANNOTATION_FIELDS, PORT
 from .processors import Log, Settings, Source
+from .schema import PORT
 
 ROW = sql.ROW
-PART = "__kpl_part"
-KEY = "__kpl_key"
-RIGHT_ROW = "__kpl_right_row"
+PART = "__kpl_part"  # the part (of a split) or hash partition (of a join) a record goes to
 PARTS_PER_CPU = 1  # a join's hash partitions per core (the benchmarks were measured with 1)
 RETRY_NOTE = "\nFailed to apply UDF transform"  # what Ray Data appends to a map's error
 
@@ -53,7 +51,7 @@ def connect(address: str | None = None) -> None:
 
 
 def run(
-    type_name: str,
+    node_type: Any,
     params: Any,
     inputs: dict[str, Source],
     outputs: dict[str, pa.Schema],
@@ -62,17 +60,16 @@ def run(
     log: Log,
     settings: Settings | None = None,
 ) -> dict[str, int]:
-    """Run one processor node on Ray (or on the driver where it has no Ray form); return rows per port."""
+    """Run one node on Ray (or on the driver where it has no Ray form); return rows per port."""
     settings = settings or Settings()
-    work = ON_RAY.get(type_name)
-    if work is None:
-        log(f"ray: {type_name} runs in DuckDB on the driver (it has no Ray Data form)")
-        return processors.run(type_name, params, inputs, outputs, out_dir, stop, log, settings)
+    if node_type.on_ray is None:
+        log(f"ray: {node_type.name} runs in DuckDB on the driver (it has no Ray Data form)")
+        return processors.run(node_type, params, inputs, outputs, out_dir, stop, log, settings)
     connect()
-    log(f"ray: {type_name} runs as Ray Data operations")
+    log(f"ray: {node_type.name} runs as Ray Data operations")
     try:
         return processors.write(
-            outputs, out_dir, stop, lambda sinks: work(params, inputs, sinks, settings, log)
+            outputs, out_dir, stop, lambda sinks: node_type.on_ray(params, inputs, sinks, settings, log)
         )
     except Exception as err:
         raise _cause(err) from None
@@ -89,7 +86,7 @@ def _cause(err: BaseException) -> BaseException:
     return err
 
 
-def _refs(source: Source, numbered: bool = False) -> list:
+def put_blocks(source: Source, numbered: bool = False) -> list:
     """Put the source's batches into the object store one by one; return their references (none if empty)."""
     import ray
 
@@ -98,12 +95,12 @@ def _refs(source: Source, numbered: bool = False) -> list:
     ]
 
 
-def _dataset(source: Source, numbered: bool = False, refs: list | None = None):
+def dataset(source: Source, numbered: bool = False, refs: list | None = None):
     """Return a Ray dataset of the source's batches (or of refs, their references already put)."""
     import ray
     import ray.data
 
-    refs = _refs(source, numbered) if refs is None else refs
+    refs = put_blocks(source, numbered) if refs is None else refs
     if not refs:
         schema = (
             source.schema.append(pa.field(ROW, pa.int64(), nullable=False)) if numbered else source.schema
@@ -112,11 +109,12 @@ def _dataset(source: Source, numbered: bool = False, refs: list | None = None):
     return ray.data.from_arrow_refs(refs)
 
 
-def _map(ds, fn, **kwargs):
+def map_blocks(ds, fn, **kwargs):
+    """Return ds with fn(block, **kwargs) applied to each block (a pyarrow Table) by Ray's workers."""
     return ds.map_batches(fn, batch_format="pyarrow", batch_size=None, zero_copy_batch=True, fn_kwargs=kwargs)
 
 
-def _drain(ds, write) -> None:
+def drain(ds, write) -> None:
     """Hand the dataset's blocks, in order, to write (on the driver)."""
     for table in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=2):
         for batch in table.to_batches():
@@ -126,7 +124,8 @@ def _drain(ds, write) -> None:
 # functions run by Ray workers: one block (a pyarrow Table) in, one out
 
 
-def _engine():
+def engine():
+    """Return this worker thread's locked-down engine connection."""
     con = getattr(_local, "con", None)
     if con is None:  # one locked-down connection per worker thread (opening one costs ~40 ms)
         con = _local.con = sql.connect()
@@ -134,7 +133,7 @@ def _engine():
 
 
 def _query_block(table: pa.Table, query: str) -> pa.Table:
-    con = _engine()
+    con = engine()
     con.register("input", table)
     try:
         return con.sql(query).to_arrow_table()
@@ -142,211 +141,11 @@ def _query_block(table: pa.Table, query: str) -> pa.Table:
         con.unregister("input")
 
 
-def _label_values(table: pa.Table, field: str) -> pa.Table:
-    return pa.table({field: pc.unique(table.column(field).combine_chunks())})
-
-
-def _label_block(table: pa.Table, field: str, output: str, value_set: pa.Array) -> pa.Table:
-    return table.append_column(
-        output, processors.label_column(table.column(field).combine_chunks(), value_set)
-    )
-
-
-def _parse_block(table: pa.Table, type_name: str, field: str) -> pa.Table:
-    rows = table.column(ROW).to_pylist()
-    added = processors.annotations(processors.parser(type_name), table.column(field).to_pylist(), rows)
-    table = table.drop_columns([ROW])
-    for name, column in zip(ANNOTATION_FIELDS, added, strict=True):
-        table = table.append_column(name, column)
-    return table
-
-
-def _draws(table: pa.Table, seed: int) -> np.ndarray:
+def draws(table: pa.Table, seed: int) -> np.ndarray:
+    """Return each numbered record's seeded draw (as processors.uniform: the same as locally)."""
     return processors.uniform_at(seed, table.column(ROW).to_numpy())
 
 
-def _split_block(table: pa.Table, seed: int, bounds: np.ndarray) -> pa.Table:
-    which = np.searchsorted(bounds, _draws(table, seed), side="right")
-    return table.drop_columns([ROW]).append_column(PART, pa.array(which, pa.int64()))
-
-
-def _sample_block(table: pa.Table, seed: int, fraction: float) -> pa.Table:
-    return table.filter(pa.array(_draws(table, seed) < fraction)).drop_columns([ROW])
-
-
-def _key_block(table: pa.Table, seed: int) -> pa.Table:
-    return table.drop_columns([ROW]).append_column(KEY, pa.array(_draws(table, seed)))
-
-
-def _tagged_block(table: pa.Table, on: str, parts: int, layout: pa.Schema, renames: dict) -> pa.Table:
-    """Return one side's block in the join's common layout: its hash partition, the other side's fields null."""
-    table = table.rename_columns([renames.get(n, n) for n in table.column_names])
-    con = _engine()
-    con.register("input", table.select([on]))
-    try:  # the engine's hash: keys the engine finds equal land in one partition
-        part = con.sql(f"SELECT (hash({sql.quote(on)}) % {parts})::BIGINT FROM input").to_arrow_table()
-    finally:
-        con.unregister("input")
-    columns = [
-        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type) for f in layout
-    ]
-    return pa.Table.from_arrays([*columns, part.column(0)], schema=layout.append(pa.field(PART, pa.int64())))
-
-
-def _unmatched_block(table: pa.Table, fields: list[pa.Field]) -> pa.Table:
-    for field in fields:
-        table = table.append_column(field, pa.nulls(len(table), field.type))
-    return table
-
-
-def _join_group(table: pa.Table, on: str, left: list[str], wanted: list[str]) -> pa.Table:
-    """Left-join the left rows of one hash partition to its right rows (the engine's equality): numbered pairs."""
-    is_left = pc.is_valid(table.column(ROW))
-    lhs, rhs = table.filter(is_left), table.filter(pc.invert(is_left))
-    con = _engine()
-    con.register("l", pa.table({"k": lhs.column(on), "i": pa.array(np.arange(len(lhs)))}))
-    con.register("r", pa.table({"k": rhs.column(on), "j": pa.array(np.arange(len(rhs)))}))
-    try:
-        pairs = con.sql("SELECT l.i, r.j FROM l LEFT JOIN r ON l.k = r.k").to_arrow_table()
-    finally:
-        con.unregister("l")
-        con.unregister("r")
-    out = lhs.select([*left, ROW]).take(pairs.column("i"))
-    matched = rhs.select([*wanted, RIGHT_ROW]).take(pairs.column("j"))  # a null index: a null row
-    for name in wanted:
-        out = out.append_column(name, matched.column(name))
-    return out.append_column(RIGHT_ROW, pc.fill_null(matched.column(RIGHT_ROW), -1))
-
-
-# the node types, on Ray
-
-
-def _row_query(query: str):
-    def process(p, inputs, sinks, settings, log) -> None:
-        _drain(_map(_dataset(inputs["input"]), _query_block, query=query), sinks[PORT].write)
-
-    return process
-
-
-def regex_extract(p, inputs, sinks, settings, log) -> None:
-    _row_query(processors.regex_query(p))(p, inputs, sinks, settings, log)
-
-
-def select(p, inputs, sinks, settings, log) -> None:
-    _row_query(processors.select_query(p))(p, inputs, sinks, settings, log)
-
-
-def rename(p, inputs, sinks, settings, log) -> None:
-    query = processors.rename_query(p, inputs["input"].schema.names)
-    _row_query(query)(p, inputs, sinks, settings, log)
-
-
-def label_id(p, inputs, sinks, settings, log) -> None:
-    source = inputs["input"]
-    ds = _dataset(source).materialize()  # read once, used twice
-    distinct = list(
-        _map(ds, _label_values, field=p.field).iter_batches(batch_size=None, batch_format="pyarrow")
-    )
-    values = (
-        pa.concat_tables(distinct)
-        if distinct
-        else pa.table({p.field: pa.array([], source.schema.field(p.field).type)})
-    )
-    found = processors.labels(p.field, values, settings)  # the engine's order, on the few distinct values
-    processors.log_labels(log, found)
-    sinks[PORT].writer.get_meta_db().put(f"label_id.{p.output}", {"field": p.field, "labels": found})
-    value_set = pa.array(found, type=source.schema.field(p.field).type)
-    _drain(_map(ds, _label_block, field=p.field, output=p.output, value_set=value_set), sinks[PORT].write)
-
-
-def parse_annotations(type_name: str):
-    def process(p, inputs, sinks, settings, log) -> None:
-        ds = _map(_dataset(inputs["input"], numbered=True), _parse_block, type_name=type_name, field=p.field)
-        _drain(ds, sinks[PORT].write)
-
-    return process
-
-
-def split(p, inputs, sinks, settings, log) -> None:
-    ports = list(p.ratios)
-
-    def write(batch: pa.RecordBatch) -> None:
-        part = batch.column(PART)
-        batch = batch.drop_columns([PART])
-        for i, port in enumerate(ports):
-            sinks[port].write(batch.filter(pc.equal(part, i)))
-
-    ds = _map(
-        _dataset(inputs["input"], numbered=True), _split_block, seed=p.seed, bounds=processors.split_bounds(p)
-    )
-    _drain(ds, write)
-
-
-def sample(p, inputs, sinks, settings, log) -> None:
-    ds = _map(_dataset(inputs["input"], numbered=True), _sample_block, seed=p.seed, fraction=p.fraction)
-    _drain(ds, sinks[PORT].write)
-
-
-def shuffle(p, inputs, sinks, settings, log) -> None:
-    ds = _map(_dataset(inputs["input"], numbered=True), _key_block, seed=p.seed).sort(KEY)
-    _drain(ds, lambda batch: sinks[PORT].write(batch.drop_columns([KEY])))
-
-
-def left_join(p, inputs, sinks, settings, log) -> None:
-    import ray
-
-    left, right = inputs["left"], inputs["right"]
-    wanted = p.fields if p.fields is not None else [n for n in right.schema.names if n != p.on]
-    layout = pa.schema(
-        [
-            *(f.with_nullable(True) for f in left.schema),
-            pa.field(ROW, pa.int64()),
-            *(right.schema.field(n).with_nullable(True) for n in wanted),
-            pa.field(RIGHT_ROW, pa.int64()),
-        ]
-    )
-    refs = _refs(left, numbered=True), _refs(right, numbered=True)
-    if not refs[0]:  # no left rows, no output (a shuffle of no blocks has no schema to give)
-        return
-    if not refs[1]:  # nothing to match: each left row once, right fields null, in order
-        ds = _map(_dataset(left, refs=refs[0]), _unmatched_block, fields=[layout.field(n) for n in wanted])
-        _drain(ds, sinks[PORT].write)
-        return
-    parts = PARTS_PER_CPU * max(1, int(ray.cluster_resources().get("CPU", 1)))
-    tagged = [
-        _map(
-            _dataset(source, numbered=True, refs=found),
-            _tagged_block,
-            on=p.on,
-            parts=parts,
-            layout=layout,
-            renames=renames,
-        )
-        for source, found, renames in ((left, refs[0], {}), (right, refs[1], {ROW: RIGHT_ROW}))
-    ]
-    names = list(left.schema.names)
-    ds = (
-        tagged[0]
-        .union(tagged[1])
-        .groupby(PART, num_partitions=parts)
-        .map_groups(
-            _join_group, batch_format="pyarrow", fn_kwargs={"on": p.on, "left": names, "wanted": wanted}
-        )
-        .sort([ROW, RIGHT_ROW])  # each left row in input order, its matches in the right input's order
-    )
-    _drain(ds, lambda batch: sinks[PORT].write(batch.drop_columns([ROW, RIGHT_ROW])))
-
-
-ON_RAY = {
-    "left_join": left_join,
-    "regex_extract": regex_extract,
-    "select": select,
-    "rename": rename,
-    "label_id": label_id,
-    "parse_voc": parse_annotations("parse_voc"),
-    "parse_labelme": parse_annotations("parse_labelme"),
-    "parse_coco": parse_annotations("parse_coco"),
-    "split": split,
-    "sample": sample,
-    "shuffle": shuffle,
-}
+def row_query(query: str, inputs: dict[str, Source], sinks: dict) -> None:
+    """Run a row-by-row query over table `input` block by block; write its records (in order)."""
+    drain(map_blocks(dataset(inputs["input"]), _query_block, query=query), sinks[PORT].write)

@@ -1,16 +1,18 @@
-"""Runs: nodes in parallel as their inputs are ready, results reused from the cache, history in the catalog."""
+"""Runs: nodes in parallel as their inputs are ready, results reused from the cache, history in the catalog.
+
+A run is checked once, when it is recorded: its record keeps the checked pipeline
+(`Validation.to_record`), and executing it, in this process or another, runs that, never
+parsing or checking the file again. Each node runs as its node type says (kpl_lab/pipelines/nodes).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,11 @@ from ..errors import BadRequest, Conflict, KPLError, NotFound
 from ..sandbox.pool import Stopped as SandboxStopped
 from . import cache, fuse
 from .format import PipelineSyntaxError, Spec, parse
-from .nodes import PORT
+from .nodes import PlatformNode, Result, Step
 from .processors import Settings, Source, Stopped
+from .schema import PORT
 from .validate import PlatformCatalog, Validation, validate
 
-JOB_POLL_SECONDS = 0.2
 SANDBOX_MARGIN_SECONDS = 60.0  # a unit's reading and writing beside its query's time limit
 UNLIMITED_SECONDS = 7 * 24 * 3600.0  # a unit with no query time limit: a week
 FINAL = ("succeeded", "failed", "stopped")
@@ -39,13 +41,6 @@ Progress = Callable[[str, str, str], None]  # (node, state, message)
 
 
 _MATERIALISING = threading.Lock()  # fused nodes' outputs written on request (see records)
-
-
-@dataclass
-class Result:
-    """What a finished node hands its consumers, per port."""
-
-    outputs: dict[str, dict]  # port -> {"folder", "part", "ref", "content", "rows"}
 
 
 def _shown(value: Any) -> Any:
@@ -117,7 +112,7 @@ class PipelineRunner(LoggingConfigurable):
 
     # history
 
-    def _cache(self, project: str) -> cache.Cache:
+    def cache(self, project: str) -> cache.Cache:
         """Return the project's node cache: in its folder, where its sandboxed workers read it."""
         folder = self.platform.storage.project_dir(project)
         return cache.Cache(folder / "pipelines" / "cache", folder / ".staging")
@@ -203,7 +198,7 @@ class PipelineRunner(LoggingConfigurable):
         """Write a fused node's output now, as `keep: true` would have (into the cache: once); return it."""
         from kpl_dataset import KPLDatasetError
 
-        checked = self.validate(project, parse(run.file))
+        checked = self.checked(project, run)
         if not checked.ok:
             raise BadRequest(
                 f"node {node_id}: the pipeline no longer validates ({'; '.join(map(str, checked.problems))})",
@@ -248,6 +243,12 @@ class PipelineRunner(LoggingConfigurable):
     def validate(self, project: str, spec: Spec) -> Validation:
         return validate(spec, PlatformCatalog(self.platform, project))
 
+    def checked(self, project: str, run: PipelineRun) -> Validation:
+        """Return the checked pipeline a run keeps (a run recorded before runs kept it: its file checked now)."""
+        if run.checked is not None:
+            return Validation.from_record(run.checked)
+        return self.validate(project, parse(run.file))
+
     def create(
         self,
         project: str,
@@ -286,6 +287,7 @@ class PipelineRunner(LoggingConfigurable):
                 from_node=from_node,
                 fresh=fresh,
                 state="running",
+                checked=checked.to_record(),
             )
             run.nodes = [PipelineNodeRun(node=n, type=checked.nodes[n].type) for n in checked.order]
             session.add(run)
@@ -302,8 +304,8 @@ class PipelineRunner(LoggingConfigurable):
         with self.platform.session(immediate=True) as session:
             session.get(PipelineRun, run_id).pid = os.getpid()
         try:
-            checked = self.validate(project, parse(run.file))
-            if not checked.ok:  # the catalog changed since the run was recorded
+            checked = self.checked(project, run)
+            if not checked.ok:  # a run recorded before runs kept their checked pipeline, checked now
                 return self._end(project, run_id, "failed", "; ".join(map(str, checked.problems)))
             if self.backend == "ray":
                 from . import ray_backend
@@ -346,7 +348,7 @@ class PipelineRunner(LoggingConfigurable):
                             pending.remove(node_id)
                             failed.add(node_id)
                             state = "stopped" if stop.is_set() else "skipped"
-                            self._node(
+                            self.set_node(
                                 run_id,
                                 node_id,
                                 state=state,
@@ -422,7 +424,8 @@ class PipelineRunner(LoggingConfigurable):
                 forced.add(node_id)
         return forced
 
-    def _node(self, run_id: str, node_id: str, **values: Any) -> None:
+    def set_node(self, run_id: str, node_id: str, **values: Any) -> None:
+        """Set fields of one node of a run (its state, log, job)."""
         self._nodes(run_id, {node_id: values})
 
     def _nodes(self, run_id: str, updates: dict[str, dict[str, Any]]) -> None:
@@ -453,7 +456,7 @@ class PipelineRunner(LoggingConfigurable):
             )
             if node_id in unwritten:  # its work happens in the query of each written node reading it
                 return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
-            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.type) else None
+            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.node_type) else None
             members = unit.members[:-1] if unit else []
             started = utcnow()
             self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
@@ -466,14 +469,18 @@ class PipelineRunner(LoggingConfigurable):
                     project, checked, unit, node_key, results, node_id in forced, stop, log
                 )
                 job_id = None
+            elif isinstance(node.node_type, PlatformNode):
+                step = Step(
+                    self, project, run_id, checked.name, node, node_key, inputs, node_id in forced, stop, log
+                )
+                result, cached, job_id = node.node_type.run(step)
             else:
-                runner = self._runner(node.node_type.category)
-                result, cached, job_id = runner(
-                    project, run_id, node, node_key, inputs, node_id in forced, stop, log
+                result, cached, job_id = self._processor(
+                    project, node, node_key, inputs, node_id in forced, stop, log
                 )
         except Stopped:
             for member in [*members, node_id]:
-                self._node(
+                self.set_node(
                     run_id, member, state="stopped", finished=utcnow(), log="\n".join([*lines, "stopped"])
                 )
                 note(member, "stopped", "")
@@ -481,11 +488,13 @@ class PipelineRunner(LoggingConfigurable):
         except Exception as err:  # a node's failure is recorded; the other branches go on
             message = err.message if isinstance(err, KPLError) else f"{type(err).__name__}: {err}"
             for member in members:
-                self._node(
+                self.set_node(
                     run_id, member, state="failed", finished=utcnow(), log=f"fused into {node_id}: {message}"
                 )
                 note(member, "failed", message)
-            self._node(run_id, node_id, state="failed", finished=utcnow(), log="\n".join([*lines, message]))
+            self.set_node(
+                run_id, node_id, state="failed", finished=utcnow(), log="\n".join([*lines, message])
+            )
             note(node_id, "failed", message)
             return None
         state = "cached" if cached else "succeeded"
@@ -533,7 +542,7 @@ class PipelineRunner(LoggingConfigurable):
 
     def _fused(self, project, checked, unit, node_key, results, forced, stop, log):
         """Run (or reuse) a written relational node with the unwritten ones it reads through, as one query."""
-        store = self._cache(project)
+        store = self.cache(project)
         keys = {m: self._port(results[m], None)["content"] for m in unit.members[:-1]}
         if not forced:
             hit = store.lookup(node_key)
@@ -573,58 +582,14 @@ class PipelineRunner(LoggingConfigurable):
             return next(iter(result.outputs.values()))
         return result.outputs[port]
 
-    def _runner(self, category: str) -> Callable:
-        return {
-            "source": self._source,
-            "processor": self._processor,
-            "sink": self._sink,
-            "algorithm": self._algorithm,
-        }[category]
-
-    def _relative(self, folder: Path) -> str:
+    def relative(self, folder: Path) -> str:
+        """Return a folder as a path under the storage root (as run histories show it)."""
         return self.platform.storage.relative(folder)
 
-    # node kinds
+    # how nodes run: fused units and processors here; the others by their node types (nodes/)
 
-    def _source(self, project, run_id, node, node_key, inputs, forced, stop, log):
-        p = node.params
-        if node.type == "dataset":
-            row = self.platform.catalog.get_dataset(project, p.dataset)
-            folder = self.platform.catalog.path(row)
-            from kpl_dataset import list_parts
-
-            parts = list_parts(folder)
-            part = p.part or ("root" if "root" in parts else parts[0])
-            rows = (row.parts or {}).get(part)
-            log(f"dataset {row.ref}, part {part}")
-            out = {
-                "folder": str(folder),
-                "part": part,
-                "ref": f"dataset:{row.ref}",
-                "rows": rows,
-                "content": f"dataset:{row.ref}/{part}",
-                "path": self._relative(folder),
-            }
-            return Result({PORT: out}), False, None
-        row = self.platform.catalog.get_model(project, p.model)
-        log(f"model {row.ref}")
-        return (
-            Result(
-                {
-                    PORT: {
-                        "ref": f"model:{row.ref}",
-                        "content": f"model:{row.ref}",
-                        "rows": None,
-                        "path": row.path,
-                    }
-                }
-            ),
-            False,
-            None,
-        )
-
-    def _processor(self, project, run_id, node, node_key, inputs, forced, stop, log):
-        store = self._cache(project)
+    def _processor(self, project, node, node_key, inputs, forced, stop, log):
+        store = self.cache(project)
         if not forced:
             hit = store.lookup(node_key)
             if hit is not None:
@@ -641,14 +606,14 @@ class PipelineRunner(LoggingConfigurable):
                 from . import ray_backend
 
                 rows = ray_backend.run(
-                    node.type, node.params, sources, outputs, staged, stop, log, self.settings
+                    node.node_type, node.params, sources, outputs, staged, stop, log, self.settings
                 )
                 written = {port: [n, cache.content(staged / port)] for port, n in rows.items()}
             else:
                 written = self._sandboxed(
                     project,
                     "processor",
-                    node.type,
+                    node.node_type,
                     node.params,
                     sources,
                     outputs,
@@ -666,15 +631,9 @@ class PipelineRunner(LoggingConfigurable):
             raise
         return self._cached(store, node_key, result, final), False, None
 
-    def _fused_here(self, type_name: str) -> bool:
-        """Return whether a node runs as a DuckDB query in this process (a relational one without a Ray form)."""
-        if type_name not in fuse.FUSED:
-            return False
-        if self.backend != "ray":
-            return True
-        from . import ray_backend
-
-        return type_name not in ray_backend.ON_RAY
+    def _fused_here(self, node_type: Any) -> bool:
+        """Return whether a node runs in a unit's query (a relational one; on Ray, one without a Ray form)."""
+        return node_type.fused and (self.backend != "ray" or node_type.on_ray is None)
 
     def _sandboxed(self, project: str, work: str, *args: Any, stop, log, what: str) -> Any:
         """Run `kpl_lab.pipelines.work:<work>` in the project's sandboxed worker, its staged folder given to it.
@@ -712,7 +671,7 @@ class PipelineRunner(LoggingConfigurable):
                     "ref": None,
                     "rows": out["rows"],
                     "content": out["content"],
-                    "path": self._relative(final / port),
+                    "path": self.relative(final / port),
                 }
                 for port, out in hit["outputs"].items()
             }
@@ -732,42 +691,20 @@ class PipelineRunner(LoggingConfigurable):
             return False
         return self.platform.catalog.path(row).exists()
 
-    def _remembered(self, project: str, store: cache.Cache, node_key: str, forced: bool, log) -> dict | None:
-        if forced:
+    def remembered(self, step: Step) -> dict | None:
+        """Return the outputs a node registered in the catalog last time, while they all still exist."""
+        if step.forced:
             return None
-        hit = store.lookup(node_key)
-        if hit is None or not all(self._exists(project, out.get("ref")) for out in hit["outputs"].values()):
+        hit = self.cache(step.project).lookup(step.key)
+        if hit is None or not all(
+            self._exists(step.project, out.get("ref")) for out in hit["outputs"].values()
+        ):
             return None
-        log("cached: the catalog entries made last time still exist")
+        step.log("cached: the catalog entries made last time still exist")
         return hit["outputs"]
 
-    def _sink(self, project, run_id, node, node_key, inputs, forced, stop, log):
-        store, p, source = self._cache(project), node.params, inputs["input"]
-        hit = self._remembered(project, store, node_key, forced, log)
-        if hit is not None:
-            return Result(self._with_paths(project, hit)), True, None
-        lineage = {"pipeline": self.get(project, run_id).name, "run": run_id, "node": node.id}
-        if node.type == "save_dataset":
-            row = self.platform.catalog.add_dataset(
-                project, p.name, Path(source["folder"]), p.description, lineage=lineage
-            )
-            out = {"ref": f"dataset:{row.ref}", "rows": row.record_count, "content": f"dataset:{row.ref}"}
-        else:
-            kind, _, rest = source["ref"].partition(":")
-            model = self.platform.catalog.get_model(project, rest)
-            row = self.platform.catalog.add_model(
-                project,
-                p.name,
-                self.platform.catalog.path(model),
-                p.description,
-                lineage={**lineage, "from": model.ref},
-            )
-            out = {"ref": f"model:{row.ref}", "rows": None, "content": f"model:{row.ref}"}
-        log(f"registered {out['ref']}")
-        store.remember(node_key, {"outputs": {PORT: out}})
-        return Result(self._with_paths(project, {PORT: out})), False, None
-
-    def _with_paths(self, project: str, outputs: dict) -> dict:
+    def with_paths(self, project: str, outputs: dict) -> dict:
+        """Return catalog entries' outputs with where their files are."""
         done = {}
         for port, out in outputs.items():
             kind, _, rest = out["ref"].partition(":")
@@ -784,41 +721,3 @@ class PipelineRunner(LoggingConfigurable):
             )
             done[port] = {**out, **extra}
         return done
-
-    def _algorithm(self, project, run_id, node, node_key, inputs, forced, stop, log):
-        from ..api.jobs import JobRequest, ResourceRequest
-
-        store, p = self._cache(project), node.params
-        hit = self._remembered(project, store, node_key, forced, log)
-        if hit is not None:
-            return Result(self._with_paths(project, hit)), True, None
-        request = JobRequest(
-            project=project,
-            algorithm=p.algorithm,
-            function=node.type,
-            inputs={param.partition(".")[2]: v["ref"] for param, v in inputs.items()},
-            parameters=p.parameters,
-            resources=ResourceRequest(**p.resources) if p.resources else None,
-        )
-        jobs = self.platform.jobs
-        job = jobs.submit(request)
-        log(f"job {job.id} submitted ({job.state})")
-        self._node(run_id, node.id, job_id=job.id)
-        while not job.is_final:
-            if stop.is_set():
-                with contextlib.suppress(Conflict):
-                    jobs.stop(project, job.id, reason="the pipeline run was stopped")
-                raise Stopped
-            time.sleep(JOB_POLL_SECONDS)
-            job = jobs.get(project, job.id)
-        log(f"job {job.id} {job.state}" + (f": {job.reason}" if job.reason else ""))
-        if job.state != "succeeded":
-            raise RuntimeError(f"job {job.id} {job.state}: {job.reason}")
-        outputs = {}
-        for port in node.outputs:
-            ref = (job.outputs.get(port) or {}).get("registered")
-            if not ref:
-                raise RuntimeError(f"job {job.id} wrote nothing to its output {port!r}")
-            outputs[port] = {"ref": ref, "rows": None, "content": ref}
-        store.remember(node_key, {"outputs": outputs, "job_id": job.id})
-        return Result(self._with_paths(project, outputs)), False, job.id

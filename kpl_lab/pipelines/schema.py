@@ -9,6 +9,8 @@ import pyarrow as pa
 
 from kpl_dataset.schema import to_arrow_schema
 
+PORT = "out"  # the port of a node with one output
+
 # Arrow types the engine may return, narrowed to the ones a dataset stores.
 _WIDEN = {
     **{t: pa.int64() for t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32())},
@@ -28,9 +30,27 @@ class Output:
     kind: str  # "dataset" or "model"
     schema: pa.Schema | None = None
     catalog: bool = False  # a catalog entry (a job can read it), not a run's intermediate data
+    ref: str | None = None  # the catalog version a source's check found (NAME:VERSION): what a run reads
+    part: str | None = None  # and its part
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "fields": None if self.schema is None else describe(self.schema)}
+
+    def to_record(self) -> dict:
+        """Return it as JSON, as a run keeps its checked pipeline (`from_record` reads it back)."""
+        schema = None if self.schema is None else schema_json(self.schema)
+        return {
+            "kind": self.kind,
+            "schema": schema,
+            "catalog": self.catalog,
+            "ref": self.ref,
+            "part": self.part,
+        }
+
+    @classmethod
+    def from_record(cls, data: dict) -> Output:
+        schema = None if data["schema"] is None else schema_from_json(data["schema"])
+        return cls(data["kind"], schema, data["catalog"], data["ref"], data["part"])
 
 
 def record_type(t: pa.DataType) -> Any:
@@ -60,6 +80,19 @@ def dataset_schema(schema: pa.Schema) -> pa.Schema:
 def from_record_type(types: dict, nullable: Any = ()) -> pa.Schema:
     """Return the Arrow schema of a record_type."""
     return to_arrow_schema(types, nullable)
+
+
+def schema_json(schema: pa.Schema) -> dict:
+    """Return a dataset schema as JSON (its record types and nullable fields)."""
+    return {
+        "types": {f.name: record_type(f.type) for f in schema},
+        "nullable": [f.name for f in schema if f.nullable],
+    }
+
+
+def schema_from_json(data: dict) -> pa.Schema:
+    """Return the schema `schema_json` described."""
+    return from_record_type(data["types"], data["nullable"])
 
 
 def type_name(t: pa.DataType) -> str:

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import KPLError
-from .schema import dataset_schema, from_record_type, record_type
+from .schema import dataset_schema, schema_from_json, schema_json
 
 ROW = "__kpl_row"  # the input order of a record, added while streaming so joins keep it
 
@@ -344,19 +344,6 @@ def describe(tables: dict[str, pa.Schema], query: str) -> pa.Schema | str:
         return dataset_schema(result.schema)
     except TypeError as err:
         return str(err)
-
-
-def schema_json(schema: pa.Schema) -> dict:
-    """Return a dataset schema as JSON (its record types and nullable fields)."""
-    return {
-        "types": {f.name: record_type(f.type) for f in schema},
-        "nullable": [f.name for f in schema if f.nullable],
-    }
-
-
-def schema_from_json(data: dict) -> pa.Schema:
-    """Return the schema `schema_json` described."""
-    return from_record_type(data["types"], data["nullable"])
 
 
 _TYPES = {

@@ -1,4 +1,9 @@
-"""Validation: every node's parameters, edges, cycles and schemas, with every problem found."""
+"""Validation: every node's parameters, edges, cycles and schemas, with every problem found.
+
+A pipeline without problems is the checked pipeline a run keeps (`Validation.to_record`): the
+run is checked once, when it is recorded, and runs what was checked (the catalog versions
+found, the schemas inferred), never parsing or checking its file again.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ class Node:
 
     id: str
     type: str
-    settings: dict
+    settings: dict = field(default_factory=dict)  # its mapping in the file
     node_type: NodeType | None = None
     params: Any = None
     edges: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # parameter -> (node, port)
@@ -39,12 +44,37 @@ class Node:
             "problems": [p.to_dict() for p in self.problems],
         }
 
+    def to_record(self) -> dict:
+        """Return the checked node as JSON (see Validation.to_record)."""
+        return {
+            "type": self.type,
+            "params": self.params.model_dump(mode="json"),
+            "edges": {k: list(v) for k, v in self.edges.items()},
+            "inputs": {k: v.to_record() for k, v in self.inputs.items()},
+            "outputs": {k: v.to_record() for k, v in (self.outputs or {}).items()},
+            "keep": self.keep,
+        }
+
+    @classmethod
+    def from_record(cls, node_id: str, data: dict) -> Node:
+        node_type = NODE_TYPES[data["type"]]
+        return cls(
+            node_id,
+            data["type"],
+            node_type=node_type,
+            params=node_type.params.model_construct(**data["params"]),  # as checked: not validated again
+            edges={k: (src, port) for k, (src, port) in data["edges"].items()},
+            inputs={k: Output.from_record(v) for k, v in data["inputs"].items()},
+            outputs={k: Output.from_record(v) for k, v in data["outputs"].items()},
+            keep=data["keep"],
+        )
+
 
 @dataclass
 class Validation:
     """The result of validating a pipeline: nodes in run order and all problems."""
 
-    spec: Spec
+    name: str
     nodes: dict[str, Node]
     order: list[str]
 
@@ -60,9 +90,25 @@ class Validation:
         """Return the nodes whose outputs node_id reads."""
         return list(dict.fromkeys(src for src, _ in self.nodes[node_id].edges.values()))
 
+    def to_record(self) -> dict:
+        """Return the checked pipeline as JSON, as a run keeps it: what its nodes run with, not its problems."""
+        if not self.ok:
+            raise ValueError("a pipeline with problems is not run")
+        return {
+            "name": self.name,
+            "order": self.order,
+            "nodes": {n: self.nodes[n].to_record() for n in self.order},
+        }
+
+    @classmethod
+    def from_record(cls, data: dict) -> Validation:
+        """Return the checked pipeline `to_record` wrote (nothing is parsed or checked again)."""
+        nodes = {node_id: Node.from_record(node_id, node) for node_id, node in data["nodes"].items()}
+        return cls(data["name"], nodes, list(data["order"]))
+
     def to_dict(self) -> dict:
         return {
-            "name": self.spec.name,
+            "name": self.name,
             "ok": self.ok,
             "order": self.order,
             "nodes": [n.to_dict() for n in self.nodes.values()],
@@ -109,7 +155,7 @@ def _validate(spec: Spec, catalog: Catalog) -> Validation:
             _report(spec, nodes[node_id], None, "reads from a cycle, so it can never run")
     for node_id in order:
         _infer(spec, nodes[node_id], nodes, catalog)
-    return Validation(spec, nodes, order)
+    return Validation(spec.name, nodes, order)
 
 
 def _report(spec: Spec, node: Node, parameter: str | None, message: str) -> None:
@@ -212,7 +258,7 @@ def _infer(spec: Spec, node: Node, nodes: dict[str, Node], catalog: Catalog) -> 
             )
             return
     node.inputs = inputs
-    node.outputs = node.node_type.infer(node.params, inputs, catalog, lambda p, m: _report(spec, node, p, m))
+    node.outputs = node.node_type.check(node.params, inputs, catalog, lambda p, m: _report(spec, node, p, m))
 
 
 def check(text: str, catalog: Catalog) -> dict:
@@ -236,7 +282,7 @@ class PlatformCatalog:
         """Return the project's sandboxed worker session that checks a pipeline's SQL (a context manager)."""
         return self.platform.sandbox.session(self.project)
 
-    def dataset(self, ref: str, part: str | None) -> tuple[str, pa.Schema]:
+    def dataset(self, ref: str, part: str | None) -> tuple[str, str, pa.Schema]:
         from kpl_dataset import KPLDatasetError, list_parts
         from kpl_dataset.fs import resolve
         from kpl_dataset.manifest import load_manifest
@@ -256,7 +302,7 @@ class PlatformCatalog:
             manifest = load_manifest(resolve(folder), chosen)
         except KPLDatasetError as err:
             raise LookupError(f"dataset {row.ref}: {err}") from None
-        return row.ref, manifest.schema
+        return row.ref, chosen, manifest.schema
 
     def model(self, ref: str) -> str:
         from ..errors import KPLError

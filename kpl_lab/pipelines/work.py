@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import cache, fuse, processors
-from .nodes import PORT
 from .processors import Settings, Source
+from .schema import PORT
 
 
 def _prepared(settings: Settings, staged: str) -> Settings:
@@ -53,7 +53,7 @@ def unit(
 
 
 def processor(
-    type_name: str,
+    node_type: Any,
     params: Any,
     inputs: dict[str, Source],
     outputs: dict,
@@ -62,8 +62,9 @@ def processor(
     stop: threading.Event,
     log: Any,
 ) -> dict[str, list]:
-    """Run one processor node into staged/PORT; return {port: [rows, content hash]}."""
+    """Run one processor node (its node type: the registry's, see NodeType.__reduce__) into staged/PORT;
+    return {port: [rows, content hash]}."""
     rows = processors.run(
-        type_name, params, inputs, outputs, Path(staged), stop, log, _prepared(settings, staged)
+        node_type, params, inputs, outputs, Path(staged), stop, log, _prepared(settings, staged)
     )
     return {port: [count, cache.content(Path(staged) / port)] for port, count in rows.items()}

@@ -57,7 +57,7 @@ export interface IGraphEdge {
 }
 
 /**
- * The single output port of most nodes (as in kpl_lab/pipelines/nodes.py).
+ * The single output port of most nodes (as in kpl_lab/pipelines/schema.py).
  */
 export const PORT = 'out';
 

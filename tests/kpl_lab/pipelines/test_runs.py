@@ -11,6 +11,7 @@ import pytest
 
 from kpl_lab.pipelines.runner import PipelineRunner
 from kpl_lab.pipelines.templates import template_text
+from kpl_lab.pipelines.validate import PlatformCatalog
 
 from .test_sql import stop_when_running
 
@@ -245,12 +246,15 @@ def test_a_run_whose_process_ended_is_marked_failed(lab, fruit, seg):
     assert [r.state for r in runner.list("p")] == ["failed"]
 
 
-def test_a_run_whose_dataset_went_away_before_it_started_fails_with_the_problem(lab, fruit, seg):
+def test_a_run_whose_dataset_went_away_before_it_started_fails_at_the_node_reading_it(lab, fruit, seg):
     runner = PipelineRunner(lab)
     run_id = runner.create("p", seg)
     lab.catalog.delete_dataset("p", "fruit-segmentation")
-    run = runner.execute("p", run_id)
-    assert run.state == "failed" and "raw.dataset: dataset 'fruit-segmentation' not found" in run.reason
+    run = runner.execute("p", run_id)  # runs what was checked: the version found then, now gone
+    assert run.state == "failed" and run.reason == "failed nodes: raw"
+    nodes = {n.node: n for n in run.nodes}
+    assert nodes["raw"].log == "dataset 'fruit-segmentation' not found in project 'p'"
+    assert {n: nodes[n].state for n in nodes if n != "raw"} == dict.fromkeys(list(nodes)[1:], "skipped")
 
 
 def test_two_requests_for_a_fused_nodes_records_at_once_agree(lab, fruit, seg):
@@ -272,3 +276,38 @@ def test_two_requests_for_a_fused_nodes_records_at_once_agree(lab, fruit, seg):
     assert not errors, errors
     assert len(answers) == 3 and answers[0]["total"] == 15
     assert answers[1] == answers[0] and answers[2] == answers[0]
+
+
+def test_a_run_is_checked_once_when_recorded_and_runs_what_was_checked(lab, fruit, seg, monkeypatch):
+    from kpl_lab import documents
+    from kpl_lab.pipelines.nodes import NODE_TYPES
+
+    parsed, checked, sessions = [], [], []
+    compose = documents.compose_yaml
+    monkeypatch.setattr(documents, "compose_yaml", lambda text, *a: parsed.append(text) or compose(text, *a))
+    for node_type in NODE_TYPES.values():  # every check goes through the registry's node types
+        check = node_type.check
+        monkeypatch.setattr(node_type, "check", lambda p, *a, check=check: checked.append(p) or check(p, *a))
+    worker = PlatformCatalog.checks  # the sandboxed worker session a validation's SQL checks run in
+    monkeypatch.setattr(PlatformCatalog, "checks", lambda self: sessions.append(self) or worker(self))
+
+    run_id = PipelineRunner(lab).create("p", seg)
+    once = (parsed.count(seg), len(checked), len(sessions))
+    assert once == (1, 7, 1)
+    run = PipelineRunner(lab).execute("p", run_id)  # as a process of its own does: from the run's record
+    assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
+    shown = PipelineRunner(lab).records("p", run_id, "images")  # a fused node's query runs now
+    assert shown["total"] == 20
+    assert (parsed.count(seg), len(checked), len(sessions)) == once
+
+
+def test_a_run_reads_the_dataset_version_it_was_checked_with(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    run_id = runner.create("p", seg)
+    version = lab.catalog.get_dataset("p", "fruit-segmentation").ref
+    fruit.add("fruit-segmentation", fruit.files("segmentation", 6))  # a newer version before it starts
+    run = runner.execute("p", run_id)
+    assert run.state == "succeeded", [(n.node, n.state, n.log) for n in run.nodes]
+    raw = next(n for n in run.nodes if n.node == "raw")
+    assert raw.outputs["out"]["ref"] == f"dataset:{version}"
+    assert len(fruit.saved("fruit-segmentation-train")) == 20  # not the newer version's 6 images

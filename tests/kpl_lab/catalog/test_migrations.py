@@ -16,6 +16,8 @@ import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tabl
 import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
+import kpl_lab.catalog.pipelines  # noqa: F401  (registers the pipeline run tables)
+import kpl_lab.catalog.rules  # noqa: F401  (registers the rules table)
 from kpl_lab.catalog.db import Base
 from kpl_lab.catalog.migrate import HEAD, alembic_config, current_revision, head_revision, upgrade
 from kpl_lab.platform import Platform

@@ -79,6 +79,7 @@ class KPLLab(ExtensionApp):
         if restarted:
             self.log.info("kpl_lab: replicas restarted at start (their supervisors were gone): %s", restarted)
         self.rounds = Rounds(self.platform, last=[self._flush_gateway], log=self.log)
+        self.rounds.start(self.poll_seconds)  # from here on this server schedules its home
 
     def publish_api_url(self) -> None:
         """Tell kernels started by this server where the API is (they inherit the environment)."""
@@ -99,8 +100,7 @@ class KPLLab(ExtensionApp):
         self.handlers.extend(handlers())
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
-        """Publish the URL again once the server listens (its port may have moved); register the token; run rounds."""
-        self.rounds.start(self.poll_seconds)
+        """Publish the URL again once the server listens (its port may have moved); register the token."""
         self.publish_api_url()
         self._registered = None
         token = self.serverapp.identity_provider.token

@@ -135,7 +135,8 @@ class Api:
             if experiment["state"] != "running":
                 return experiment
             await asyncio.sleep(0.2)
-        raise AssertionError(f"experiment {name} still running after {WAIT_SECONDS} s")
+        jobs = (await self.get("jobs"))[1]
+        raise AssertionError(f"experiment {name} still running after {WAIT_SECONDS} s: {experiment} {jobs}")
 
 
 @pytest.fixture

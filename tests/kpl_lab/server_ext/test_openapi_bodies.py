@@ -200,6 +200,11 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     waiting = await api.wait_job(waiting["id"], states=("running",))
     assert (await api.get(f"jobs/{waiting['id']}/usage"))[0] == 200
     assert (await api.get("devices"))[0] == 200
+    # the rules: a quota and the notebook profiles, read and replaced
+    assert (await api.call("PUT", "quota", {"cpu": 2, "gpu": 1}))[0] == 200
+    assert (await api.get("quota"))[0] == 200
+    assert (await api.call("PUT", "profiles", {"profiles": [{"slug": "small", "cpu": 0.5}]}))[0] == 200
+    assert (await api.get("profiles"))[0] == 200
     app = next(e for e in jp_serverapp.extension_manager.extension_apps["kpl_lab"])
     with app.platform.session(immediate=True) as session:  # read then write, beside supervisors that write
         row = session.scalar(select(Job).where(Job.id == waiting["id"]))

@@ -110,7 +110,9 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         """Return the platform's resource ledger."""
         platform = self.platform
         if "_kpl_ledger" not in platform.__dict__:
-            platform.__dict__["_kpl_ledger"] = Ledger(platform)
+            ledger = Ledger(platform)
+            ledger.load_config()  # the hub's c.Ledger (capacity, devices, quotas) is a source of the rules
+            platform.__dict__["_kpl_ledger"] = ledger
         return platform.__dict__["_kpl_ledger"]
 
     @property

@@ -128,12 +128,13 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     def parsed_profiles(self) -> list[Profile]:
         """Return the profiles as the platform's rules say: the configured ones loaded when they changed.
 
-        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`) stands until the
-        configuration's `c.KPLSpawner.profiles` itself changes.
+        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`), even one made
+        before the first spawn form, stands until the configuration's `c.KPLSpawner.profiles`
+        itself changes.
         """
         rules = self.ledger.rules
         try:
-            rules.load(PROFILES, MACHINE, list(self.profiles))
+            rules.load(PROFILES, MACHINE, list(self.profiles), seed=True)
             return parse_profiles(rules.read(PROFILES, MACHINE, []))
         except ValueError as error:
             raise http_error(error, 500) from None

@@ -328,6 +328,22 @@ finally:
         for _ in range(2):
             seen = wait_for(lambda before=seen: (found := last_round()) != before and found, "a round")
 
+    def browser(self, user: str) -> requests.Session:
+        """Return a session logged in as `user` on the hub's login page (the dummy authenticator takes any password).
+
+        The hub's pages (the spawn form) take its cookie, not API tokens.
+        """
+        session = requests.Session()
+        assert session.get(f"{self.url}/hub/login", timeout=60).status_code == 200
+        answer = session.post(
+            f"{self.url}/hub/login",
+            data={"username": user, "password": "any", "_xsrf": session.cookies["_xsrf"]},
+            allow_redirects=False,
+            timeout=60,
+        )
+        assert answer.status_code == 302, answer.text
+        return session
+
     def get(self, path: str, token: str) -> requests.Response:
         """GET a path through the proxy as the owner of `token`."""
         with requests.Session() as session:

@@ -345,7 +345,8 @@ def test_an_experiment_in_a_notebook(notebook: Notebook):
     shown = json.loads(cli("experiment", "show", "tune", "--json")[1])
     assert shown["project"] == "labs" and shown["state"] == "succeeded"
     assert [trial["state"] for trial in shown["trials"]] == ["complete", "complete"]
-    assert shown["best_model"].startswith("model:net:") and f"best model: {shown['best_model']}" in out
+    best = json.loads(cli("job", "show", shown["best_job"], "--json")[1])
+    assert shown["best_model"] == best["outputs"]["model"]["registered"] and shown["best_model"] in out
 
     status, out, err = cli("experiment", "stop", "tune")
     assert status == 2 and "experiment 'tune' is succeeded, not running" in err, out + err

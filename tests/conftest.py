@@ -32,18 +32,18 @@ OPT_OUT = "KPL_TEST_POSTGRESQL"
 TEMPLATE = "kpl_template"
 
 
-def _postgresql_variants() -> bool:
+def database_kinds() -> list[str]:
+    """Return the catalog databases tests run on: SQLite and PostgreSQL, unless PostgreSQL is opted out."""
     if os.environ.get(OPT_OUT) != "skip":
-        return True
+        return ["sqlite", "postgresql"]
     if os.environ.get("CI") == "true":
         raise pytest.UsageError(f"{OPT_OUT}=skip is refused in CI: the PostgreSQL variants must run there")
-    return False
+    return ["sqlite"]
 
 
 def pytest_generate_tests(metafunc):
     if "database_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("databases"):
-        kinds = ["sqlite", "postgresql"] if _postgresql_variants() else ["sqlite"]
-        metafunc.parametrize("database_url", kinds, indirect=True)
+        metafunc.parametrize("database_url", database_kinds(), indirect=True)
 
 
 class Postgres:

@@ -121,10 +121,12 @@ class Rules:
                 session.add(row)
             row.value, row.updated = value, utcnow()
 
-    def load(self, kind: str, name: str, value: Any) -> bool:
+    def load(self, kind: str, name: str, value: Any, seed: bool = False) -> bool:
         """Write a rule from an administrator's source when that source's value changed; say whether it did.
 
         A rule edited since the source was last loaded keeps its edit until the source changes.
+        `seed`: the source only seeds the rule (a configuration read at a first use, which may
+        come long after an edit): a rule edited before it was ever loaded keeps its edit too.
         """
         loaded = digest(value)
         with self.platform.session() as session:
@@ -139,6 +141,9 @@ class Rules:
                 row = Rule(kind=kind, name=name)
                 session.add(row)
             elif row.loaded == loaded:  # loaded meanwhile by another process
+                return False
+            elif seed and not row.loaded:  # edited before any seed: the edit stands
+                row.loaded = loaded
                 return False
             row.value, row.loaded, row.updated = value, loaded, utcnow()
         return True

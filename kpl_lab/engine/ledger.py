@@ -95,9 +95,9 @@ class Ledger(LoggingConfigurable):
 
     It decides with the rules in the catalog database (`kpl_lab.catalog.rules`), read at each
     decision: the machine's capacity and the projects' quotas. Its settings are what a host
-    (the hub's service, a single-user server) loads into those rules at its start
-    (`load_config`); a process that never hosted the platform falls back to its own view of
-    the machine until one did.
+    (the hub's service, a single-user server) and the hub's spawner load into those rules
+    (`load_config`); where no process declared the capacity, each falls back to its own view
+    of the machine.
     """
 
     cpu = Float(help="CPUs jobs and notebooks may hold in all; default: this machine's cores.").tag(
@@ -132,8 +132,16 @@ class Ledger(LoggingConfigurable):
         self._inventories: dict[str, dict[str, list[Device]]] = {}  # declared devices' digest -> found
 
     def load_config(self) -> None:
-        """Load this process's settings (capacity, quotas) into the platform's rules: a host's start."""
-        self.rules.load(CAPACITY, MACHINE, {"cpu": self.cpu, "memory": self.memory, "devices": self.devices})
+        """Load this process's settings (capacity, quotas) into the platform's rules: a host's start.
+
+        Only the capacity settings configured here load: a process that leaves them to their
+        defaults (the hub's service, when the hub's configuration declares the machine for
+        its spawner) must not replace another's declared capacity with its own view.
+        """
+        configured = self.config.get("Ledger", {})
+        capacity = {key: getattr(self, key) for key in ("cpu", "memory", "devices") if key in configured}
+        if capacity:
+            self.rules.load(CAPACITY, MACHINE, capacity)
         for project, quota in self.quotas.items():
             self.rules.load(QUOTA, project, check_quota(quota, f"c.Ledger.quotas.{project}"))
         self._seeded = True

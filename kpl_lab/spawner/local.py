@@ -110,7 +110,9 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         """Return the platform's resource ledger."""
         platform = self.platform
         if "_kpl_ledger" not in platform.__dict__:
-            platform.__dict__["_kpl_ledger"] = Ledger(platform)
+            ledger = Ledger(platform)
+            ledger.load_config()  # the hub's c.Ledger (capacity, devices, quotas) is a source of the rules
+            platform.__dict__["_kpl_ledger"] = ledger
         return platform.__dict__["_kpl_ledger"]
 
     @property
@@ -126,12 +128,13 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     def parsed_profiles(self) -> list[Profile]:
         """Return the profiles as the platform's rules say: the configured ones loaded when they changed.
 
-        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`) stands until the
-        configuration's `c.KPLSpawner.profiles` itself changes.
+        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`), even one made
+        before the first spawn form, stands until the configuration's `c.KPLSpawner.profiles`
+        itself changes.
         """
         rules = self.ledger.rules
         try:
-            rules.load(PROFILES, MACHINE, list(self.profiles))
+            rules.load(PROFILES, MACHINE, list(self.profiles), seed=True)
             return parse_profiles(rules.read(PROFILES, MACHINE, []))
         except ValueError as error:
             raise http_error(error, 500) from None

@@ -1,8 +1,9 @@
-"""A real JupyterHub for the end-to-end tests: its proxy, a temp SQLite file, the KPL spawner and service."""
+"""A real JupyterHub for the end-to-end tests: its proxy, the KPL spawner and service, a catalog on SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -20,6 +21,8 @@ import requests
 
 from kpl_lab.engine.identity import USER_PREFIX, ensure_system_account
 from kpl_lab.hub.up import Separation, free_port, hub_environment, load_secrets, parse, render_config
+
+from ..conftest import database_kinds
 
 DEADLINE = 120.0  # seconds: only so that a broken hub fails instead of hanging
 ADMIN_SCOPES = [
@@ -39,6 +42,51 @@ PROFILES = [
      "memory_max": 1024, "accelerator": "gpu", "accelerators": 1, "accelerators_max": 1},
 ]  # fmt: skip
 GPUS = {"gpu": [{"index": i, "name": "Declared GPU", "memory_mb": 16384} for i in range(2)]}
+
+# an algorithm whose `train` holds 1 CPU until its `gate` file exists (none: at once), pushes
+# training/loss 1/(step+1) for `steps` steps and saves a model: jobs and trials that end when a test says
+GATED = {
+    "environment.yml": """\
+version: 1
+image:
+  runs: []
+train:
+  resource:
+    limits:
+      cpu: 1
+      memory: 256
+  outputs:
+    - key: model
+      name: gated
+  cmd: python train.py
+""",
+    "parameter.yml": 'steps: 3\ngate: ""\n',
+    "train.py": """\
+import os
+import time
+
+import kpl_helper
+from kpl_helper import io, metric
+
+parameters = kpl_helper.get_parameter(default="./parameter.yml")
+while parameters.gate and not os.path.exists(parameters.gate):
+    time.sleep(0.1)
+figure = metric.MetricFigure("training", y1_name="loss")
+for step in range(parameters.steps):
+    figure.push_metric(x=step, y1=1.0 / (step + 1))
+with open(os.path.join(io.get_output_path(key="model", default="./out"), "weights.txt"), "w") as out:
+    out.write(str(parameters.steps))
+kpl_helper.done()
+""",
+}
+
+
+def write_gated(folder: Path) -> Path:
+    """Write the gated algorithm into `folder` (made) and return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in GATED.items():
+        (folder / name).write_text(content)
+    return folder
 
 
 def wait_for(check: Callable[[], Any], what: str, deadline: float = DEADLINE) -> Any:
@@ -61,8 +109,15 @@ class Hub:
     notebooks, jobs and deployments as their accounts through the privileged helper.
     """
 
-    def __init__(self, root: Path, user_python: str = "", account_prefix: str = USER_PREFIX) -> None:
+    def __init__(
+        self,
+        root: Path,
+        user_python: str = "",
+        account_prefix: str = USER_PREFIX,
+        database_url: str | None = None,
+    ) -> None:
         self.root = root
+        self.database_url = database_url  # c.Platform.database_url; None: SQLite in the home
         self.user_python = user_python  # given: privileges separated, as `kpl-lab up` as root
         self.account_prefix = account_prefix
         self.home = root / "home"
@@ -87,6 +142,7 @@ class Hub:
     def _config_text(self) -> str:
         args = parse(
             ["--authenticator", "dummy", "--port", str(self.port), "--account-prefix", self.account_prefix]
+            + (["--database-url", self.database_url] if self.database_url else [])
         )
         creds, _ = load_secrets(self.home / "hub", "admin")
         extra = [
@@ -169,20 +225,17 @@ class Hub:
         if self.separation:
             self.separation.stop_helper()
 
-    def as_service(self, code: str, *args: Any) -> Any:
-        """Return what Python `code` prints (JSON), run as the platform's account on its Python, e.g. on the catalog.
-
-        Under separation the catalog and the storage are the service account's: the test's root
-        process must not make files of root's among them. `code` finds `args` in `ARGS`.
-        """
-        script = f"import json, sys\nARGS = json.loads(sys.argv[1])\n{code}"
+    def _as_platform_account(self, argv: list[str]) -> subprocess.CompletedProcess:
+        """Run a command as the platform's account on its Python, in the home, with the home's environment only."""
         env = {"PATH": os.environ["PATH"], "KPL_LAB_HOME": str(self.home)}
+        if "PYTHONPATH" in os.environ and not self.separation:  # the tree the hub imports (our environment)
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         drop = {}
         if self.separation:
             service = self.separation.service
             drop = {"user": service.pw_uid, "group": service.pw_gid, "extra_groups": [], "umask": 0o027}
-        done = subprocess.run(
-            [self.user_python or sys.executable, "-c", script, json.dumps(args, default=str)],
+        return subprocess.run(
+            [self.user_python or sys.executable, *argv],
             capture_output=True,
             text=True,
             env=env,
@@ -190,16 +243,32 @@ class Hub:
             cwd=self.home,
             **drop,
         )
+
+    def as_service(self, code: str, *args: Any) -> Any:
+        """Return what Python `code` prints (JSON), run as the platform's account on its Python, e.g. on the catalog.
+
+        Under separation the catalog and the storage are the service account's: the test's root
+        process must not make files of root's among them. `code` finds `args` in `ARGS` and the
+        platform's settings (its database) in `SETTINGS`: `Platform(**SETTINGS)`.
+        """
+        settings = {"database_url": self.database_url} if self.database_url else {}
+        script = f"import json, sys\nARGS = json.loads(sys.argv[1])\nSETTINGS = {settings!r}\n{code}"
+        done = self._as_platform_account(["-c", script, json.dumps(args, default=str)])
         if done.returncode != 0:
             raise AssertionError(f"as the platform's account: {done.stderr[-3000:]}")
         return json.loads(done.stdout.splitlines()[-1])
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        """Run `kpl-lab` on the hub's home and catalog, as an administrator on the hub's machine would."""
+        database = ["--database-url", self.database_url] if self.database_url else []
+        return self._as_platform_account(["-m", "kpl_lab.cli", "--home", str(self.home), *database, *args])
 
     def platform_call(self, method: str, *args: Any, result: str | None = None, **kwargs: Any) -> Any:
         """Return `Platform(home).<method path>(*args, **kwargs)` (its `result` attribute) run as the platform's account."""
         code = f"""
 from kpl_lab.platform import Platform
 args, kwargs = ARGS
-platform = Platform()
+platform = Platform(**SETTINGS)
 try:
     target = platform
     for part in {method!r}.split("."):
@@ -226,6 +295,54 @@ finally:
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         """Call the hub REST API."""
         return self.http.request(method, f"{self.url}/hub/api/{path}", timeout=60, **kwargs)
+
+    @functools.cached_property
+    def admin_token(self) -> str:
+        """Return an API token of the hub's admin (`admin`)."""
+        return self.user_token("admin")
+
+    def service(self, method: str, path: str, token: str, **kwargs) -> requests.Response:
+        """Call the platform service (`/services/kpl/<path>`: its REST API, its admin page) as the owner of `token`."""
+        with requests.Session() as session:
+            return session.request(
+                method,
+                f"{self.url}/services/kpl/{path}",
+                headers={"Authorization": f"token {token}"},
+                timeout=60,
+                **kwargs,
+            )
+
+    def next_whole_round(self) -> None:
+        """Wait until a round of the platform's background rounds both began and ended after this call.
+
+        The service samples the machine's use at the end of each round (the admin overview's
+        `live`): the round that ends after the one ending next began after this call.
+        """
+
+        def last_round() -> float | None:
+            answer = self.service("GET", "admin/api/overview", self.admin_token)
+            assert answer.status_code == 200, answer.text
+            return (answer.json()["live"] or {}).get("time")
+
+        seen = last_round()
+        for _ in range(2):
+            seen = wait_for(lambda before=seen: (found := last_round()) != before and found, "a round")
+
+    def browser(self, user: str) -> requests.Session:
+        """Return a session logged in as `user` on the hub's login page (the dummy authenticator takes any password).
+
+        The hub's pages (the spawn form) take its cookie, not API tokens.
+        """
+        session = requests.Session()
+        assert session.get(f"{self.url}/hub/login", timeout=60).status_code == 200
+        answer = session.post(
+            f"{self.url}/hub/login",
+            data={"username": user, "password": "any", "_xsrf": session.cookies["_xsrf"]},
+            allow_redirects=False,
+            timeout=60,
+        )
+        assert answer.status_code == 302, answer.text
+        return session
 
     def get(self, path: str, token: str) -> requests.Response:
         """GET a path through the proxy as the owner of `token`."""
@@ -279,7 +396,7 @@ finally:
 from sqlalchemy import select
 from kpl_lab.catalog.jobs import Reservation
 from kpl_lab.platform import Platform
-platform = Platform()
+platform = Platform(**SETTINGS)
 try:
     with platform.session() as session:
         query = select(Reservation).where(Reservation.project == ARGS[0]).order_by(Reservation.owner_id)
@@ -316,6 +433,21 @@ def make_hub(tmp_path: Path) -> Iterator[Callable[[], Hub]]:
     yield make
     for hub in hubs:
         hub.close()
+
+
+@pytest.fixture(scope="module", params=database_kinds())
+def hub_on_each_database(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    """Return one started hub per catalog database (SQLite, then PostgreSQL) shared by a module's tests."""
+    postgres = request.getfixturevalue("postgres") if request.param == "postgresql" else None
+    url = postgres.database() if postgres else None
+    running = Hub(tmp_path_factory.mktemp(f"hub-{request.param}"), database_url=url)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.close()
+        if postgres:
+            postgres.drop(url)
 
 
 @pytest.fixture(scope="module")

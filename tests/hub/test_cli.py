@@ -334,18 +334,23 @@ def test_a_deployment_in_a_notebook(hub: Hub, notebook: Notebook, tmp_path: Path
 
 
 def test_an_experiment_in_a_notebook(notebook: Notebook):
+    """The service's rounds drive it (the command only follows) to its end, with the best trial's model."""
     cli = notebook.run
     search = ("--space", "steps=int:2:5", "--objective", "training/loss", "--direction", "minimize")
     status, out, err = cli(
-        "experiment", "create", "tune", "toy", "--input", "data=notes", *search, "--trials", "2"
+        "experiment", "create", "tune", "toy", "--input", "data=notes", *search, "--trials", "2", "--follow"
     )
-    assert status == 0, err
-    assert "experiment: tune" in out and "state:      running" in out
+    assert status == 0, out + err
+    assert "experiment: tune" in out and "state:      succeeded" in out, out
+    shown = json.loads(cli("experiment", "show", "tune", "--json")[1])
+    assert shown["project"] == "labs" and shown["state"] == "succeeded"
+    assert [trial["state"] for trial in shown["trials"]] == ["complete", "complete"]
+    best = json.loads(cli("job", "show", shown["best_job"], "--json")[1])
+    assert shown["best_model"] == best["outputs"]["model"]["registered"] and shown["best_model"] in out
+
     status, out, err = cli("experiment", "stop", "tune")
-    assert status == 0, err
-    assert "state:      stopped" in out
-    status, out, err = cli("experiment", "show", "tune", "--json")
-    assert status == 0, err
-    shown = json.loads(out)
-    assert shown["project"] == "labs" and shown["state"] == "stopped"
-    assert cli("experiment", "list")[1].splitlines()[2].split()[:2] == ["tune", "stopped"]
+    assert status == 2 and "experiment 'tune' is succeeded, not running" in err, out + err
+    status, out, err = cli("experiment", "resume", "tune", "--trials", "3", "--follow")
+    assert status == 0, out + err
+    assert out.startswith("trial 0 complete") and "state:      succeeded" in out, out
+    assert cli("experiment", "list")[1].splitlines()[2].split()[:2] == ["tune", "succeeded"]

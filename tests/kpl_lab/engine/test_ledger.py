@@ -35,6 +35,18 @@ def test_capacity_from_config(ledger):
     assert ledger.capacity() == {"cpu": 5.0, "memory": 8192, "devices": {"gpu": [0, 1, 2]}}
 
 
+def test_a_host_that_declares_no_capacity_keeps_the_declared_one(ledger, database_url):
+    """The hub's spawner declares the machine (c.Ledger in jupyterhub_config.py); the service, started after, does not."""
+    ledger.load_config()
+    config = Config({"Platform": {"database_url": database_url}} if database_url else {})
+    service = Platform(home=ledger.platform.home, config=config)
+    try:
+        Ledger(service).load_config()  # its own view: this machine's cores, memory and no declared devices
+        assert Ledger(service).capacity() == {"cpu": 5.0, "memory": 8192, "devices": {"gpu": [0, 1, 2]}}
+    finally:
+        service.close()
+
+
 def test_defaults_are_this_machine(tmp_path):
     platform = Platform(home=str(tmp_path / "home"))
     machine = Ledger(platform)

@@ -112,14 +112,20 @@ class Rules:
 
     # writing
 
-    def set(self, kind: str, name: str, value: Any) -> None:
-        """Write a rule now (None removes it): the next decision of any process uses it."""
+    def set(self, kind: str, name: str, value: Any, sourced: bool = False) -> None:
+        """Write a rule now (None removes it): the next decision of any process uses it.
+
+        `sourced`: the same value was written into the rule's source too (the admin page writes
+        a group's property), so the next load of that source finds nothing new to write.
+        """
         with self.platform.session(immediate=True) as session:
             row = session.scalar(select(Rule).where(Rule.kind == kind, Rule.name == name))
             if row is None:
                 row = Rule(kind=kind, name=name, loaded="")
                 session.add(row)
             row.value, row.updated = value, utcnow()
+            if sourced:
+                row.loaded = digest(value)
 
     def load(self, kind: str, name: str, value: Any, seed: bool = False) -> bool:
         """Write a rule from an administrator's source when that source's value changed; say whether it did.

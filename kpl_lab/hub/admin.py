@@ -160,7 +160,7 @@ class QuotaHandler(AdminMixin, KPLHandler):
         if not isinstance(quota, dict):
             raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")
         checked = await self.as_caller().set_quota(project, quota)
-        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, project, checked)
+        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, project, checked, sourced=True)
         self.reply({"project": project, "quota": checked})
 
 
@@ -196,7 +196,7 @@ class ProjectsHandler(AdminMixin, KPLHandler):
         if not isinstance(quota, dict):
             raise BadRequest('"quota" must be a JSON object such as {"cpu": 8, "gpu": 1}', field="quota")
         created = await self.as_caller().create_project(name, quota)
-        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, name, created["quota"])
+        await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, name, created["quota"], sourced=True)
         self.reply(created, status=201)
 
 

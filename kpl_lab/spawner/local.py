@@ -128,7 +128,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     def parsed_profiles(self) -> list[Profile]:
         """Return the profiles as the platform's rules say: the configured ones loaded when they changed.
 
-        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`), even one made
+        An administrator's edit (`PUT /kpl/api/profiles`), even one made
         before the first spawn form, stands until the configuration's `c.KPLSpawner.profiles`
         itself changes.
         """

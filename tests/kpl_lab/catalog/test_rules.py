@@ -38,3 +38,12 @@ def test_a_live_source_first_seen_after_an_edit_applies(platform):
     rules.set(QUOTA, "vision", {"cpu": 2})
     assert rules.load(QUOTA, "vision", {"cpu": 4}) is True
     assert rules.read(QUOTA, "vision") == {"cpu": 4}
+
+
+def test_an_edit_after_the_admin_page_wrote_both_stands_at_the_next_load(platform):
+    """The admin page writes a group's property and the rule at once; a REST edit after it is not undone."""
+    rules = Rules(platform)
+    rules.set(QUOTA, "vision", {"cpu": 2}, sourced=True)  # the page: property and rule
+    rules.set(QUOTA, "vision", {"cpu": 3})  # PUT /kpl/api/quota, before the next round
+    assert rules.load(QUOTA, "vision", {"cpu": 2}) is False  # the round finds the property unchanged
+    assert rules.read(QUOTA, "vision") == {"cpu": 3}

@@ -66,8 +66,8 @@ def test_notebooks_from_the_hub_answer_with_their_ledger_gpus(tmp_path):
     )
     try:
         ledger = Ledger(platform)
-        reserve_notebook(ledger, "v", "alice/", Resources(devices={"gpu": 2}), {})
-        reserve_notebook(ledger, "v", "bob/lab", Resources(devices={"gpu": 1}), {}, sharing=True)
+        reserve_notebook(ledger, "v", "alice/", Resources(devices={"gpu": 2}))
+        reserve_notebook(ledger, "v", "bob/lab", Resources(devices={"gpu": 1}), sharing=True)
         gpus = notebook_gpus(platform)
     finally:
         platform.close()

@@ -106,7 +106,9 @@ class JobService(LoggingConfigurable):
     def load_config(self) -> None:
         """Load this process's settings into the platform's rules (a host's start): capacity, quotas, job defaults."""
         self.ledger.load_config()
-        self.ledger.rules.load(JOB_DEFAULTS, MACHINE, {"cpu": self.default_cpu, "memory": self.default_memory})
+        self.ledger.rules.load(
+            JOB_DEFAULTS, MACHINE, {"cpu": self.default_cpu, "memory": self.default_memory}
+        )
 
     def _platform_config(self) -> dict:
         """Return what a supervisor needs to open the same platform (JSON-serialisable)."""

@@ -9,8 +9,8 @@ from traitlets.config import Config
 
 from kpl_lab.catalog.rules import QUOTA
 from kpl_lab.engine.launch import Resources
-from kpl_lab.errors import BadRequest
 from kpl_lab.engine.ledger import Ledger
+from kpl_lab.errors import BadRequest
 from kpl_lab.platform import Platform
 from kpl_lab.spawner.quota import (
     MachineFull,
@@ -71,9 +71,7 @@ def test_refusal_says_used_asked_allowed(ledger):
     assert caught.value.message == "asks 2 GPUs; project vision allows 2, 1 in use"
     assert caught.value.status == 403
     # another project is not limited by vision's quota
-    assert reserve(ledger, "nlp", "carol/", Resources(devices={"gpu": 2}), {}).devices == {
-        "gpu": [1, 2]
-    }
+    assert reserve(ledger, "nlp", "carol/", Resources(devices={"gpu": 2}), {}).devices == {"gpu": [1, 2]}
 
 
 def test_cpu_memory_and_notebook_count(ledger):
@@ -119,9 +117,7 @@ def test_sharing_notebooks_share_a_gpu_jobs_do_not(ledger):
     release_notebook(ledger, "b/")
     release_notebook(ledger, "c/")
     reserve(ledger, "w", "c/", Resources(devices={"gpu": 1}), {})
-    assert reserve(ledger, "v", "a/", Resources(devices={"gpu": 1}), {}, sharing=True).devices[
-        "gpu"
-    ] == [1]
+    assert reserve(ledger, "v", "a/", Resources(devices={"gpu": 1}), {}, sharing=True).devices["gpu"] == [1]
 
 
 def test_twenty_simultaneous_starts_against_a_quota_of_five(ledger):
@@ -134,9 +130,7 @@ def test_twenty_simultaneous_starts_against_a_quota_of_five(ledger):
     def start(number: int) -> None:
         barrier.wait()
         try:
-            granted.append(
-                reserve(ledger, "vision", f"user{number}/", Resources(devices={"gpu": 1}), quota)
-            )
+            granted.append(reserve(ledger, "vision", f"user{number}/", Resources(devices={"gpu": 1}), quota))
         except QuotaExceeded as error:
             refused.append(error.message)
         except Exception as error:  # noqa: BLE001 - any other failure fails the test below

@@ -20,7 +20,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from kpl_lab.magics import KPLMagics, Table, parse_inputs, typed_parameters
+from kpl_lab.arguments import parse_inputs
+from kpl_lab.notebook.magics import KPLMagics, Table, typed_parameters
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

@@ -12,10 +12,10 @@ import ipywidgets as widgets
 import yaml
 from pydantic import ValidationError
 
+from ...pipelines.builder import Pipeline
+from ...pipelines.format import load_yaml
+from ...pipelines.nodes import NODE_TYPES
 from ..client import Client
-from ..pipelines.builder import Pipeline
-from ..pipelines.format import load_yaml
-from ..pipelines.nodes import NODE_TYPES
 
 EDGE_PARAMETERS = ("input", "left", "right")  # parameters that name one node or node.port
 

@@ -598,6 +598,10 @@ class Client:
         """Return each node's schemas and every problem of a pipeline file's text."""
         return self.request("POST", "pipelines/validate", body={"text": text})
 
+    def pipeline_node_types(self) -> list[dict]:
+        """Return the node types a pipeline may use: category, description, inputs, parameters' JSON schema."""
+        return self.request("GET", "pipelines/node-types")["node_types"]
+
     def run_pipeline(
         self, text: str, path: str = "", from_node: str | None = None, fresh: bool = False
     ) -> dict:

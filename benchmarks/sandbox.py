@@ -71,8 +71,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from kpl_lab.catalog.model_structure import describe_model_files
-    from kpl_lab.pipelines import PlatformCatalog, parse, validate
+    from kpl_lab.pipelines import parse
     from kpl_lab.pipelines.templates import NAMES, template_text
+    from kpl_lab.pipelines.validate import PlatformCatalog, validate
     from kpl_lab.platform import Platform
     from kpl_lab.testing.fruit import fruit_files, write_raw
 

@@ -25,6 +25,6 @@ def _jupyter_server_extension_points() -> list[dict[str, object]]:
 
 def load_ipython_extension(ipython) -> None:
     """Register the %kpl_* magics: `%load_ext kpl_lab`."""
-    from .magics import KPLMagics
+    from .notebook.magics import KPLMagics
 
     ipython.register_magics(KPLMagics(ipython))

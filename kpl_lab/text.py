@@ -1,4 +1,4 @@
-"""Text for terminals: tables, key-value fields, sizes, times, durations, progress bars, sparklines.
+"""Text for terminals: tables, fields, sizes, times, durations, progress bars, sparklines, job comparisons.
 
 Imports the standard library only: the CLI, the magics and the widgets share it, and
 loading the magics must not import the database layer.
@@ -10,6 +10,10 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api.experiments import Comparison
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -115,3 +119,51 @@ def sparkline(values: Sequence[float], width: int = 30) -> str:
 def format_number(value: float) -> str:
     """Return a metric value in a short form."""
     return f"{value:.4g}"
+
+
+def comparison_rows(comparison: Comparison) -> tuple[list[str], list[tuple[str, list[str], bool]]]:
+    """Return the column headers (one per job) and rows (label, cells, whether the cells differ)."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    jobs = comparison.jobs
+    rows = [
+        ("state", [job.state.value for job in jobs], len({job.state for job in jobs}) > 1),
+        ("algorithm", [f"{job.algorithm} {job.function}" for job in jobs], comparison.differing_algorithms),
+    ]
+    inputs = sorted({key for job in jobs for key in job.inputs})
+    rows += [
+        (f"input {key}", [job.inputs.get(key, "-") for job in jobs], key in comparison.differing_inputs)
+        for key in inputs
+    ]
+    parameters = sorted({key for job in jobs for key in job.parameters})
+    rows += [
+        (key, [cell(job.parameters.get(key)) for job in jobs], key in comparison.differing_parameters)
+        for key in parameters
+    ]
+    results = sorted({key for job in jobs for key in job.results})
+    rows += [
+        (f"result {key}", [cell(job.results.get(key)) for job in jobs], key in comparison.differing_results)
+        for key in results
+    ]
+    for name in comparison.common_metrics:
+        found = [next(m for m in job.metrics if f"{m.figure}/{m.series}" == name) for job in jobs]
+        for what in ("final", "best"):
+            values = [getattr(metric, what) for metric in found]
+            rows.append((f"{name} {what}", [cell(v) for v in values], len(set(values)) > 1))
+    durations = [job.duration_seconds for job in jobs]
+    rows.append(("duration s", [cell(d) for d in durations], len(set(durations)) > 1))
+    peaks = [job.peak_memory_mb for job in jobs]
+    rows.append(("peak memory MB", [cell(p) for p in peaks], len(set(peaks)) > 1))
+    rows.append(
+        (
+            "cpu",
+            [cell(job.limits.get("cpu")) for job in jobs],
+            len({job.limits.get("cpu") for job in jobs}) > 1,
+        )
+    )
+    headers = [job.id + (f" ({job.experiment} #{job.trial})" if job.experiment else "") for job in jobs]
+    return headers, rows

@@ -4,54 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from ..api.experiments import Direction, Experiment, ExperimentRequest, PrunerName, SamplerName
-from ..documents import load_yaml
+from ..arguments import parse_inputs, parse_space, read_yaml
 from ..errors import BadRequest, validation_error
 from ..text import emit_json, format_number, human_duration, human_time, render_fields, render_table
-from .job import _inputs
-
-
-def read_yaml(text: str, what: str, field: str) -> Any:
-    """Return a YAML value the user typed or named, read within bounds; refuse it naming `what`."""
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise BadRequest(f"{what}: {getattr(error, 'problem', None) or error}{where}", field=field) from None
-
-
-def parse_space(text: str) -> tuple[str, dict]:
-    """Read `NAME=float:LOW:HIGH[:log]`, `NAME=int:LOW:HIGH[:log|:STEP]` or `NAME=categorical:A,B,...`."""
-    name, sep, spec = text.partition("=")
-    kind, _, rest = spec.partition(":")
-    if not sep or not name or kind not in ("float", "int", "categorical") or not rest:
-        raise BadRequest(
-            f"--space {text!r}: expected NAME=float:LOW:HIGH[:log], NAME=int:LOW:HIGH[:log|:STEP] "
-            "or NAME=categorical:A,B,...",
-            field=f"space.{name or '?'}",
-        )
-    if kind == "categorical":
-        choices = [read_yaml(choice, f"--space {text!r}", f"space.{name}") for choice in rest.split(",")]
-        return name, {"type": kind, "choices": choices}
-    low, _, tail = rest.partition(":")
-    high, _, option = tail.partition(":")
-    number = int if kind == "int" else float  # YAML reads 1e-4 as text
-    try:
-        entry = {"type": kind, "low": number(low), "high": number(high)}
-        if option == "log":
-            entry["log"] = True
-        elif option:
-            entry["step"] = number(option)
-    except ValueError:
-        raise BadRequest(
-            f"--space {text!r}: LOW, HIGH and STEP must be {kind} numbers", field=f"space.{name}"
-        ) from None
-    return name, entry
 
 
 def _request(args) -> ExperimentRequest:
@@ -68,7 +25,7 @@ def _request(args) -> ExperimentRequest:
     if args.function:
         body["function"] = args.function
     if args.input:
-        body["inputs"] = {**body.get("inputs", {}), **_inputs(args.input)}
+        body["inputs"] = {**body.get("inputs", {}), **parse_inputs(args.input)}
     for text in args.param:
         key, sep, value = text.partition("=")
         if not sep:

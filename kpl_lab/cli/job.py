@@ -11,8 +11,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..api.jobs import FINAL_STATES, JOB_STATES
+from ..arguments import parse_inputs
 from ..errors import BadRequest, parameter_error
 from ..text import (
+    comparison_rows,
     display_width,
     emit_json,
     format_number,
@@ -108,16 +110,6 @@ def _parameters(base: dict, texts: Sequence[str]) -> dict:
         raise parameter_error(exc) from exc
 
 
-def _inputs(texts: Sequence[str]) -> dict[str, str]:
-    inputs = {}
-    for text in texts:
-        key, sep, ref = text.partition("=")
-        if not sep or not key or not ref:
-            raise BadRequest(f"--input {text!r}: expected KEY=REF (e.g. data=dataset:digits)", field="inputs")
-        inputs[key] = ref
-    return inputs
-
-
 def _resources(args) -> dict:
     return {
         name: getattr(args, name)
@@ -131,7 +123,7 @@ def cmd_job_submit(args, platform) -> int:
     request = {
         "algorithm": ref,
         "function": args.function,
-        "inputs": _inputs(args.input),
+        "inputs": parse_inputs(args.input),
         "parameters": _parameters(defaults, args.param),
         "resources": _resources(args) or None,
     }
@@ -397,7 +389,6 @@ def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
 
 def cmd_job_compare(args, platform) -> int:
     from ..api.experiments import Comparison
-    from ..experiments.compare import comparison_rows
 
     comparison = platform.compare(args.job_ids)
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import BadRequest
-from ..text import emit_json, human_size, render_table
+from ..text import comparison_rows, emit_json, human_size, render_table
 from .catalog import add_commands, cmd_show
 from .job import _parameters, _started
 
@@ -104,7 +104,6 @@ def cmd_infer(args, platform) -> int:
 def cmd_model_evaluate(args, platform) -> int:
     """Submit the algorithm's test function once per model version; with --follow, compare their reports."""
     from ..api.experiments import Comparison
-    from ..experiments.compare import comparison_rows
 
     ref, defaults = platform.algorithm_parameters(args.algorithm)
     parameters = _parameters(defaults, args.param)

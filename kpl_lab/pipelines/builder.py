@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .format import Spec, parse
-from .nodes import ALGORITHM_FUNCTIONS
+from .format import ALGORITHM_FUNCTIONS, Spec, parse
 
 
 class Step:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import documents
 
 SUFFIX = ".kpl-pipeline.yaml"
+ALGORITHM_FUNCTIONS = ("train", "test", "infer", "deploy", "compile")  # each a node type running it as a job
 NODE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from kpl_lab.arguments import parse_space
 from kpl_lab.cli import main
-from kpl_lab.cli.experiment import parse_space
 from kpl_lab.errors import BadRequest
 
 from .test_documents import LAUGHS

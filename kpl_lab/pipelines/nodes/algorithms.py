@@ -13,7 +13,6 @@ from ..processors import Stopped
 from ..schema import Output
 from .base import Params, PlatformNode, Result, Step
 
-ALGORITHM_FUNCTIONS = ("train", "test", "infer", "deploy", "compile")
 JOB_POLL_SECONDS = 0.2
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from kpl_dataset import ReadOnlyDataset
 from kpl_lab.errors import BadRequest
-from kpl_lab.pipelines import PlatformCatalog, parse, sql, validate
+from kpl_lab.pipelines import parse, sql
 from kpl_lab.pipelines.runner import PipelineRunner
+from kpl_lab.pipelines.validate import PlatformCatalog, validate
 
 BASE = """\
 version: 1

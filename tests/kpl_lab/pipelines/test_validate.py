@@ -6,9 +6,10 @@ import pytest
 import yaml
 
 from kpl_lab.errors import BadRequest
-from kpl_lab.pipelines import PlatformCatalog, parse, validate
+from kpl_lab.pipelines import parse
 from kpl_lab.pipelines.format import PipelineSyntaxError
 from kpl_lab.pipelines.runner import PipelineRunner
+from kpl_lab.pipelines.validate import PlatformCatalog, validate
 
 ISSUE_FILE = """\
 version: 1

@@ -9,8 +9,8 @@ import pytest
 
 from kpl_lab import charts
 from kpl_lab.errors import NotFound
+from kpl_lab.notebook.widgets.chart import align, module
 from kpl_lab.widgets import MetricChart, MetricPlot
-from kpl_lab.widgets.chart import align, module
 
 
 class FakeClient:

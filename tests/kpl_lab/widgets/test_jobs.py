@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kpl_lab.errors import NotFound
+from kpl_lab.notebook.widgets.progress import progress_text
 from kpl_lab.widgets import JobMonitor, JobProgress, MetricPlot
-from kpl_lab.widgets.progress import progress_text
 
 
 def test_progress_and_plot_follow_a_job_to_its_end(kpl_server, kpl_data):

@@ -25,9 +25,10 @@ def test_builds_the_same_file_as_the_python_api_and_reopens_it(kpl_server, kpl_d
     assert list(builder.fields) == ["dataset", "part"]  # the form follows the type's parameters
     fill(builder, "dataset", "raw", dataset="shapes")
     builder.type_picker.value = "regex_extract"
-    assert list(builder.fields) == ["input", "field", "pattern"] and isinstance(
+    assert list(builder.fields) == ["input", "field", "pattern", "keep"] and isinstance(
         builder.fields["input"], widgets.Dropdown
     )
+    assert isinstance(builder.fields["keep"], widgets.Checkbox)  # the editors' `keep`, from the server
     fill(builder, "regex_extract", "number", field="path", pattern=PATTERN)
     builder.type_picker.value = "select"
     assert list(builder.fields["input"].options) == ["raw", "number"]  # inputs are picked from the nodes

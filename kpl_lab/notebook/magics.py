@@ -23,11 +23,20 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
-from .api.jobs import FINAL_STATES, JOB_STATES
+from ..api.jobs import FINAL_STATES, JOB_STATES
+from ..arguments import parse_inputs, parse_space
+from ..errors import BadRequest, KPLError
+from ..text import (
+    comparison_rows,
+    format_number,
+    human_duration,
+    human_size,
+    progress_bar,
+    render_table,
+    sparkline,
+)
 from .client import Client
-from .errors import KPLError
 from .fit import fit_now
-from .text import format_number, human_duration, human_size, progress_bar, render_table, sparkline
 
 WAIT_INTERVAL = 1.0
 
@@ -126,8 +135,8 @@ def _job_arguments(func):
 
 def typed_parameters(defaults: dict, texts: Sequence[str]) -> dict[str, Any]:
     """Type `NAME=VALUE` overrides like parameter.yml's defaults; return dotted name -> value."""
-    from .algorithms.errors import ParameterError
-    from .algorithms.parameters import apply_overrides, parse_override
+    from ..algorithms.errors import ParameterError
+    from ..algorithms.parameters import apply_overrides, parse_override
 
     try:
         merged = apply_overrides(defaults, list(texts))
@@ -143,17 +152,12 @@ def typed_parameters(defaults: dict, texts: Sequence[str]) -> dict[str, Any]:
     return typed
 
 
-def parse_inputs(texts: Sequence[str]) -> dict[str, str]:
-    """Return input key -> reference from `KEY=REF` texts."""
-    inputs = {}
-    for text in texts:
-        key, sep, ref = text.partition("=")
-        if not (sep and key and ref):
-            raise UsageError(
-                f"--input {text!r}: expected KEY=REF (e.g. data=digits or data=dataset:digits:1)"
-            )
-        inputs[key] = ref
-    return inputs
+def usage_inputs(texts: Sequence[str]) -> dict[str, str]:
+    """Return the `--input KEY=REF` inputs; a malformed one is a usage error, as a bad option is."""
+    try:
+        return parse_inputs(texts)
+    except BadRequest as error:
+        raise UsageError(error.message) from None
 
 
 def newest(versions: list[dict]) -> dict | None:
@@ -263,7 +267,7 @@ class KPLMagics(Magics):
         self._run(self.kpl_infer, line, lambda args: self._submit(args, "infer"))
 
     def _submit(self, args: argparse.Namespace, function: str) -> None:
-        inputs = parse_inputs(args.input)
+        inputs = usage_inputs(args.input)
         name, _, version = args.algorithm.partition(":")
         detail = self.client.algorithm_version(name, version or None)
         parameters = typed_parameters(detail.get("parameters") or {}, args.param)
@@ -540,7 +544,7 @@ class KPLMagics(Magics):
         self._run(self.kpl_compare, line, self._compare)
 
     def _compare(self, args: argparse.Namespace) -> None:
-        from .api.experiments import Comparison
+        from ..api.experiments import Comparison
 
         comparison = Comparison.model_validate(self.client.compare(args.jobs))
         display(ComparisonView(comparison))
@@ -587,15 +591,13 @@ class KPLMagics(Magics):
         self._run(self.kpl_tune, line, self._tune)
 
     def _tune(self, args: argparse.Namespace) -> None:
-        from .cli.experiment import parse_space
-
         name, _, version = args.algorithm.partition(":")
         detail = self.client.algorithm_version(name, version or None)
         body = {
             "name": args.name,
             "algorithm": detail["ref"],
             "function": args.function,
-            "inputs": parse_inputs(args.input),
+            "inputs": usage_inputs(args.input),
             "parameters": typed_parameters(detail.get("parameters") or {}, args.param),
             "space": dict(parse_space(text) for text in args.space),
             "objective": {"metric": args.objective, "direction": args.direction},
@@ -660,8 +662,6 @@ class ComparisonView:
     """Jobs side by side: rows whose values differ are highlighted (HTML) or starred (text)."""
 
     def __init__(self, comparison) -> None:
-        from .experiments.compare import comparison_rows
-
         self.headers, self.rows = comparison_rows(comparison)
 
     def __repr__(self) -> str:

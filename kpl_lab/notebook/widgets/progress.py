@@ -6,9 +6,9 @@ from html import escape
 
 import ipywidgets as widgets
 
-from ..api.jobs import FINAL_STATES
+from ...api.jobs import FINAL_STATES
+from ...text import human_duration
 from ..client import Client
-from ..text import human_duration
 from .live import Poller
 
 BAR_STYLES = {"succeeded": "success", "failed": "danger", "lost": "danger", "stopped": "warning"}

@@ -1,4 +1,9 @@
-"""PipelineBuilder: build a pipeline file in a notebook, node by node, validated by the server as it grows."""
+"""PipelineBuilder: build a pipeline file in a notebook, node by node, validated by the server as it grows.
+
+The node types, their parameters' JSON schemas and which parameters name inputs come from
+the server (`GET /kpl/api/pipelines/node-types`), as in the pipeline editor; the kernel
+loads the pipeline file model only, never the engine that checks and runs it.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,27 @@ from typing import Any
 
 import ipywidgets as widgets
 import yaml
-from pydantic import ValidationError
 
+from ...pipelines import Pipeline
+from ...pipelines.format import load_yaml
 from ..client import Client
-from ..pipelines.builder import Pipeline
-from ..pipelines.format import load_yaml
-from ..pipelines.nodes import NODE_TYPES
 
-EDGE_PARAMETERS = ("input", "left", "right")  # parameters that name one node or node.port
+
+def schema_problems(schema: dict, params: dict) -> list[str]:
+    """Return what in `params` does not fit a node type's parameter schema, each as `parameter: message`."""
+    import fastjsonschema  # jsonschema takes seconds to import; this, milliseconds
+
+    properties = schema.get("properties", {})
+    problems = [f"{name}: Field required" for name in schema.get("required", []) if name not in params]
+    if schema.get("additionalProperties") is False:
+        problems += [f"{name}: unknown parameter" for name in params if name not in properties]
+    if not problems:  # then the first value that does not fit (defaults are left out, not filled in)
+        try:
+            fastjsonschema.compile(schema, use_default=False)(params)
+        except fastjsonschema.JsonSchemaValueException as error:
+            where = ".".join(error.path[1:]) or "parameters"
+            problems.append(f"{where}: {error.message.removeprefix(error.name).strip()}")
+    return problems
 
 
 def _cell(value: Any) -> str:
@@ -34,11 +52,14 @@ class PipelineBuilder(widgets.VBox):
     def __init__(
         self, name: str = "pipeline", path: str | Path | None = None, client: Client | None = None, **kwargs
     ):
-        self.client = client
+        self.client = client or Client()
+        self.node_types = {t["name"]: t for t in self.client.pipeline_node_types()}
         self.path = Path(path) if path else None
         self.pipeline = Pipeline.load(self.path) if self.path and self.path.exists() else Pipeline(name)
         self.validation: dict | None = None
-        self.type_picker = widgets.Dropdown(options=list(NODE_TYPES), value="dataset", description="type")
+        self.type_picker = widgets.Dropdown(
+            options=list(self.node_types), value="dataset", description="type"
+        )
         self.id_text = widgets.Text(description="id", placeholder="default: from the type")
         self.fields: dict[str, widgets.Widget] = {}
         self.form = widgets.VBox()
@@ -86,14 +107,12 @@ class PipelineBuilder(widgets.VBox):
 
     def add_node(self, type_name: str, id: str | None = None, **params: Any) -> str:
         """Add a node after checking its parameters against its type's schema; return its id."""
-        node_type = NODE_TYPES.get(type_name)
+        node_type = self.node_types.get(type_name)
         if node_type is None:
-            raise ValueError(f"{type_name!r} is not a node type (types: {', '.join(NODE_TYPES)})")
-        try:
-            node_type.params.model_validate(params)
-        except ValidationError as err:
-            problems = [f"{'.'.join(map(str, e['loc'])) or type_name}: {e['msg']}" for e in err.errors()]
-            raise ValueError("; ".join(problems)) from None
+            raise ValueError(f"{type_name!r} is not a node type (types: {', '.join(self.node_types)})")
+        problems = schema_problems(node_type["parameters"], params)
+        if problems:
+            raise ValueError("; ".join(problems))
         step = self.pipeline.add(type_name, id or None, **params)
         self.refresh()
         return step.id
@@ -111,20 +130,11 @@ class PipelineBuilder(widgets.VBox):
             if current in wanted or current not in self.pipeline.nodes:
                 continue
             wanted.add(current)
-            settings = dict(self.pipeline.nodes[current])
-            node_type = NODE_TYPES.get(settings.pop("type", ""))
-            try:
-                params = node_type.params.model_validate(settings) if node_type else None
-            except ValidationError:
-                params = None
-            if params is not None:
-                todo += [ref.partition(".")[0] for ref in node_type.inputs(params).values()]
+            todo += [ref.partition(".")[0] for ref in self._reads(self.pipeline.nodes[current])]
         return [n for n in self.pipeline.nodes if n in wanted]
 
     def preview(self, node_id: str, port: str | None = None, limit: int = 5, timeout: float = 300) -> dict:
         """Run node_id and what it reads on the server (cached nodes are reused); show its first records."""
-        if self.client is None:
-            raise ValueError("preview runs on the server: give PipelineBuilder a client")
         part = Pipeline(self.pipeline.name, self.pipeline.description)
         part.nodes = {n: self.pipeline.nodes[n] for n in self.upstream(node_id)}
         run = self.client.run_pipeline(part.to_yaml())
@@ -163,8 +173,8 @@ class PipelineBuilder(widgets.VBox):
         return self.path
 
     def refresh(self) -> None:
-        """Validate on the server (when there is one) and redraw the nodes, the problems and the YAML."""
-        if self.client is not None and self.pipeline.nodes:
+        """Validate on the server and redraw the nodes, the problems and the YAML."""
+        if self.pipeline.nodes:
             self.validation = self.client.validate_pipeline(self.text)
         else:
             self.validation = None
@@ -201,19 +211,30 @@ class PipelineBuilder(widgets.VBox):
             f"<b>{escape(self.pipeline.name)}</b> {state}<table>{head}{''.join(rows)}</table>"
         )
 
+    def _reads(self, settings: dict) -> list[str]:
+        """Return the `node` or `node.port` references a node's settings read, as its type names them."""
+        node_type = self.node_types.get(str(settings.get("type")), {"inputs": [], "named_inputs": False})
+        refs = [settings.get(name) for name in node_type["inputs"]]
+        if node_type["named_inputs"] and isinstance(settings.get("inputs"), dict):
+            refs += list(settings["inputs"].values())
+        return [ref for ref in refs if isinstance(ref, str)]
+
     def _build_form(self) -> None:
-        node_type = NODE_TYPES[self.type_picker.value]
+        node_type = self.node_types[self.type_picker.value]
+        schema = node_type["parameters"]
         refs = self.refs()
         self.fields = {}
-        for name, info in node_type.params.model_fields.items():
-            if name in EDGE_PARAMETERS:
+        for name, spec in schema.get("properties", {}).items():
+            if name in node_type["inputs"]:
                 box = widgets.Dropdown(options=refs, value=refs[-1] if refs else None, description=name)
+            elif spec.get("type") == "boolean":
+                box = widgets.Checkbox(value=spec.get("default", False), description=name)
             else:
-                required = info.is_required()
+                required = name in schema.get("required", [])
                 box = widgets.Text(
                     description=name,
                     placeholder=("required; " if required else "optional; ")
-                    + (info.description or "YAML value"),
+                    + (spec.get("description") or "YAML value"),
                     layout=widgets.Layout(width="80%"),
                 )
             self.fields[name] = box
@@ -221,9 +242,13 @@ class PipelineBuilder(widgets.VBox):
 
     def _add_from_form(self) -> None:
         params = {}
+        properties = self.node_types[self.type_picker.value]["parameters"].get("properties", {})
         for name, box in self.fields.items():
             if isinstance(box, widgets.Dropdown):
                 if box.value:
+                    params[name] = box.value
+            elif isinstance(box, widgets.Checkbox):
+                if box.value != properties[name].get("default", False):
                     params[name] = box.value
             elif box.value.strip():
                 try:

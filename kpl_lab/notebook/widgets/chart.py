@@ -10,7 +10,7 @@ from pathlib import Path
 import anywidget
 import traitlets
 
-from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
+from ...charts import UPLOT_CSS, UPLOT_SCRIPT, asset
 
 FRONT_END = Path(__file__).with_name("chart.js")
 

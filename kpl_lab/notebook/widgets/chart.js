@@ -1,4 +1,4 @@
-// The front end of kpl_lab.widgets.chart.MetricChart: one uPlot chart, extended in place.
+// The front end of kpl_lab.notebook.widgets.chart.MetricChart: one uPlot chart, extended in place.
 // Python serves this file after uPlot's own script, in one module, so `uPlot` is declared above.
 
 // Tableau 10: distinguishable colours that read on light and dark themes

@@ -517,9 +517,8 @@ class ServicePlatform:
             elif kind == "dataset":
                 added = self.client.upload_dataset(source, name, description=description)
             else:
-                added = self.client.upload_model(
-                    source, name, description=description, filename=Path(path).name
-                )
+                # a packed folder goes as its archive's name, which says it is one
+                added = self.client.upload_model(source, name, description=description, filename=source.name)
         return {"kind": kind, **added}
 
     def catalog_delete(self, kind: str, ref: str) -> list[str]:

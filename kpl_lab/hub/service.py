@@ -1,6 +1,6 @@
 """The platform API run once as the hub-managed service `kpl`, with hub OAuth and project isolation.
 
-The REST handlers are the server extension's own (`kpl_lab.server_ext.routes.ROUTES`), served
+The REST handlers are the server extension's own (`kpl_lab.server_ext.routes`), served
 under `/services/kpl/api/`. The caller is identified by hub OAuth (browser cookie) or an
 `Authorization: token` header (a user's server forwarding `/kpl/api/*`); their admin flag and
 groups come from the hub API. Projects are groups: a member sees their groups' projects, another
@@ -161,7 +161,7 @@ class KPLService(Application):
         from jupyter_server.auth import AllowAllAuthorizer
         from jupyterhub.utils import url_path_join
 
-        from ..server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
+        from ..server_ext.routes import API_PREFIX, route_handlers
         from .admin import admin_handlers
         from .identity import ServiceIdentityProvider
 
@@ -170,8 +170,8 @@ class KPLService(Application):
         prefix = self.prefix
         kwargs = {"name": EXTENSION_NAME}
         handlers = [
-            (url_path_join(prefix, "api") + tornado_pattern(path)[len(API_PREFIX) :], handler, kwargs)
-            for path, handler, _ in ROUTES
+            (url_path_join(prefix, "api") + pattern[len(API_PREFIX) :], handler, kwargs)
+            for pattern, handler in route_handlers()
         ]
         handlers += [(url_path_join(prefix, p), h, *a) for p, h, *a in identity.get_handlers()]
         handlers += admin_handlers(prefix, kwargs)

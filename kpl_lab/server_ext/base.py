@@ -1,40 +1,47 @@
-"""The base of every KPL Lab API handler: the platform, the project, blocking work, and errors.
+"""The base of every KPL Lab API handler, and the one handler that answers the routes table's operations.
 
-Answers go through ONE helper, `KPLHandler.reply`, which writes a response model of
-`kpl_lab.api`. Errors are mapped to responses in ONE place, `KPLHandler.write_error`: a
-KPLError answers its status with the `Error` model (`error`, `message`, `field`, `errors`; a
-request body a model refuses is a BadRequest listing every field at fault by dotted path), and
-anything else answers 500 without leaking a traceback.
+`OperationHandler` reads a request as `kpl_lab.operations.routes` declares it (path and query
+arguments, the body), runs the operation's function on the extension's thread pool (or the
+project's sandbox threads) and answers what it returns: a response model of `kpl_lab.api` as
+JSON, or raw bytes with their content type. Errors are mapped to responses in ONE place,
+`KPLHandler.write_error`: a KPLError answers its status with the `Error` model (`error`,
+`message`, `field`, `errors`; a request body a model refuses is a BadRequest listing every
+field at fault by dotted path), and anything else answers 500 without leaking a traceback.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from jupyter_server.utils import url_path_join
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tornado import web
 from tornado.ioloop import IOLoop
 
 from ..api.errors import Error
 from ..catalog.storage import check_name
-from ..documents import DocumentError, load_json
-from ..errors import BadRequest, Forbidden, KPLError, validation_error
+from ..errors import Forbidden, KPLError
+from ..operations import dispatch
+from ..operations.caller import Caller
+from ..operations.pipelines import in_a_thread
+from ..operations.spec import Operation, Raw, Route
 
 if TYPE_CHECKING:
     from ..platform import Platform
     from .app import KPLLab
 
-Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
 
 
 FORWARDED_API_BASE = "X-KPL-API-Base"
+FILE_CHUNK = 1 << 20  # a file answer is sent a MiB at a time
 
 
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
@@ -82,55 +89,9 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         call = functools.partial(function, *args, **kwargs)
         return await IOLoop.current().run_in_executor(self.app.pool, call)
 
-    def check_admin(self, what: str) -> None:
-        """Refuse a caller who is not an administrator (the single user of a Jupyter server is)."""
-        if not self.app.is_admin(self.current_user):
-            raise Forbidden(f"only an administrator may {what}")
-
-    async def sandboxed(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run work that calls the project's sandboxed workers on the sandbox's threads, not the extension's."""
-        return await self.platform.sandbox.run(self.project, functools.partial(function, *args, **kwargs))
-
-    def query_int(self, name: str, default: int, low: int, high: int) -> int:
-        """Return an integer query argument within [low, high], or refuse it naming the argument."""
-        text = self.get_query_argument(name, None)
-        if text is None or text == "":
-            return default
-        try:
-            value = int(text)
-        except ValueError:
-            raise BadRequest(f"{name}: expected an integer, got {text!r}", field=name) from None
-        if not low <= value <= high:
-            raise BadRequest(f"{name}: must be between {low} and {high}, got {value}", field=name)
-        return value
-
     def json_body(self) -> Any:
         """Return the request body parsed as JSON (an empty body is None), nesting bounded."""
-        if not self.request.body:
-            return None
-        try:
-            return load_json(self.request.body)
-        except DocumentError as error:
-            raise BadRequest(f"the request body: {error}", field="body") from None
-        except (ValueError, UnicodeDecodeError) as error:
-            raise BadRequest(f"the request body is not valid JSON: {error}", field="body") from None
-
-    def body_as(self, model: type[Model], **fixed: Any) -> Model:
-        """Return the JSON body checked by a pydantic model (an empty body gives the defaults)."""
-        data = self.json_body()
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise BadRequest(
-                f"the request body must be a JSON object, got {type(data).__name__}", field="body"
-            )
-        for key in fixed:
-            if key in data:
-                raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
-        try:
-            return model.model_validate({**data, **fixed})
-        except ValidationError as error:  # the request's fault; elsewhere a ValidationError is a bug
-            raise validation_error(error) from None
+        return dispatch.parse_json(self.request.body)
 
     def reply(self, body: BaseModel | dict, status: int = 200) -> None:
         """Answer a response model of `kpl_lab.api` as JSON (a dict only for the hub's admin page)."""
@@ -146,6 +107,8 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         error = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(error, KPLError):
             self.set_status(error.status)
+            for name, value in getattr(error, "headers", {}).items():  # a failed prediction's model version
+                self.set_header(name, value)
             body = Error.model_validate(error.to_json())
         elif isinstance(error, web.HTTPError):
             body = Error(error="HTTPError", message=error.log_message or self._reason, field=None, errors=[])
@@ -186,3 +149,98 @@ class NotFoundHandler(KPLHandler):
         if self.current_user is None:
             raise web.HTTPError(403)
         raise web.HTTPError(404, "no such path in the KPL API: %s", self.request.path)
+
+
+class OperationHandler(KPLHandler):
+    """Answer the operations of one route of the table (`route`, set on each route's subclass)."""
+
+    route: ClassVar[Route]
+
+    @property
+    def operation(self) -> Operation:
+        """Return what the table declares for this request's method."""
+        return self.route.operations[self.request.method.lower()]
+
+    @functools.cached_property
+    def caller(self) -> Caller:
+        """Return who calls, in which project (checked: 403 for a project the user may not use)."""
+        return self.caller_in(self.project if self.operation.project else self.platform.default_project)
+
+    def caller_in(self, project: str) -> Caller:
+        """Return who calls, in `project`."""
+        user = self.current_user
+        return Caller(
+            self.platform,
+            project,
+            user=user.username if user is not None else "",
+            is_admin=self.app.is_admin(user),
+            api_base=self.api_base,
+            imports=self.app.imports,
+            start_run=in_a_thread(self.platform),
+        )
+
+    def query_argument(self, name: str) -> str | None:
+        """Return a query argument as tornado reads it (the last one given), or None."""
+        return self.get_query_argument(name, None)
+
+    def arguments(self, path: tuple[str, ...]) -> dict[str, Any]:
+        """Return the operation's path and query arguments (and a job's token) as it declares them."""
+        names = dispatch.path_names(self.route)
+        found = dispatch.arguments(
+            self.route, self.operation, dict(zip(names, path, strict=True)), self.query_argument
+        )
+        if self.operation.job_token:
+            found["token"] = dispatch.token_of(self.request.headers.get("Authorization", ""))
+        return found
+
+    async def run(self, *path: str) -> None:
+        """Read the request, run the operation and answer what it returns."""
+        operation, arguments = self.operation, self.arguments(path)
+        if operation.check is not None:
+            await self.blocking(operation.check, self.caller, **arguments)
+        if operation.body is not None:
+            fixed = {name: getattr(self.caller, name) for name in operation.fixed}
+            arguments["body"] = dispatch.body(operation, self.request.body, fixed)
+        await self.answer(await self.perform(arguments))
+
+    async def perform(self, arguments: dict[str, Any]) -> Any:
+        """Run the operation's function: a coroutine here, sandboxed work on the sandbox's threads, else the pool's."""
+        operation, caller = self.operation, self.caller
+        call = functools.partial(operation.run, caller, **arguments)
+        if inspect.iscoroutinefunction(operation.run):
+            return await call()
+        if operation.sandboxed is not None and operation.sandboxed(arguments):
+            # the wait for the project's workers holds no thread of the server's pool
+            return await self.platform.sandbox.run(caller.project, call)
+        return await self.blocking(call)
+
+    async def answer(self, result: BaseModel | Raw) -> None:
+        """Answer a model as JSON with the operation's status, a raw answer as it is (a file in pieces)."""
+        raw = dispatch.encode(result)
+        try:
+            self.set_status(raw.status if isinstance(result, Raw) else self.operation.status)
+            for name, value in raw.headers.items():
+                self.set_header(name, value)
+            if not isinstance(raw.content, Path):
+                self.finish(raw.content, set_content_type=raw.content_type)
+                return
+            self.set_header("Content-Type", raw.content_type)
+            with open(raw.content, "rb") as file:
+                while chunk := file.read(FILE_CHUNK):
+                    self.write(chunk)
+                    await self.flush()
+            self.finish(set_content_type=raw.content_type)
+        finally:
+            raw.done()
+
+
+def operation_method(method: str) -> Callable:
+    """Return a handler method that answers the route's operation of `method`."""
+
+    @web.authenticated
+    async def answer(self: OperationHandler, *path: str) -> None:
+        await self.run(*path)
+
+    answer.__name__ = answer.__qualname__ = method
+    answer.__doc__ = f"Answer {method.upper()} as the routes table declares it."
+    return answer

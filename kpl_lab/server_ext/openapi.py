@@ -18,8 +18,8 @@ from ..api.catalog import NAME_SCHEMA
 from ..api.datasets import BytesRef
 from ..api.errors import Error
 from ..api.experiments import PlotKind
-from .routes import ROUTES, Route
-from .spec import Operation
+from ..operations.routes import ROUTES
+from ..operations.spec import Operation, Route
 
 REF = "#/components/schemas/{model}"
 ERROR_STATUSES = {
@@ -49,7 +49,7 @@ PATH_PARAMETERS = {
 }
 DESCRIPTION = """\
 The REST API of the KPL Lab jupyter-server extension, written by
-`python -m kpl_lab.server_ext.openapi` from the routes table (kpl_lab/server_ext/routes.py)
+`python -m kpl_lab.server_ext.openapi` from the routes table (kpl_lab/operations/routes.py)
 and the response models (kpl_lab/api/); do not edit it by hand.
 
 Every path is under `/kpl/api/` of the Jupyter server, answers JSON unless said otherwise,
@@ -126,9 +126,8 @@ def _parameters(route: Route, operation: Operation) -> list[dict[str, Any]]:
 
 
 def _operation(route: Route, method: str, operation: Operation) -> dict[str, Any]:
-    handler = route.handler
     item: dict[str, Any] = {
-        "operationId": f"{method}{handler.__name__.removesuffix('Handler')}",
+        "operationId": f"{method}{route.name}",
         "summary": operation.summary,
     }
     if operation.description:

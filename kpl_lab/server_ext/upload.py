@@ -1,73 +1,51 @@
-"""Streamed uploads: the request body goes to a temporary file, refused past a size limit."""
+"""Streamed uploads: the request body goes to a temporary file, refused past a size limit, then to its operation."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-from typing import IO
+import asyncio
+import functools
+from typing import IO, Any
 
 from tornado import web
 
 from ..errors import BadRequest
-from .base import KPLHandler
-
-# first bytes -> a suffix the archive readers recognise
-_ARCHIVE_MAGIC = (
-    (b"PK\x03\x04", 0, ".zip"),
-    (b"PK\x05\x06", 0, ".zip"),
-    (b"\x1f\x8b", 0, ".tar.gz"),
-    (b"BZh", 0, ".tar.bz2"),
-    (b"\xfd7zXZ\x00", 0, ".tar.xz"),
-    (b"ustar", 257, ".tar"),
-)
+from ..operations.datasets import shown_as
+from ..operations.uploads import Upload, upload_folder
+from .base import OperationHandler
+from .imports import DatasetImport
 
 
-def archive_suffix(path: Path) -> str | None:
-    """Return the archive suffix that matches a file's first bytes, or None."""
-    with open(path, "rb") as file:
-        head = file.read(512)
-    for magic, offset, suffix in _ARCHIVE_MAGIC:
-        if head[offset : offset + len(magic)] == magic:
-            return suffix
-    return None
+@web.stream_request_body
+class UploadHandler(OperationHandler):
+    """A route whose POST body is streamed to a temporary file (`self.upload`) under the limit.
 
-
-class UploadHandler(KPLHandler):
-    """A handler whose POST body is streamed to a temporary file (`self.upload`) under the limit.
-
-    Authentication and the query are checked in `prepare`, before a byte is stored; the
-    file is removed when the request ends, whatever happened.
+    Authentication and the query (the operation's `check`) are checked in `prepare`, before a
+    byte is stored; the file is removed when the request ends, whatever happened.
     """
 
-    upload: Path | None = None
+    upload: Upload | None = None
     # set while a worker reads the upload: a client that goes away must not pull it from under it
     upload_in_use = False
     _upload_file: IO[bytes] | None = None
-    _upload_dir: Path | None = None
     _received = 0
+    _arguments: dict[str, Any]
 
     async def prepare(self) -> None:
-        """Refuse unauthenticated or oversized uploads before the body arrives."""
+        """Refuse unauthenticated or oversized uploads, and a query the operation refuses, before the body arrives."""
         await super().prepare()
         if self.request.method != "POST":
             return
         if not self.current_user:
             raise web.HTTPError(403)
-        self.check_upload_query()
+        self._arguments = self.arguments(self.path_args)
+        self.operation.check(self.caller, **self._arguments)
         limit = self.app.max_upload_bytes
         declared = self.request.headers.get("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BadRequest(f"the upload is {int(declared)} bytes, the limit is {limit} bytes", field="body")
         self.request.connection.set_max_body_size(limit + 1)
-        uploads = Path(self.platform.home) / "uploads"
-        uploads.mkdir(parents=True, exist_ok=True)
-        self._upload_dir = Path(tempfile.mkdtemp(prefix="upload-", dir=uploads))
-        self.upload = self._upload_dir / "upload"
-        self._upload_file = open(self.upload, "wb")  # noqa: SIM115 - closed in on_finish
-
-    def check_upload_query(self) -> None:
-        """Check the query arguments of an upload (override)."""
+        self.upload = Upload(upload_folder(self.platform.home) / "upload")
+        self._upload_file = open(self.upload.path, "wb")  # noqa: SIM115 - closed in on_finish
 
     def data_received(self, chunk: bytes) -> None:
         """Append a piece of the body to the temporary file, within the limit."""
@@ -79,11 +57,8 @@ class UploadHandler(KPLHandler):
             return
         self._upload_file.write(chunk)
 
-    def finish_upload(self, name: str = "upload", archive: bool = True) -> Path:
-        """Close the temporary file and return it, renamed with its archive suffix when it has one.
-
-        `archive=False`: the upload is one file whatever its first bytes (a TorchScript model is a zip).
-        """
+    def finish_upload(self) -> Upload:
+        """Close the temporary file and return the upload, refused past the limit."""
         if self._received > self.app.max_upload_bytes:
             raise BadRequest(
                 f"the upload passed the limit of {self.app.max_upload_bytes} bytes", field="body"
@@ -91,24 +66,28 @@ class UploadHandler(KPLHandler):
         if self._upload_file is None or self.upload is None:
             raise BadRequest("the upload is missing", field="body")
         self._upload_file.close()
-        if self._received == 0:
-            raise BadRequest(
-                "the upload is empty: send the zip or tar file as the request body", field="body"
-            )
-        suffix = archive_suffix(self.upload) if archive else None
-        if suffix is not None:
-            named = self.upload.with_name(name + suffix)
-            self.upload.rename(named)
-            self.upload = named
         return self.upload
+
+    @web.authenticated
+    async def post(self) -> None:
+        """Run the operation on the uploaded file and answer what it returns."""
+        arguments = {**self._arguments, "upload": self.finish_upload()}
+        self.upload_in_use = True
+        try:
+            result = await self.perform(arguments)
+        except asyncio.CancelledError:
+            return  # dropped while queued: its client went away (or the server stops)
+        finally:
+            self.upload_in_use = False
+        await self.answer(result)
 
     def _discard(self) -> None:
         if self._upload_file is not None:
             self._upload_file.close()
             self._upload_file = None
-        if self._upload_dir is not None:
-            shutil.rmtree(self._upload_dir, ignore_errors=True)
-            self._upload_dir = None
+        if self.upload is not None:
+            self.upload.remove()
+            self.upload = None
 
     def on_finish(self) -> None:
         """Remove the temporary file."""
@@ -119,3 +98,28 @@ class UploadHandler(KPLHandler):
         super().on_connection_close()
         if not self.upload_in_use:
             self._discard()
+
+
+@web.stream_request_body
+class DatasetUploadHandler(UploadHandler):
+    """Uploads of datasets, imported on the host's import workers (listed by `GET /imports` while they wait)."""
+
+    _import: DatasetImport | None = None
+
+    async def perform(self, arguments: dict[str, Any]) -> Any:
+        """Queue the import on the import workers (a listing runs on the pool as usual)."""
+        if "upload" not in arguments:
+            return await super().perform(arguments)
+        caller = self.caller
+        self._import = DatasetImport(
+            caller.project, arguments["name"], arguments["format"], shown_as(arguments["filename"])
+        )
+        return await self.app.imports.submit(
+            self._import, functools.partial(self.operation.run, caller, **arguments)
+        )
+
+    def on_connection_close(self) -> None:
+        """Drop the import of a client that went away while it was still queued."""
+        if self._import is not None:
+            self.app.imports.cancel(self._import)
+        super().on_connection_close()

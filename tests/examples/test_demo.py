@@ -17,8 +17,9 @@ from kpl_lab.engine.launch import Resources
 from kpl_lab.engine.service import JobRequest
 from kpl_lab.hub.up import SAMPLE_ALGORITHM, SAMPLE_DATASET, SAMPLE_PROJECT, add_sample_data
 from kpl_lab.notebook.fit import fit_now
+from kpl_lab.operations.caller import Caller
+from kpl_lab.operations.devices import devices
 from kpl_lab.platform import Platform
-from kpl_lab.server_ext.handlers.devices import devices_model
 from kpl_lab.spawner.quota import release_notebook, reserve_notebook
 
 WAIT_SECONDS = 900
@@ -37,8 +38,8 @@ def test_the_sample_job_trains_with_the_forms_defaults_beside_a_notebook(tmp_pat
         version = platform.catalog.get_algorithm(SAMPLE_PROJECT, SAMPLE_ALGORITHM)
         spec = platform.catalog.read_algorithm(version).spec.function("train")
         limits = dataclasses.asdict(spec.resource.limits)
-        devices = devices_model(platform, SAMPLE_PROJECT).model_dump(mode="json")
-        resources, notes = fit_now(limits, devices)
+        found = devices(Caller(platform, SAMPLE_PROJECT)).model_dump(mode="json")
+        resources, notes = fit_now(limits, found)
         assert (limits["cpu"], resources, notes) == (1, {}, [])  # nothing to cap
         request = JobRequest(
             project=SAMPLE_PROJECT,

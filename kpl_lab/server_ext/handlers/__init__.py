@@ -1,1 +1,1 @@
-"""The REST API handlers, one module per domain."""
+"""The REST handlers where HTTP itself matters: a job's live log and events, and predictions."""

@@ -1,185 +1,18 @@
-"""Deployments: create, list, show, delete, canary, promote, logs, API keys, and the predict gateway."""
+"""Predictions: the body (or a multipart file) goes to a ready replica, for a user or a deployment's API key."""
 
 from __future__ import annotations
-
-import json
-from datetime import UTC, datetime, timedelta
 
 from jupyter_server.auth.decorator import allow_unauthenticated
 from tornado import web
 
-from ...api.catalog import Deleted
-from ...api.deployments import (
-    CanaryRequest,
-    DeploymentKey,
-    DeploymentKeyCreated,
-    DeploymentKeyList,
-    DeploymentList,
-    DeploymentLogs,
-    DeploymentMetricsHistory,
-    DeploymentRequest,
-    MetricsPoint,
-    ReplicaLog,
-    VersionMetrics,
-)
-from ...catalog.serialize import utc
-from ...errors import BadRequest, Forbidden, ModelFailed
-from ...serving import history
-from ...serving.describe import deployment_model
+from ...errors import Forbidden
+from ...operations.uploads import Upload
 from ...serving.forms import first_file
-from ...serving.gateway import VERSION_HEADER
 from ...serving.keys import key_of
-from ..base import KPLHandler
-
-LOG_LINES = 200
-DEFAULT_SPAN = timedelta(hours=1)  # of the metrics history without ?since=
+from ..base import OperationHandler
 
 
-class DeploymentsHandler(KPLHandler):
-    """GET: the project's deployments; POST: deploy a model version (replicas start at once)."""
-
-    @web.authenticated
-    async def get(self) -> None:
-        """List deployments."""
-        service = self.platform.deployments
-
-        def describe_all():
-            return [deployment_model(service, row, with_metrics=False) for row in service.list(self.project)]
-
-        self.reply(DeploymentList(deployments=await self.blocking(describe_all)))
-
-    @web.authenticated
-    async def post(self) -> None:
-        """Create a deployment."""
-        request = self.body_as(DeploymentRequest)
-        service = self.platform.deployments
-        user = self.current_user.username if self.current_user is not None else ""
-
-        def create():
-            row = service.create(
-                self.project, request.name, request.model, request.replicas, request.algorithm, user=user
-            )
-            return deployment_model(service, row, with_metrics=False)
-
-        self.reply(await self.blocking(create), status=201)
-
-
-class DeploymentHandler(KPLHandler):
-    """GET: one deployment with replicas and request metrics per version; DELETE: stop it."""
-
-    @web.authenticated
-    async def get(self, name: str) -> None:
-        """Show a deployment."""
-        service = self.platform.deployments
-        self.reply(await self.blocking(lambda: deployment_model(service, service.get(self.project, name))))
-
-    @web.authenticated
-    async def delete(self, name: str) -> None:
-        """Delete a deployment."""
-        self.reply(Deleted(deleted=await self.blocking(self.platform.deployments.delete, self.project, name)))
-
-
-class DeploymentCanaryHandler(KPLHandler):
-    """POST: serve a canary version to a percent of the requests."""
-
-    @web.authenticated
-    async def post(self, name: str) -> None:
-        """Set the canary."""
-        request = self.body_as(CanaryRequest)
-        service = self.platform.deployments
-
-        def canary():
-            row = service.canary(
-                self.project,
-                name,
-                request.model,
-                request.weight,
-                request.algorithm,
-                request.sticky_header,
-                request.replicas,
-            )
-            return deployment_model(service, row, with_metrics=False)
-
-        self.reply(await self.blocking(canary))
-
-
-class DeploymentPromoteHandler(KPLHandler):
-    """POST: make the canary production once its replicas are ready."""
-
-    @web.authenticated
-    async def post(self, name: str) -> None:
-        """Promote the canary."""
-        service = self.platform.deployments
-
-        def promote():
-            return deployment_model(service, service.promote(self.project, name), with_metrics=False)
-
-        self.reply(await self.blocking(promote))
-
-
-class DeploymentLogsHandler(KPLHandler):
-    """GET: the last lines of each replica's output."""
-
-    @web.authenticated
-    async def get(self, name: str) -> None:
-        """Read a deployment's logs."""
-        lines = self.query_int("lines", 100, 1, 10_000)
-        found = await self.blocking(self.platform.deployments.logs, self.project, name, lines)
-        self.reply(DeploymentLogs(logs=[ReplicaLog(**log) for log in found]))
-
-
-class DeploymentMetricsHandler(KPLHandler):
-    """GET: request metrics per model version over time (10 s intervals) since a time."""
-
-    @web.authenticated
-    async def get(self, name: str) -> None:
-        """Read the metrics history."""
-        since = _since(self.get_query_argument("since", None))
-        service = self.platform.deployments
-
-        def read():
-            row = service.get(self.project, name)
-            return history.series(self.platform, row.id, since)
-
-        series, totals = await self.blocking(read)
-        self.reply(
-            DeploymentMetricsHistory(
-                interval_seconds=history.BUCKET_SECONDS,
-                since=since,
-                series={v: [MetricsPoint(**p) for p in points] for v, points in series.items()},
-                totals={v: VersionMetrics(**t) for v, t in totals.items()},
-            )
-        )
-
-
-class DeploymentKeysHandler(KPLHandler):
-    """GET: a deployment's API keys; POST: make one (the answer shows the key this once)."""
-
-    @web.authenticated
-    async def get(self, name: str) -> None:
-        """List keys."""
-        rows = await self.blocking(self.platform.deployments.keys.list, self.project, name)
-        self.reply(DeploymentKeyList(keys=[_key(row) for row in rows]))
-
-    @web.authenticated
-    async def post(self, name: str) -> None:
-        """Create a key."""
-        user = self.current_user.username if self.current_user is not None else ""
-        row, key = await self.blocking(self.platform.deployments.keys.create, self.project, name, user)
-        self.reply(DeploymentKeyCreated(**_key(row).model_dump(), key=key), status=201)
-
-
-class DeploymentKeyHandler(KPLHandler):
-    """DELETE: revoke one API key of a deployment."""
-
-    @web.authenticated
-    async def delete(self, name: str, key_id: str) -> None:
-        """Revoke a key."""
-        keys = self.platform.deployments.keys
-        self.reply(Deleted(deleted=await self.blocking(keys.revoke, self.project, name, key_id)))
-
-
-class DeploymentPredictHandler(KPLHandler):
+class DeploymentPredictHandler(OperationHandler):
     """POST: one prediction, the body (or the multipart file) sent to a ready replica.
 
     The caller is a logged-in user, or one with an API key of this very deployment (which
@@ -214,48 +47,13 @@ class DeploymentPredictHandler(KPLHandler):
     async def post(self, name: str) -> None:
         """Predict."""
         if self._key_owner is not None:
-            project = self._project_of_key(name)
+            self.caller = self.caller_in(self._project_of_key(name))
         elif self.current_user is None:
             raise web.HTTPError(403)
-        else:
-            project = self.project
         body = self.request.body
         content_type = self.request.headers.get("Content-Type", "application/octet-stream")
         if content_type.startswith("multipart/form-data"):  # tornado read it (a broken one: 400 before this)
             body, content_type = first_file(self.request.files)
-        prediction = await self.app.gateway.predict(
-            project, name, body, content_type, self.request.headers.get
-        )
-        self.set_header(VERSION_HEADER, prediction.model_version)
-        if prediction.status >= 400:  # the model's error, in the Error body every failure has
-            error = (ModelFailed if prediction.status >= 500 else BadRequest)(_model_error(prediction.body))
-            error.status = min(prediction.status, 502)
-            raise error
-        self.set_status(prediction.status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(prediction.body)
-
-
-def _since(text: str | None) -> datetime:
-    """Return the `since` query argument as a UTC time (default: an hour ago; a bucket's start is kept)."""
-    if not text:
-        return datetime.now(UTC) - DEFAULT_SPAN
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadRequest(
-            f"since: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field="since"
-        ) from None
-    moment = utc(moment)
-    return moment.replace(second=moment.second - moment.second % history.BUCKET_SECONDS, microsecond=0)
-
-
-def _key(row) -> DeploymentKey:
-    return DeploymentKey(id=row.id, prefix=row.prefix, user=row.user, created=utc(row.created))
-
-
-def _model_error(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error") or "the model failed")
-    except (ValueError, AttributeError):
-        return "the model failed"
+        self.caller.gateway = self.app.gateway
+        upload = Upload(data=body, content_type=content_type, header=self.request.headers.get)
+        await self.answer(await self.perform({**self.arguments((name,)), "upload": upload}))

@@ -316,7 +316,7 @@ def test_a_log_that_is_a_link_is_refused_not_read(tmp_path):
     import pytest
 
     from kpl_lab.errors import Forbidden
-    from kpl_lab.server_ext.handlers.jobs import read_log
+    from kpl_lab.operations.jobs import read_log
 
     secret = tmp_path / "secrets.json"
     secret.write_text('{"cookie_secret": "x"}')

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from kpl_lab.server_ext.openapi import render
-from kpl_lab.server_ext.routes import API_PREFIX, ROUTES, tornado_pattern
+from kpl_lab.server_ext.routes import API_PREFIX, ROUTES, handler_of, tornado_pattern
 
 OPENAPI = Path(__file__).parents[3] / "docs" / "openapi.yaml"
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -25,7 +25,9 @@ def implemented() -> dict[str, set[str]]:
         routes[route.path] = {
             m
             for m in METHODS
-            if any(m in vars(cls) for cls in route.handler.__mro__ if cls.__module__.startswith("kpl_lab"))
+            if any(
+                m in vars(cls) for cls in handler_of(route).__mro__ if cls.__module__.startswith("kpl_lab")
+            )
         }
     return routes
 

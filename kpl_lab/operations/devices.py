@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from sqlalchemy import select
-from tornado import web
 
-from ...api.devices import Devices
-from ...catalog.jobs import Reservation
-from ..base import KPLHandler
+from ..api.devices import Devices
+from ..catalog.jobs import Reservation
+from .caller import Caller
 
 
-def devices_model(platform, project: str) -> Devices:
-    """Return capacity, use (all projects and this one), the project's quota, and each device's holder."""
+def devices(caller: Caller) -> Devices:
+    """Answer capacity, use (all projects and this one), the project's quota, and each device's holder."""
+    platform, project = caller.platform, caller.project
     ledger = platform.jobs.ledger
     with platform.session() as session:
         machine, quota = ledger.machine(session), ledger.quota(session, project)
@@ -23,7 +23,7 @@ def devices_model(platform, project: str) -> Devices:
                 for index in indexes:
                     mine = row.project == project
                     holders[(kind, index)] = f"{row.owner_kind}:{row.owner_id}" if mine else "other project"
-    devices = [
+    found = [
         device.to_json() | {"used_by": holders.get((device.kind, device.index))}
         for kind in sorted(machine.inventory)
         for device in machine.inventory[kind]
@@ -33,14 +33,5 @@ def devices_model(platform, project: str) -> Devices:
         used=used,
         project_used=project_used,
         quota=quota or None,
-        devices=devices,
+        devices=found,
     )
-
-
-class DevicesHandler(KPLHandler):
-    """GET: the device inventory and use."""
-
-    @web.authenticated
-    async def get(self) -> None:
-        """Answer the inventory."""
-        self.reply(await self.blocking(devices_model, self.platform, self.project))

@@ -1,0 +1,885 @@
+"""Every route of the REST API, in the order it is matched, with what each takes, answers and runs.
+
+This table is the one source of docs/openapi.yaml (`python -m kpl_lab.server_ext.openapi`), of
+the REST handlers of both hosts (`kpl_lab.server_ext.routes`) and of the in-process transport
+(`kpl_lab.operations.local`). It imports no web server.
+"""
+
+from __future__ import annotations
+
+from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.catalog import NAME_SCHEMA, Deleted
+from ..api.datasets import (
+    Dataset,
+    DatasetList,
+    DatasetVersion,
+    DatasetVersionDetail,
+    ImportList,
+    RecordsPage,
+    Stats,
+)
+from ..api.deployments import (
+    CanaryRequest,
+    Deployment,
+    DeploymentKeyCreated,
+    DeploymentKeyList,
+    DeploymentList,
+    DeploymentLogs,
+    DeploymentMetricsHistory,
+    DeploymentRequest,
+)
+from ..api.devices import Devices
+from ..api.experiments import (
+    Comparison,
+    Experiment,
+    ExperimentList,
+    ExperimentRequest,
+    Plot,
+    PlotKind,
+    ResumeExperimentRequest,
+)
+from ..api.jobs import (
+    MAX_WORKER,
+    CopyRequest,
+    EventsAccepted,
+    Job,
+    JobList,
+    JobRequest,
+    JobState,
+    LogChunk,
+    Metrics,
+    Progress,
+    ResumeRequest,
+)
+from ..api.models import AliasRequest, Model, ModelList, ModelStructure, ModelVersion
+from ..api.pipelines import (
+    PipelineNodeTypeList,
+    PipelineRecords,
+    PipelineRun,
+    PipelineRunList,
+    PipelineTemplateList,
+    PipelineText,
+    PipelineValidation,
+    RerunRequest,
+    RunRequest,
+)
+from ..api.profiles import Profiles, ProfilesRequest
+from ..api.quotas import Quota, QuotaRequest
+from ..api.server import ServerVersion
+from ..api.usage import JobUsage
+from ..catalog.datasets import FORMATS
+from ..experiments.compare import IDS_PATTERN
+from . import (
+    algorithms,
+    datasets,
+    deployments,
+    devices,
+    experiments,
+    jobs,
+    models,
+    pipelines,
+    rules,
+    server,
+)
+from .caller import API_PREFIX
+from .spec import Operation, Query, Route, always
+
+__all__ = ["API_PREFIX", "ROUTES"]
+
+SEARCH = Query("q", description="case-insensitive search in names and descriptions")
+PART = Query(
+    "part",
+    description="dataset part (default: the first in reading order, `root`, `train`, validation, `test`, then by name)",
+)
+
+
+def _delete(what: str, run) -> Operation:
+    return Operation(f"Delete {what} (409 while a job uses it)", Deleted, run=run)
+
+
+ROUTES: list[Route] = [
+    Route(
+        "/version",
+        "Version",
+        {
+            "get": Operation(
+                "Name and version of the server", ServerVersion, project=False, run=server.version
+            )
+        },
+    ),
+    Route(
+        "/datasets",
+        "Datasets",
+        {
+            "get": Operation("List datasets", DatasetList, query=(SEARCH,), run=datasets.list_datasets),
+            "post": Operation(
+                "Upload a zip or tar and import it as a new dataset version",
+                DatasetVersion,
+                status=201,
+                description="The body is the archive itself, streamed (no multipart). It is written to a "
+                "temporary file (refused past the configured size limit), then imported with the "
+                "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
+                "the entry. A failed import leaves no dataset. Same content again answers the same version.",
+                upload=True,
+                errors=("503",),
+                query=(
+                    Query("name", NAME_SCHEMA, required=True),
+                    Query("description"),
+                    Query(
+                        "format",
+                        {"type": "string", "enum": list(FORMATS), "default": "import"},
+                        "import: every file becomes a path/contentType/content record",
+                    ),
+                    Query("part"),
+                    Query("filename", description="the uploaded file's name, used in error messages"),
+                    Query("split", description="imagefolder only: e.g. test=0.2"),
+                ),
+                run=datasets.add_dataset,
+                check=datasets.check_upload,
+            ),
+        },
+    ),
+    Route(
+        "/datasets/{name}",
+        "Dataset",
+        {
+            "get": Operation("A dataset and its versions", Dataset, run=datasets.show_dataset),
+            "delete": _delete("every version of a dataset", datasets.delete_dataset),
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}",
+        "DatasetVersion",
+        {
+            "get": Operation(
+                "One dataset version with its parts, schemas, record count and size",
+                DatasetVersionDetail,
+                run=datasets.show_version,
+            ),
+            "delete": _delete("one dataset version", datasets.delete_version),
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/records",
+        "Records",
+        {
+            "get": Operation(
+                "A page of records, with only the fields asked for",
+                RecordsPage,
+                description="Only the columns named are read from disk; bytes values become BytesRef objects.",
+                query=(
+                    PART,
+                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": datasets.PAGE_MAX, "default": 50},
+                    ),
+                    Query("columns", description="comma-separated top-level fields (default: all)"),
+                ),
+                run=datasets.records,
+            )
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/records/{index}/fields/{field}",
+        "Field",
+        {
+            "get": Operation(
+                "One field of one record, raw, with its content type",
+                None,
+                description="Bytes and File values are answered as they are stored with their content "
+                "type; other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on "
+                "its longer side (cached under the storage root per dataset version and record).",
+                query=(PART, Query("thumbnail", {"type": "integer", "minimum": 1, "maximum": 1 << 20})),
+                content={
+                    "application/json": {"schema": {}},
+                    "image/png": {"schema": {"type": "string", "format": "binary"}},
+                    "*/*": {"schema": {"type": "string", "format": "binary"}},
+                },
+                run=datasets.field,
+                sandboxed=datasets.thumbnail_asked,
+            )
+        },
+    ),
+    Route(
+        "/datasets/{name}/versions/{version}/stats",
+        "Stats",
+        {
+            "get": Operation(
+                "Per-field stats and per-class counts (computed once per version, then cached)",
+                Stats,
+                query=(PART,),
+                run=datasets.stats,
+            )
+        },
+    ),
+    Route(
+        "/imports",
+        "Imports",
+        {
+            "get": Operation(
+                "The project's dataset imports in flight (queued or importing)",
+                ImportList,
+                description="Imports run on their own bounded workers; a full queue answers 503 to a new upload.",
+                run=datasets.list_imports,
+            )
+        },
+    ),
+    Route(
+        "/algorithms",
+        "Algorithms",
+        {
+            "get": Operation(
+                "List algorithms", AlgorithmList, query=(SEARCH,), run=algorithms.list_algorithms
+            ),
+            "post": Operation(
+                "Upload an algorithm archive (zip or tar with environment.yml) as a new version",
+                AlgorithmVersion,
+                status=201,
+                description="Same content again answers the same version.",
+                upload=True,
+                query=(
+                    Query("name", NAME_SCHEMA, "default: the archive's name inside it"),
+                    Query("description"),
+                ),
+                run=algorithms.add_algorithm,
+                check=algorithms.check_upload,
+            ),
+        },
+    ),
+    Route(
+        "/algorithms/{name}",
+        "Algorithm",
+        {
+            "get": Operation("An algorithm and its versions", Algorithm, run=algorithms.show_algorithm),
+            "delete": _delete("every version of an algorithm", algorithms.delete_algorithm),
+        },
+    ),
+    Route(
+        "/algorithms/{name}/versions/{version}",
+        "AlgorithmVersion",
+        {
+            "get": Operation(
+                "One algorithm version with functions, resources, inputs, outputs and the parameter schema",
+                AlgorithmVersionDetail,
+                run=algorithms.show_version,
+            ),
+            "delete": _delete("one algorithm version", algorithms.delete_version),
+        },
+    ),
+    Route(
+        "/models",
+        "Models",
+        {
+            "get": Operation("List models", ModelList, query=(SEARCH,), run=models.list_models),
+            "post": Operation(
+                "Upload a model file, or a zip or tar of its folder, as a new model version",
+                ModelVersion,
+                status=201,
+                description="The body is the file itself, streamed (no multipart). An archive is unpacked "
+                "with the algorithm upload's checks: path traversal, links and zip bombs are refused with "
+                "400 naming the entry. Same content again answers the same version.",
+                upload=True,
+                query=(
+                    Query("name", NAME_SCHEMA, required=True),
+                    Query("description"),
+                    Query("filename", NAME_SCHEMA, "the name a single model file is stored under"),
+                ),
+                run=models.add_model,
+                check=models.check_upload,
+            ),
+        },
+    ),
+    Route(
+        "/models/{name}",
+        "Model",
+        {
+            "get": Operation("A model and its versions", Model, run=models.show_model),
+            "delete": _delete("every version of a model", models.delete_model),
+        },
+    ),
+    Route(
+        "/models/{name}/versions/{version}",
+        "ModelVersion",
+        {
+            "get": Operation(
+                "One model version with its files and lineage", ModelVersion, run=models.show_version
+            ),
+            "delete": _delete("one model version", models.delete_version),
+        },
+    ),
+    Route(
+        "/models/{name}/versions/{version}/structure",
+        "ModelStructure",
+        {
+            "get": Operation(
+                "Layers or ops, parameter counts and input/output shapes of a model version's files",
+                ModelStructure,
+                description="ONNX graphs are read with the onnx package; PyTorch files as TorchScript or as "
+                "state dicts with weights_only=True (a full pickle is never unpickled: its entry has an "
+                "`error`); other files are listed with their sizes.",
+                run=models.structure,
+                sandboxed=always,
+            )
+        },
+    ),
+    Route(
+        "/models/{name}/versions/{version}/download",
+        "ModelDownload",
+        {
+            "get": Operation(
+                "A model version's files as one zip archive",
+                None,
+                content={"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+                run=models.download,
+            )
+        },
+    ),
+    Route(
+        "/models/{name}/aliases/{alias}",
+        "ModelAlias",
+        {
+            "get": Operation(
+                "The model version an alias points at (NAME@ALIAS)", ModelVersion, run=models.show_alias
+            ),
+            "put": Operation(
+                "Point an alias (production, canary, any name) at a version",
+                Model,
+                body=AliasRequest,
+                description="Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever "
+                "a model reference is accepted (deployments, job inputs, the CLI).",
+                run=models.set_alias,
+            ),
+            "delete": Operation("Remove an alias", Model, run=models.remove_alias),
+        },
+    ),
+    Route(
+        "/jobs",
+        "Jobs",
+        {
+            "get": Operation(
+                "List jobs, newest first", JobList, query=(Query("state", JobState),), run=jobs.list_jobs
+            ),
+            "post": Operation(
+                "Submit a job (queued, started at once when it fits)",
+                Job,
+                status=201,
+                description="A request that can never fit (more than the machine or the project quota) "
+                "answers 400 naming the resource; invalid parameters answer 400 listing each one.",
+                body=JobRequest,
+                body_required=True,
+                run=jobs.submit,
+                fixed=("project",),
+            ),
+        },
+    ),
+    Route("/jobs/{job_id}", "Job", {"get": Operation("One job", Job, run=jobs.show_job)}),
+    Route(
+        "/jobs/{job_id}/stop",
+        "JobStop",
+        {"post": Operation("Stop a job (409 when it has already ended)", Job, run=jobs.stop)},
+    ),
+    Route(
+        "/jobs/{job_id}/rerun",
+        "JobRerun",
+        {
+            "post": Operation(
+                "Run the same algorithm version, inputs, parameters and resources again",
+                Job,
+                status=201,
+                run=jobs.rerun,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/copy",
+        "JobCopy",
+        {
+            "post": Operation(
+                "Run a job again with some parameters or resources changed",
+                Job,
+                status=201,
+                body=CopyRequest,
+                run=jobs.copy,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/resume",
+        "JobResume",
+        {
+            "post": Operation(
+                "Run a copy that starts from the model this job registered",
+                Job,
+                status=201,
+                body=ResumeRequest,
+                run=jobs.resume,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/logs",
+        "JobLogs",
+        {
+            "get": Operation(
+                "The job's output, a chunk at a time, or followed live",
+                LogChunk,
+                description="Without `follow`: a JSON LogChunk of at most `limit` bytes from `offset`. With "
+                "`wait=S`, a request with nothing new waits up to S seconds for output or the job's end "
+                "(long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new "
+                "output as it is written and ends when the job ends (bounded memory).",
+                query=(
+                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query(
+                        "limit",
+                        {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": jobs.LOG_CHUNK_MAX,
+                            "default": jobs.LOG_CHUNK,
+                        },
+                    ),
+                    Query(
+                        "wait",
+                        {"type": "integer", "minimum": 0, "maximum": jobs.WAIT_MAX_SECONDS, "default": 0},
+                        "seconds",
+                    ),
+                    Query("follow", {"type": "integer", "enum": [0, 1], "default": 0}),
+                    Query(
+                        "worker",
+                        {"type": "integer", "minimum": 0, "maximum": MAX_WORKER, "default": 0},
+                        "worker (rank) of the job",
+                    ),
+                ),
+                content={"text/plain": {"schema": {"type": "string"}}},
+                run=jobs.logs,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/metrics",
+        "JobMetrics",
+        {
+            "get": Operation(
+                "Metric points grouped by figure, then series, at most max_points per series",
+                Metrics,
+                query=(
+                    Query(
+                        "max_points", {"type": "integer", "minimum": 2, "maximum": 100_000, "default": 1000}
+                    ),
+                ),
+                run=jobs.metrics,
+            )
+        },
+    ),
+    Route(
+        "/jobs/{job_id}/progress",
+        "JobProgress",
+        {"get": Operation("Fraction done and seconds left", Progress, run=jobs.progress)},
+    ),
+    Route(
+        "/jobs/{job_id}/usage",
+        "JobUsage",
+        {"get": Operation("Live resource use of the job", JobUsage, run=jobs.usage)},
+    ),
+    Route(
+        "/jobs/{job_id}/events",
+        "JobEvents",
+        {
+            "post": Operation(
+                "Events pushed by a job that shares no folder with the platform (Kubernetes)",
+                EventsAccepted,
+                description="The body is a JSON array of kpl-helper events; the job's own token "
+                "authenticates it, not the server token.",
+                body={"type": "array", "items": {"type": "object"}},
+                body_required=True,
+                project=False,
+                job_token=True,
+                run=jobs.post_events,
+                check=jobs.check_token,
+            )
+        },
+    ),
+    Route(
+        "/deployments",
+        "Deployments",
+        {
+            "get": Operation(
+                "List deployments with their state and replicas",
+                DeploymentList,
+                run=deployments.list_deployments,
+            ),
+            "post": Operation(
+                "Deploy a model version as an HTTP API (its replicas start at once)",
+                Deployment,
+                status=201,
+                description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
+                "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
+                "defaults to the one whose job made the model. 503 when the replicas do not fit now.",
+                body=DeploymentRequest,
+                body_required=True,
+                errors=("503",),
+                run=deployments.create,
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}",
+        "Deployment",
+        {
+            "get": Operation(
+                "One deployment with its replicas and request metrics per version",
+                Deployment,
+                run=deployments.show_deployment,
+            ),
+            "delete": Operation(
+                "Stop a deployment's replicas, free their resources and forget it",
+                Deleted,
+                run=deployments.delete,
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}/canary",
+        "DeploymentCanary",
+        {
+            "post": Operation(
+                "Serve a canary version to `weight` percent of the requests",
+                Deployment,
+                description="A new canary version replaces the old canary's replicas; the same version only "
+                "changes the weight. With `sticky_header`, a caller's header value keeps it on one version.",
+                body=CanaryRequest,
+                body_required=True,
+                errors=("503",),
+                run=deployments.canary,
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/promote",
+        "DeploymentPromote",
+        {
+            "post": Operation(
+                "Make the canary production: its replicas are ready before the old ones stop",
+                Deployment,
+                description="Answers once the switch is done; no request fails during it. 409 without a "
+                "canary, 503 when the canary's replicas do not become ready.",
+                errors=("503",),
+                run=deployments.promote,
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/logs",
+        "DeploymentLogs",
+        {
+            "get": Operation(
+                "The last lines of each replica's output",
+                DeploymentLogs,
+                query=(Query("lines", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),),
+                run=deployments.logs,
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/metrics",
+        "DeploymentMetrics",
+        {
+            "get": Operation(
+                "Request metrics per model version over time, in 10 s intervals",
+                DeploymentMetricsHistory,
+                description="What the gateway counted: requests, errors and latency p50/p99 of each "
+                "interval with requests, and totals. Written every few seconds (the platform's "
+                "background round) and kept 7 days.",
+                query=(
+                    Query(
+                        "since",
+                        {"type": "string", "format": "date-time"},
+                        "ISO 8601 time of the first interval (default: an hour ago)",
+                    ),
+                ),
+                run=deployments.metrics,
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/keys",
+        "DeploymentKeys",
+        {
+            "get": Operation(
+                "The deployment's API keys (never the keys themselves)",
+                DeploymentKeyList,
+                run=deployments.list_keys,
+            ),
+            "post": Operation(
+                "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
+                DeploymentKeyCreated,
+                status=201,
+                description="The answer holds the key this once; the platform keeps only its SHA-256 "
+                "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
+                run=deployments.create_key,
+            ),
+        },
+    ),
+    Route(
+        "/deployments/{name}/keys/{key_id}",
+        "DeploymentKey",
+        {
+            "delete": Operation(
+                "Revoke an API key of the deployment",
+                Deleted,
+                description="Callers using it get 403 from now on (within 2 s on other servers of "
+                "the same platform, which remember keys that long).",
+                run=deployments.revoke_key,
+            )
+        },
+    ),
+    Route(
+        "/deployments/{name}/predict",
+        "DeploymentPredict",
+        {
+            "post": Operation(
+                "One prediction: the body (or a multipart file) goes to a ready replica",
+                None,
+                description="The answer is the model's JSON response (classification, rectangle boxes or "
+                "segmentation mask, docs/serving.md) with the header `X-KPL-Model-Version: NAME:VERSION` "
+                "naming the version that served it. Bad input answers the model's 4xx (its error in `message`); a model that fails "
+                "answers 502; while no replica is ready, 503 at once with the state and reason.",
+                upload=True,
+                content={"application/json": {"schema": {"type": "object"}}},
+                errors=("503",),
+                deployment_key=True,
+                run=deployments.predict,
+            )
+        },
+    ),
+    Route(
+        "/devices",
+        "Devices",
+        {
+            "get": Operation(
+                "The machine's capacity, its accelerators and what is in use", Devices, run=devices.devices
+            )
+        },
+    ),
+    Route(
+        "/quota",
+        "Quota",
+        {
+            "get": Operation("The project's quota (what it may hold at once)", Quota, run=rules.quota),
+            "put": Operation(
+                "Replace the project's quota (administrators); every next reservation decides with it",
+                Quota,
+                body=QuotaRequest,
+                body_required=True,
+                run=rules.set_quota,
+            ),
+        },
+    ),
+    Route(
+        "/profiles",
+        "Profiles",
+        {
+            "get": Operation(
+                "The notebook profiles (what a spawn form offers)",
+                Profiles,
+                project=False,
+                run=rules.profiles,
+            ),
+            "put": Operation(
+                "Replace the notebook profiles (administrators); every next spawn form and spawn decides with them",
+                Profiles,
+                description="Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a "
+                "mistake answers 400 naming the entry and field. The edit stands until the hub's configured "
+                "profiles themselves change.",
+                body=ProfilesRequest,
+                body_required=True,
+                project=False,
+                run=rules.set_profiles,
+            ),
+        },
+    ),
+    Route(
+        "/pipelines/validate",
+        "PipelineValidate",
+        {
+            "post": Operation(
+                "Validate a pipeline file: each node's input and output schemas, every problem",
+                PipelineValidation,
+                description="A file with problems still answers 200, with ok false and the problems.",
+                body=PipelineText,
+                body_required=True,
+                run=pipelines.validate,
+            )
+        },
+    ),
+    Route(
+        "/pipelines/templates",
+        "PipelineTemplates",
+        {
+            "get": Operation(
+                "The pipeline templates shipped with KPL Lab", PipelineTemplateList, run=pipelines.templates
+            )
+        },
+    ),
+    Route(
+        "/pipelines/node-types",
+        "PipelineNodeTypes",
+        {
+            "get": Operation(
+                "The node types with their parameters' JSON schemas",
+                PipelineNodeTypeList,
+                run=pipelines.node_types,
+            )
+        },
+    ),
+    Route(
+        "/pipelines/runs",
+        "PipelineRuns",
+        {
+            "get": Operation(
+                "List pipeline runs, newest first",
+                PipelineRunList,
+                query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),),
+                run=pipelines.list_runs,
+            ),
+            "post": Operation(
+                "Start a run of a pipeline file (a file with problems answers 400 listing each one)",
+                PipelineRun,
+                status=201,
+                body=RunRequest,
+                body_required=True,
+                run=pipelines.start,
+            ),
+        },
+    ),
+    Route(
+        "/pipelines/runs/{run_id}",
+        "PipelineRun",
+        {"get": Operation("One pipeline run", PipelineRun, run=pipelines.show_run)},
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/stop",
+        "PipelineRunStop",
+        {
+            "post": Operation(
+                "Stop a pipeline run (409 when it has already ended)", PipelineRun, run=pipelines.stop
+            )
+        },
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/nodes/{node}/records",
+        "PipelineNodeRecords",
+        {
+            "get": Operation(
+                "The first records and fields of a node's output in a run",
+                PipelineRecords,
+                description="A node fused into another's query has no output of its own: this request "
+                "writes it (its own query over the run's written inputs, into the cache, as `keep: true` "
+                "would), once.",
+                query=(
+                    Query("port", description="output port (needed when the node has several)"),
+                    Query("limit", {"type": "integer", "minimum": 0, "maximum": 100, "default": 10}),
+                ),
+                run=pipelines.node_records,
+            )
+        },
+    ),
+    Route(
+        "/pipelines/runs/{run_id}/rerun",
+        "PipelineRunRerun",
+        {
+            "post": Operation(
+                "Run an earlier run's file again: every node (fresh), or from one node, reusing the rest",
+                PipelineRun,
+                status=201,
+                body=RerunRequest,
+                run=pipelines.rerun,
+            )
+        },
+    ),
+    Route(
+        "/comparisons",
+        "Comparison",
+        {
+            "get": Operation(
+                "Two or more jobs side by side: parameters (which differ), final and best metrics, "
+                "inputs, algorithm versions, durations and memory",
+                Comparison,
+                query=(
+                    Query(
+                        "ids",
+                        {"type": "string", "pattern": IDS_PATTERN},
+                        "comma-separated job ids (2 to 20)",
+                        required=True,
+                    ),
+                ),
+                run=experiments.compare,
+            )
+        },
+    ),
+    Route(
+        "/experiments",
+        "Experiments",
+        {
+            "get": Operation(
+                "List experiments (hyperparameter searches), newest first",
+                ExperimentList,
+                run=experiments.list_experiments,
+            ),
+            "post": Operation(
+                "Check and create an experiment; its first trials start at once",
+                Experiment,
+                status=201,
+                description="The space and objective are checked before any trial: unknown parameters, "
+                "values parameter.yml refuses and unknown inputs answer 400 naming each field (e.g. "
+                "`space.lr`); an objective metric no earlier run of the function pushed is a warning in "
+                "the answer. Trials are ordinary jobs of the project, under its quota and queue.",
+                body=ExperimentRequest,
+                body_required=True,
+                run=experiments.create,
+            ),
+        },
+    ),
+    Route(
+        "/experiments/{name}",
+        "Experiment",
+        {"get": Operation("One experiment", Experiment, run=experiments.show_experiment)},
+    ),
+    Route(
+        "/experiments/{name}/stop",
+        "ExperimentStop",
+        {
+            "post": Operation(
+                "Stop an experiment and its running trials (409 when not running)",
+                Experiment,
+                run=experiments.stop,
+            )
+        },
+    ),
+    Route(
+        "/experiments/{name}/resume",
+        "ExperimentResume",
+        {
+            "post": Operation(
+                "Resume a stopped experiment, or a finished one with a larger budget",
+                Experiment,
+                description="The trials a stop interrupted are tried again first.",
+                body=ResumeExperimentRequest,
+                run=experiments.resume,
+            )
+        },
+    ),
+    Route(
+        "/experiments/{name}/plots/{kind}",
+        "ExperimentPlot",
+        {
+            "get": Operation(
+                f"Optuna's {', '.join(k.value for k in PlotKind)} plot of the study as a Plotly figure",
+                Plot,
+                description="409 until enough trials have completed (1 for history, 2 for the others).",
+                run=experiments.plot,
+            )
+        },
+    ),
+]

@@ -46,6 +46,8 @@ def check_import(form: str, part: str | None, split: str | None) -> None:
     if split:
         if form != "imagefolder":
             raise BadRequest("split: only the imagefolder format splits records into parts", field="split")
+        if part:
+            raise BadRequest("split: give part or split, not both (split names the parts)", field="split")
         try:
             parse_split(split)
         except KPLDatasetError as error:

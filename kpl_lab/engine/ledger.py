@@ -20,7 +20,7 @@ platform's read-then-write code already relies.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,10 +168,11 @@ class Ledger(LoggingConfigurable):
         """Return the total cpu, memory and device indexes by kind."""
         return self.machine().capacity()
 
-    def check(self, project: str, resources: Resources) -> None:
+    def check(self, project: str, resources: Resources, session: Session | None = None) -> None:
         """Refuse a request that could never fit: larger than the machine or the project quota.
 
-        A job of several workers asks its amounts once per worker.
+        A job of several workers asks its amounts once per worker. `session`: the caller's
+        transaction (one holding the lock must not wait for a second connection).
         """
         each = {"cpu": resources.cpu, "memory": resources.memory, **resources.devices}
         for kind, count in each.items():
@@ -186,7 +187,7 @@ class Ledger(LoggingConfigurable):
                 return f"asks {_amount(kind, asked[kind])}"
             return f"asks {_amount(kind, asked[kind])} ({workers} workers × {_amount(kind, each[kind])})"
 
-        with self.platform.session() as session:
+        with self.platform.session() if session is None else nullcontext(session) as session:
             found, quota = self.machine(session), self.quota(session, project)
         machine = {"cpu": found.cpu, "memory": found.memory}
         machine.update({kind: len(devices) for kind, devices in found.inventory.items()})

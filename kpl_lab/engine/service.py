@@ -19,6 +19,7 @@ from traitlets.config.loader import DeferredConfigString
 
 from ..api.jobs import JobRequest, ResourceRequest  # noqa: F401 - kept importable from here
 from ..catalog.jobs import FINAL_STATES, Job
+from ..catalog.rules import JOB_DEFAULTS, MACHINE
 from .events import EventIngest
 from .executor import Executor
 from .finishing import Finisher
@@ -101,6 +102,11 @@ class JobService(LoggingConfigurable):
             self.supervised,
             self.log,
         )
+
+    def load_config(self) -> None:
+        """Load this process's settings into the platform's rules (a host's start): capacity, quotas, job defaults."""
+        self.ledger.load_config()
+        self.ledger.rules.load(JOB_DEFAULTS, MACHINE, {"cpu": self.default_cpu, "memory": self.default_memory})
 
     def _platform_config(self) -> dict:
         """Return what a supervisor needs to open the same platform (JSON-serialisable)."""

@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, exists, inspect, select
 from ..api.jobs import JobRequest, ResourceRequest
 from ..catalog.jobs import Job
 from ..catalog.models import Algorithm, AlgorithmVersion, Project
+from ..catalog.rules import JOB_DEFAULTS, Rules
 from ..catalog.storage import check_name
 from ..errors import BadRequest, KPLError, NotFound, invalid, parameter_error
 from .launch import Resources
@@ -180,8 +181,10 @@ class Submitter:
             except KPLError as error:
                 raise type(error)(f"input {key!r}: {error.message}", field=f"inputs.{key}") from error
             inputs[key] = {"ref": ref, "kind": kind, "version_id": row.id, "version": row.ref}
-        defaults = self.default_resources
-        limits = function.launch_resources(Resources(cpu=defaults.cpu, memory=defaults.memory))
+        # the rules' defaults (a host's settings), else this process's own
+        mine = {"cpu": self.default_resources.cpu, "memory": self.default_resources.memory}
+        defaults = mine | (Rules.get(session, JOB_DEFAULTS) or {})
+        limits = function.launch_resources(Resources(cpu=defaults["cpu"], memory=defaults["memory"]))
         overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
         for kind in ("gpu", "npu"):
             if kind in overrides:
@@ -190,7 +193,7 @@ class Submitter:
             setattr(limits, name, value)
         limits.devices = {kind: count for kind, count in limits.devices.items() if count}
         try:
-            self.ledger.check(project, limits)
+            self.ledger.check(project, limits, session)
         except BadRequest as error:  # the ledger names the resource; the request has it under resources
             raise BadRequest(error.message, field=f"resources.{error.field}") from error
         requests = None

@@ -202,7 +202,7 @@ class KPLService(Application):
         self.setup()
         loop = asyncio.get_running_loop()
         # this service hosts the platform: its settings, and the hub's groups' quotas, are the rules
-        await loop.run_in_executor(self.pool, self.platform.jobs.ledger.load_config)
+        await loop.run_in_executor(self.pool, self.platform.jobs.load_config)
         await self.refresh_quotas()
         outcome = await loop.run_in_executor(self.pool, self.platform.jobs.reconcile)
         if outcome:

@@ -254,7 +254,7 @@ class Sandbox(LoggingConfigurable):
             worker = self._checkout(project)
             session = Session(self, worker)
             yield session
-            if session.used and not worker.dead:
+            if session.kept and not worker.dead:
                 session.reset()
         finally:
             if worker is not None:
@@ -415,7 +415,7 @@ class Session:
 
     def __init__(self, sandbox: Sandbox, worker: _Worker) -> None:
         self.sandbox, self.worker = sandbox, worker
-        self.used = False
+        self.kept = False  # whether the worker keeps state from this session's calls: a reset closes it
 
     def call(
         self,
@@ -430,7 +430,6 @@ class Session:
         """Return function(*args, **kwargs) run in this session's worker."""
         if self.worker.dead:
             raise SandboxFailed(f"{what or function}: its sandboxed worker is gone")
-        self.used = True
         what = what or function
         seconds = self.sandbox.call_seconds if timeout is None else timeout
         header = {"call": function, "log": log is not None, "stop": stop is not None}
@@ -453,6 +452,7 @@ class Session:
                     f"{what}: ran out of its memory limit of {self.sandbox.memory_mb} MB and was stopped"
                 ) from None
             raise SandboxFailed(f"{what}: its sandboxed worker failed ({error})") from None
+        self.kept = self.kept or answer.get("kept", True)
         if "error" in answer:
             raise rebuild(answer["error"] if isinstance(answer["error"], dict) else {})
         return data if answer.get("bytes") else answer.get("result")

@@ -85,12 +85,13 @@ def serve(reader: int = 0, writer: int = 1) -> None:
                 raise
             if not getattr(error, "status", 0) and not header.get("quiet"):
                 traceback.print_exc(file=sys.stderr)
-            write_frame(writer, {"error": describe(error)})
+            write_frame(writer, {"error": describe(error), "kept": _session is not None})
             continue
+        kept = _session is not None  # the platform resets only a worker that keeps something
         if isinstance(answer, (bytes, bytearray, memoryview)):
-            write_frame(writer, {"result": None, "bytes": True}, bytes(answer))
+            write_frame(writer, {"result": None, "bytes": True, "kept": kept}, bytes(answer))
         else:
-            write_frame(writer, {"result": answer})
+            write_frame(writer, {"result": answer, "kept": kept})
 
 
 def main() -> None:

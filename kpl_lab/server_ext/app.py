@@ -70,7 +70,7 @@ class KPLLab(ExtensionApp):
         self.imports = ImportQueue(self.import_workers, self.import_queue)
         self._saved_environ = {k: os.environ.get(k) for k in ("KPL_API_URL", "KPL_API_TOKEN")}
         self.publish_api_url()
-        self.platform.jobs.ledger.load_config()  # this server hosts the platform: its settings are the rules
+        self.platform.jobs.load_config()  # this server hosts the platform: its settings are the rules
         # before the first request: a job submitted meanwhile would look "never started" to it
         outcome = self.platform.jobs.reconcile()
         if outcome:

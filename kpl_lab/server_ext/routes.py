@@ -64,6 +64,7 @@ from ..api.pipelines import (
     RerunRequest,
     RunRequest,
 )
+from ..api.profiles import Profiles, ProfilesRequest
 from ..api.quotas import Quota, QuotaRequest
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
@@ -79,6 +80,7 @@ from .handlers import (
     jobs,
     models,
     pipelines,
+    profiles,
     quotas,
 )
 from .spec import Operation, Query, Route
@@ -609,6 +611,23 @@ ROUTES: list[Route] = [
                 Quota,
                 body=QuotaRequest,
                 body_required=True,
+            ),
+        },
+    ),
+    Route(
+        "/profiles",
+        profiles.ProfilesHandler,
+        {
+            "get": Operation("The notebook profiles (what a spawn form offers)", Profiles, project=False),
+            "put": Operation(
+                "Replace the notebook profiles (administrators); every next spawn form and spawn decides with them",
+                Profiles,
+                description="Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a "
+                "mistake answers 400 naming the entry and field. The edit stands until the hub's configured "
+                "profiles themselves change.",
+                body=ProfilesRequest,
+                body_required=True,
+                project=False,
             ),
         },
     ),

@@ -529,7 +529,6 @@ class DeploymentService(LoggingConfigurable):
         function = algorithm.spec.function("deploy")
         replica_id = f"d{deployment_id}-{secrets.token_hex(4)}"
         resources = function.launch_resources()
-        self.ledger.check(project, resources)
         if self.ledger.reserve(project, OWNER_KIND, replica_id, resources) is None:
             raise Unavailable(
                 f"not enough free resources for a replica of {name!r} now "

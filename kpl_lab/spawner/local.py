@@ -28,6 +28,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from jupyterhub.utils import random_port
 from traitlets import Any, Bool, Unicode, default
 
+from ..catalog.rules import MACHINE, PROFILES
 from ..engine.devices import VISIBLE_DEVICES_VARIABLE
 from ..engine.ledger import Ledger
 from ..engine.limits import CGROUP_ROOT, JobLimits
@@ -37,7 +38,7 @@ from ..hub.userenv import reachable_by_others
 from ..platform import Platform
 from ..privileged.client import HelperClient, HelperError
 from .base import KPLSpawner, http_error
-from .profiles import Choice, Profile
+from .profiles import Choice, Profile, parse_profiles
 from .quota import devices_of, load_hub_quotas, release_notebook, reserve_notebook
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -121,6 +122,19 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
     def workspace(self) -> Path:
         """Return the user's persistent workspace."""
         return Path(self.workspace_template.format(home=self.platform.home, username=self.user.name))
+
+    def parsed_profiles(self) -> list[Profile]:
+        """Return the profiles as the platform's rules say: the configured ones loaded when they changed.
+
+        An administrator's edit (`PUT /kpl/api/profiles`, `kpl-lab profile set`) stands until the
+        configuration's `c.KPLSpawner.profiles` itself changes.
+        """
+        rules = self.ledger.rules
+        try:
+            rules.load(PROFILES, MACHINE, list(self.profiles))
+            return parse_profiles(rules.read(PROFILES, MACHINE, []))
+        except ValueError as error:
+            raise http_error(error, 500) from None
 
     def quota(self, project: str) -> dict:
         """Return the project's quota as the platform's rules say, the user's groups' properties loaded first."""

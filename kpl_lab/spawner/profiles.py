@@ -11,47 +11,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..api.profiles import Profile
 from ..engine.launch import Resources
 from ..errors import BadRequest
 
 ACCELERATORS = ("gpu", "npu")
 OPTION_KEYS = ("profile", "project", "cpu", "memory", "shm", "accelerators")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9\-_]{0,62}$")
-
-
-@dataclass(frozen=True)
-class Profile:
-    """One notebook flavour a user may pick; memory and shm in MB."""
-
-    slug: str
-    display_name: str = ""
-    description: str = ""
-    environment: str = ""  # local: a Python executable or venv folder; Kubernetes: an image
-    cpu: float = 1.0
-    cpu_max: float = 1.0
-    memory: int = 2048
-    memory_max: int = 2048
-    shm: int = 64
-    shm_max: int = 64
-    accelerator: str = ""  # "gpu", "npu" or "" for none
-    accelerators: int = 0
-    accelerators_max: int = 0
-    projects: tuple[str, ...] = ()  # group names that may use it; empty: every project
-    gpu_sharing: bool = False  # several notebooks on one accelerator
-    default: bool = False
-    node_selector: dict = field(default_factory=dict)  # Kubernetes only
-    tolerations: tuple[dict, ...] = ()  # Kubernetes only
-
-    @property
-    def title(self) -> str:
-        """Return the name shown to people."""
-        return self.display_name or self.slug
-
-    def allows(self, project: str) -> bool:
-        """Return whether a notebook of `project` may use this profile."""
-        return not self.projects or project in self.projects
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ export async function showAbout(
 ): Promise<void> {
   let server: Version | KPLApiError;
   try {
-    server = await client.version();
+    server = await client.GET('/version');
   } catch (error) {
     if (!(error instanceof KPLApiError)) {
       throw error;

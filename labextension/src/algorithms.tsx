@@ -112,8 +112,10 @@ function AlgorithmItem(props: {
     if (!expanded || !latest || detail?.version === latest.version) {
       return;
     }
-    client.algorithms
-      .version(algorithm.name, latest.version)
+    client
+      .GET('/algorithms/{name}/versions/{version}', {
+        params: { path: { name: algorithm.name, version: latest.version } }
+      })
       .then(setDetail)
       .catch(reason => setError((reason as Error).message));
   }, [expanded, latest?.version]);
@@ -151,7 +153,9 @@ export class AlgorithmsPanel extends KPLSidePanel<Algorithm> {
       label: 'Algorithms',
       caption: 'KPL Algorithms',
       icon: algorithmsIcon,
-      fetcher: q => client.algorithms.list(q),
+      fetcher: async q =>
+        (await client.GET('/algorithms', { params: { query: { q } } }))
+          .algorithms,
       interval
     });
     this.addClass('kpl-AlgorithmsPanel');

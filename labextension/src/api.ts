@@ -1,5 +1,5 @@
-import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import { createFinalURL, defaultPathSerializer } from 'openapi-fetch';
 
 import {
   components,
@@ -7,8 +7,15 @@ import {
   paths,
   pathsDatasetsPostParametersQueryFormatValues
 } from './generated/api';
-import { storedFileName } from './modelInfo';
-import { API_NAMESPACE, KPLApiError, requestAPI } from './request';
+import {
+  answering,
+  apiURL,
+  createAPI,
+  KPLApi,
+  sendFile,
+  serverFetch,
+  withoutEmptyValues
+} from './request';
 
 /**
  * The schemas of docs/openapi.yaml, as `jlpm gen:types` generates them.
@@ -111,277 +118,66 @@ export function canStop(job: Pick<Job, 'finished'> | null): boolean {
 }
 
 /**
- * A query string from the given values; undefined, null and empty values are left out.
+ * The paths of docs/openapi.yaml that answer a GET, and that GET's parameters.
  */
-export function query(
-  values: Record<string, string | number | undefined | null>
-): string {
-  const entries = Object.entries(values).filter(
-    ([, value]) => value !== undefined && value !== null && value !== ''
-  );
-  if (entries.length === 0) {
-    return '';
-  }
-  return (
-    '?' +
-    entries
-      .map(
-        ([key, value]) =>
-          `${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`
-      )
-      .join('&')
-  );
+type GetPath = {
+  [P in keyof paths]: paths[P] extends { get: unknown } ? P : never;
+}[keyof paths];
+type GetParameters<P extends GetPath> = paths[P]['get'] extends {
+  parameters: infer T;
 }
-
-const path = (...parts: string[]): string =>
-  parts.map(part => encodeURIComponent(part)).join('/');
-
-/**
- * What an uploaded archive is to become.
- */
-export interface IUploadOptions {
-  name: string;
-  format: DatasetFormat;
-  description?: string;
-}
+  ? T
+  : never;
 
 /**
  * The KPL Lab REST API, called with the server settings of the app.
+ *
+ * `GET`, `POST`, `PUT` and `DELETE` are openapi-fetch's methods answering the parsed body:
+ * `client.GET('/jobs/{job_id}', { params: { path: { job_id } } })`; the compiler checks the
+ * path, its parameters and the body against the generated `paths`. `api` is the openapi-fetch
+ * client itself, for an answer's headers (through `answered`). Every failure is a KPLApiError.
  */
 export class KPLClient {
   constructor(readonly serverSettings: ServerConnection.ISettings) {}
 
+  readonly api: KPLApi = createAPI(this.serverSettings);
+  readonly GET = answering(this.api.GET);
+  readonly POST = answering(this.api.POST);
+  readonly PUT = answering(this.api.PUT);
+  readonly DELETE = answering(this.api.DELETE);
+
   /**
-   * The server's name and version.
+   * The options of a call whose body is `file`, sent as it is, reporting the fraction sent.
+   *
+   * The file goes by sendFile's XMLHttpRequest, not inside openapi-fetch's Request, whose
+   * body would be read into memory.
    */
-  version(): Promise<Version> {
-    return this.request<Version>('version');
+  fileBody(
+    file: Blob,
+    contentType: string,
+    onProgress: (fraction: number) => void = () => undefined
+  ) {
+    return {
+      body: file,
+      bodySerializer: () => undefined,
+      headers: { 'Content-Type': contentType },
+      fetch: serverFetch(this.serverSettings, sendFile(file, onProgress))
+    };
   }
 
   /**
-   * Datasets: list, show, records, stats, upload, delete.
+   * The URL of a GET that the browser follows itself (a download link).
+   *
+   * The browser's cookie authenticates it: no token ever goes into a URL.
    */
-  readonly datasets = {
-    list: async (q = ''): Promise<Dataset[]> =>
-      (await this.request<{ datasets: Dataset[] }>('datasets' + query({ q })))
-        .datasets,
-    version: (name: string, version: string): Promise<DatasetVersionDetail> =>
-      this.request(path('datasets', name, 'versions', version)),
-    records: (
-      name: string,
-      version: string,
-      options: { part?: string; offset: number; limit: number }
-    ): Promise<RecordsPage> =>
-      this.request(
-        path('datasets', name, 'versions', version, 'records') + query(options)
-      ),
-    stats: (name: string, version: string, part?: string): Promise<Stats> =>
-      this.request(
-        path('datasets', name, 'versions', version, 'stats') + query({ part })
-      ),
-    delete: (name: string): Promise<Deleted> =>
-      this.request(path('datasets', name), { method: 'DELETE' }),
-    upload: (
-      file: Blob & { name?: string },
-      options: IUploadOptions,
-      onProgress: (fraction: number) => void
-    ): Promise<DatasetVersion> => this.upload(file, options, onProgress)
-  };
-
-  /**
-   * Algorithms: list and show a version.
-   */
-  readonly algorithms = {
-    list: async (q = ''): Promise<Algorithm[]> =>
-      (
-        await this.request<{ algorithms: Algorithm[] }>(
-          'algorithms' + query({ q })
-        )
-      ).algorithms,
-    version: (name: string, version: string): Promise<AlgorithmVersionDetail> =>
-      this.request(path('algorithms', name, 'versions', version))
-  };
-
-  /**
-   * Models: list, show, structure, aliases, upload, download, delete.
-   */
-  readonly models = {
-    list: async (q = ''): Promise<Model[]> =>
-      (await this.request<{ models: Model[] }>('models' + query({ q }))).models,
-    get: (name: string): Promise<Model> => this.request(path('models', name)),
-    version: (name: string, version: string): Promise<ModelVersion> =>
-      this.request(path('models', name, 'versions', version)),
-    structure: (name: string, version: string): Promise<ModelStructure> =>
-      this.request(path('models', name, 'versions', version, 'structure')),
-    setAlias: (name: string, alias: string, version: string): Promise<Model> =>
-      this.request(path('models', name, 'aliases', alias), {
-        method: 'PUT',
-        body: JSON.stringify({ version })
-      }),
-    removeAlias: (name: string, alias: string): Promise<Model> =>
-      this.request(path('models', name, 'aliases', alias), {
-        method: 'DELETE'
-      }),
-    delete: (name: string, version?: string): Promise<Deleted> =>
-      this.request(
-        version
-          ? path('models', name, 'versions', version)
-          : path('models', name),
-        { method: 'DELETE' }
-      ),
-    /**
-     * The URL of a version's zip: a plain link, the browser's cookie authenticates it.
-     */
-    downloadURL: (name: string, version: string): string =>
-      this.mediaURL(
-        URLExt.join(
-          this.serverSettings.baseUrl,
-          API_NAMESPACE,
-          path('models', name, 'versions', version, 'download')
-        )
-      ),
-    upload: (
-      file: Blob & { name?: string },
-      name: string,
-      onProgress: (fraction: number) => void
-    ): Promise<ModelVersion> =>
-      this.send(
-        'models' + query({ name, filename: storedFileName(file.name ?? '') }),
-        file,
-        onProgress
-      )
-  };
-
-  /**
-   * Jobs: submit, list, show, stop, re-run, logs, metrics.
-   */
-  readonly jobs = {
-    list: async (state?: JobState): Promise<Job[]> =>
-      (await this.request<{ jobs: Job[] }>('jobs' + query({ state }))).jobs,
-    get: (id: string): Promise<Job> => this.request(path('jobs', id)),
-    submit: (request: JobRequest): Promise<Job> =>
-      this.request('jobs', { method: 'POST', body: JSON.stringify(request) }),
-    stop: (id: string): Promise<Job> =>
-      this.request(path('jobs', id, 'stop'), { method: 'POST' }),
-    rerun: (id: string): Promise<Job> =>
-      this.request(path('jobs', id, 'rerun'), { method: 'POST' }),
-    logs: (id: string, offset: number, wait = 0): Promise<LogChunk> =>
-      this.request(
-        path('jobs', id, 'logs') + query({ offset, wait: wait || undefined })
-      ),
-    metrics: (id: string, maxPoints: number): Promise<IMetrics> =>
-      this.request(
-        path('jobs', id, 'metrics') + query({ max_points: maxPoints })
-      )
-  };
-
-  /**
-   * The machine's capacity, what all projects and this one hold, and the quota.
-   */
-  devices(): Promise<Devices> {
-    return this.request<Devices>('devices');
+  link<P extends GetPath>(path: P, init: { params: GetParameters<P> }): string {
+    return createFinalURL(path, {
+      baseUrl: apiURL(this.serverSettings),
+      params: init.params as Parameters<typeof createFinalURL>[1]['params'],
+      querySerializer: withoutEmptyValues,
+      pathSerializer: defaultPathSerializer
+    });
   }
-
-  /**
-   * Two or more jobs side by side (docs/experiments.md).
-   */
-  compare(ids: string[]): Promise<Comparison> {
-    return this.request('comparisons' + query({ ids: ids.join(',') }));
-  }
-
-  /**
-   * Pipelines: node types, templates, validate, runs.
-   */
-  readonly pipelines = {
-    nodeTypes: async (): Promise<PipelineNodeType[]> =>
-      (
-        await this.request<{ node_types: PipelineNodeType[] }>(
-          'pipelines/node-types'
-        )
-      ).node_types,
-    templates: async (): Promise<PipelineTemplate[]> =>
-      (
-        await this.request<{ templates: PipelineTemplate[] }>(
-          'pipelines/templates'
-        )
-      ).templates,
-    validate: (text: string): Promise<PipelineValidation> =>
-      this.request('pipelines/validate', {
-        method: 'POST',
-        body: JSON.stringify({ text })
-      }),
-    runs: async (limit = 20): Promise<PipelineRun[]> =>
-      (
-        await this.request<{ runs: PipelineRun[] }>(
-          'pipelines/runs' + query({ limit })
-        )
-      ).runs,
-    run: (text: string, filePath: string): Promise<PipelineRun> =>
-      this.request('pipelines/runs', {
-        method: 'POST',
-        body: JSON.stringify({ text, path: filePath })
-      }),
-    get: (id: string): Promise<PipelineRun> =>
-      this.request(path('pipelines', 'runs', id)),
-    // A fused node's output is written on this first request (then cached).
-    records: (id: string, node: string, limit = 5): Promise<PipelineRecords> =>
-      this.request(
-        path('pipelines', 'runs', id, 'nodes', node, 'records') +
-          query({ limit })
-      )
-  };
-
-  /**
-   * Experiments (hyperparameter searches): list, show with trials, stop, resume.
-   */
-  readonly experiments = {
-    list: async (): Promise<Experiment[]> =>
-      (await this.request<{ experiments: Experiment[] }>('experiments'))
-        .experiments,
-    get: (name: string): Promise<Experiment> =>
-      this.request(path('experiments', name)),
-    stop: (name: string): Promise<Experiment> =>
-      this.request(path('experiments', name, 'stop'), { method: 'POST' }),
-    resume: (
-      name: string,
-      request: ResumeExperimentRequest = {}
-    ): Promise<Experiment> =>
-      this.request(path('experiments', name, 'resume'), {
-        method: 'POST',
-        body: JSON.stringify(request)
-      })
-  };
-
-  /**
-   * Deployments: list, create, canary, show, logs, metrics history, promote, delete, and predict through the gateway.
-   */
-  readonly deployments = {
-    list: async (): Promise<Deployment[]> =>
-      (await this.request<{ deployments: Deployment[] }>('deployments'))
-        .deployments,
-    create: (request: DeploymentRequest): Promise<Deployment> =>
-      this.request('deployments', {
-        method: 'POST',
-        body: JSON.stringify(request)
-      }),
-    canary: (name: string, request: CanaryRequest): Promise<Deployment> =>
-      this.request(path('deployments', name, 'canary'), {
-        method: 'POST',
-        body: JSON.stringify(request)
-      }),
-    get: (name: string): Promise<Deployment> =>
-      this.request(path('deployments', name)),
-    logs: (name: string, lines: number): Promise<DeploymentLogs> =>
-      this.request(path('deployments', name, 'logs') + query({ lines })),
-    metrics: (name: string, since: string): Promise<DeploymentMetricsHistory> =>
-      this.request(path('deployments', name, 'metrics') + query({ since })),
-    promote: (name: string): Promise<Deployment> =>
-      this.request(path('deployments', name, 'promote'), { method: 'POST' }),
-    delete: (name: string): Promise<Deleted> =>
-      this.request(path('deployments', name), { method: 'DELETE' }),
-    predict: (name: string, file: Blob): Promise<IPrediction> =>
-      this.predict(name, file)
-  };
 
   /**
    * The URL of a server path (as the API answers them) that an <img> can load.
@@ -393,125 +189,5 @@ export class KPLClient {
     const origin = new URL(this.serverSettings.baseUrl, window.location.href)
       .origin;
     return new URL(serverPath, origin).toString();
-  }
-
-  private request<T>(endPoint: string, init: RequestInit = {}): Promise<T> {
-    return requestAPI<T>(this.serverSettings, endPoint, init);
-  }
-
-  /**
-   * Send a file's bytes to a deployment; the version that answered is in a header.
-   */
-  private async predict(name: string, file: Blob): Promise<IPrediction> {
-    const settings = this.serverSettings;
-    const url = URLExt.join(
-      settings.baseUrl,
-      API_NAMESPACE,
-      path('deployments', name, 'predict')
-    );
-    let response: Response;
-    try {
-      response = await ServerConnection.makeRequest(
-        url,
-        {
-          method: 'POST',
-          body: file,
-          headers: {
-            'Content-Type': file.type || 'application/octet-stream'
-          }
-        },
-        settings
-      );
-    } catch (error) {
-      throw new KPLApiError(
-        `Cannot reach the KPL Lab server at ${url}: ${String(error)}`,
-        0
-      );
-    }
-    const text = await response.text();
-    if (!response.ok) {
-      throw KPLApiError.fromResponse(
-        response.status,
-        response.statusText,
-        text,
-        url
-      );
-    }
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new KPLApiError(
-        `Deployment ${name} answered with a body that is not JSON`,
-        response.status
-      );
-    }
-    return {
-      response: body,
-      modelVersion: response.headers.get('X-KPL-Model-Version') ?? ''
-    };
-  }
-
-  /**
-   * Upload an archive as a new dataset version, reporting the fraction sent.
-   */
-  private upload(
-    file: Blob & { name?: string },
-    options: IUploadOptions,
-    onProgress: (fraction: number) => void
-  ): Promise<DatasetVersion> {
-    return this.send(
-      'datasets' + query({ ...options, filename: file.name }),
-      file,
-      onProgress
-    );
-  }
-
-  /**
-   * POST a file as the raw body, reporting the fraction sent.
-   *
-   * XMLHttpRequest, because fetch() reports no upload progress.
-   */
-  private send<T>(
-    endPoint: string,
-    file: Blob,
-    onProgress: (fraction: number) => void
-  ): Promise<T> {
-    const settings = this.serverSettings;
-    const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
-    return new Promise((resolve, reject) => {
-      const xhr = new XMLHttpRequest();
-      xhr.open('POST', url);
-      xhr.setRequestHeader('Content-Type', 'application/octet-stream');
-      if (settings.token) {
-        xhr.setRequestHeader('Authorization', `token ${settings.token}`);
-      }
-      const xsrf = document.cookie.match('\\b_xsrf=([^;]*)\\b');
-      if (xsrf) {
-        xhr.setRequestHeader('X-XSRFToken', xsrf[1]);
-      }
-      xhr.upload.onprogress = event => {
-        if (event.lengthComputable && event.total > 0) {
-          onProgress(event.loaded / event.total);
-        }
-      };
-      xhr.onerror = () =>
-        reject(new KPLApiError(`Cannot reach the KPL Lab server at ${url}`, 0));
-      xhr.onload = () => {
-        if (xhr.status >= 200 && xhr.status < 300) {
-          resolve(JSON.parse(xhr.responseText) as T);
-        } else {
-          reject(
-            KPLApiError.fromResponse(
-              xhr.status,
-              xhr.statusText,
-              xhr.responseText,
-              url
-            )
-          );
-        }
-      };
-      xhr.send(file);
-    });
   }
 }

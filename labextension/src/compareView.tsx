@@ -139,9 +139,18 @@ export class CompareView extends ReactWidget {
 
   private async load(): Promise<void> {
     try {
-      const comparison = await this.client.compare(this.jobIds);
+      const comparison = await this.client.GET('/comparisons', {
+        params: { query: { ids: this.jobIds.join(',') } }
+      });
       const metrics = await Promise.all(
-        comparison.jobs.map(job => this.client.jobs.metrics(job.id, MAX_POINTS))
+        comparison.jobs.map(job =>
+          this.client.GET('/jobs/{job_id}/metrics', {
+            params: {
+              path: { job_id: job.id },
+              query: { max_points: MAX_POINTS }
+            }
+          })
+        )
       );
       const curves: Record<string, Record<string, [number, number][]>> = {};
       for (const name of comparison.common_metrics) {

@@ -477,8 +477,10 @@ function DatasetBrowser(props: {
   };
 
   useEffect(() => {
-    client.datasets
-      .version(name, version)
+    client
+      .GET('/datasets/{name}/versions/{version}', {
+        params: { path: { name, version } }
+      })
       .then(loaded => {
         setPart(partOrder(Object.keys(loaded.parts ?? {}))[0]);
         setDetail(loaded);
@@ -491,8 +493,13 @@ function DatasetBrowser(props: {
       return;
     }
     let current = true;
-    client.datasets
-      .records(name, version, { part, offset, limit: pageSize })
+    client
+      .GET('/datasets/{name}/versions/{version}/records', {
+        params: {
+          path: { name, version },
+          query: { part, offset, limit: pageSize }
+        }
+      })
       .then(loaded => {
         // An older answer arriving after a newer one must not win.
         if (current) {
@@ -510,8 +517,10 @@ function DatasetBrowser(props: {
     if (!detail) {
       return;
     }
-    client.datasets
-      .stats(name, version, part)
+    client
+      .GET('/datasets/{name}/versions/{version}/stats', {
+        params: { path: { name, version }, query: { part } }
+      })
       .then(setStats)
       .catch(reason => setStatsError((reason as Error).message));
   }, [detail, part]);

@@ -99,7 +99,8 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
       label: 'Datasets',
       caption: 'KPL Datasets',
       icon: datasetsIcon,
-      fetcher: q => client.datasets.list(q),
+      fetcher: async q =>
+        (await client.GET('/datasets', { params: { query: { q } } })).datasets,
       interval
     });
     this.addClass('kpl-DatasetsPanel');
@@ -191,10 +192,9 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
     });
     this.addClass('kpl-mod-uploading');
     try {
-      const version = await this.client.datasets.upload(
-        file,
-        { name, format },
-        fraction =>
+      const version = await this.client.POST('/datasets', {
+        params: { query: { name, format, filename: file.name } },
+        ...this.client.fileBody(file, 'application/octet-stream', fraction =>
           this._upload.set({
             ...this._upload.state,
             fraction,
@@ -203,7 +203,8 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
                 ? `Importing ${file.name} as ${format}…`
                 : this._upload.state.status
           })
-      );
+        )
+      });
       this._upload.set({
         running: false,
         fraction: 1,
@@ -270,7 +271,9 @@ export class DatasetsPanel extends KPLSidePanel<Dataset> {
       return;
     }
     try {
-      await this.client.datasets.delete(name);
+      await this.client.DELETE('/datasets/{name}', {
+        params: { path: { name } }
+      });
     } catch (error) {
       void showErrorMessage('Cannot delete the dataset', error as Error);
     }

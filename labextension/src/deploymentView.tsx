@@ -25,6 +25,7 @@ import {
   surestOnTop
 } from './minScore';
 import { Drawable, drawable, IDrawableBox, IDrawableMask } from './prediction';
+import { answered } from './request';
 import { historyFigures } from './requestCurves';
 import { replicaSummary } from './services';
 
@@ -72,10 +73,15 @@ class DeploymentViewModel {
     try {
       const now = Date.now();
       const since = new Date(now - CURVE_MINUTES * 60_000).toISOString();
+      const name = { name: this.name };
       const [deployment, logs, history] = await Promise.all([
-        this.client.deployments.get(this.name),
-        this.client.deployments.logs(this.name, LOG_LINES),
-        this.client.deployments.metrics(this.name, since)
+        this.client.GET('/deployments/{name}', { params: { path: name } }),
+        this.client.GET('/deployments/{name}/logs', {
+          params: { path: name, query: { lines: LOG_LINES } }
+        }),
+        this.client.GET('/deployments/{name}/metrics', {
+          params: { path: name, query: { since } }
+        })
       ]);
       this.deployment = deployment;
       this.figures = historyFigures(
@@ -313,7 +319,21 @@ function TryIt(props: { client: KPLClient; name: string }): JSX.Element {
     setPrediction(null);
     setStatus(`Predicting ${file.name}…`);
     try {
-      setPrediction(await props.client.deployments.predict(props.name, file));
+      const path = '/deployments/{name}/predict';
+      const { data, response } = await answered(
+        path,
+        props.client.api.POST(path, {
+          params: { path: { name: props.name } },
+          ...props.client.fileBody(
+            file,
+            file.type || 'application/octet-stream'
+          )
+        })
+      );
+      setPrediction({
+        response: data,
+        modelVersion: response.headers.get('X-KPL-Model-Version') ?? ''
+      });
       setStatus('');
     } catch (error) {
       setStatus(`Prediction failed: ${(error as Error).message}`);
@@ -412,8 +432,9 @@ export class DeploymentView extends ReactWidget {
    */
   async promote(): Promise<void> {
     try {
-      this.model.deployment = await this.model.client.deployments.promote(
-        this.name
+      this.model.deployment = await this.model.client.POST(
+        '/deployments/{name}/promote',
+        { params: { path: { name: this.name } } }
       );
       this.model.changed.emit();
     } catch (error) {
@@ -434,7 +455,9 @@ export class DeploymentView extends ReactWidget {
       return;
     }
     try {
-      await this.model.client.deployments.delete(this.name);
+      await this.model.client.DELETE('/deployments/{name}', {
+        params: { path: { name: this.name } }
+      });
       this.parent?.dispose();
     } catch (error) {
       void showErrorMessage('Cannot delete the deployment', error as Error);

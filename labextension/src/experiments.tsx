@@ -81,7 +81,7 @@ export class ExperimentsPanel extends KPLSidePanel<Experiment> {
       label: 'Experiments',
       caption: 'KPL Experiments',
       icon: experimentsIcon,
-      fetcher: () => client.experiments.list(),
+      fetcher: async () => (await client.GET('/experiments')).experiments,
       interval
     });
     this.addClass('kpl-ExperimentsPanel');
@@ -134,7 +134,9 @@ export class ExperimentView extends ReactWidget {
    */
   async stop(): Promise<void> {
     try {
-      this.experiment = await this.client.experiments.stop(this.experimentName);
+      this.experiment = await this.client.POST('/experiments/{name}/stop', {
+        params: { path: { name: this.experimentName } }
+      });
       this.changed.emit();
     } catch (error) {
       void showErrorMessage('Cannot stop the experiment', error as Error);
@@ -146,9 +148,10 @@ export class ExperimentView extends ReactWidget {
    */
   async resume(): Promise<void> {
     try {
-      this.experiment = await this.client.experiments.resume(
-        this.experimentName
-      );
+      this.experiment = await this.client.POST('/experiments/{name}/resume', {
+        params: { path: { name: this.experimentName } },
+        body: {}
+      });
       this.changed.emit();
       void this.poll.refresh();
     } catch (error) {
@@ -190,7 +193,9 @@ export class ExperimentView extends ReactWidget {
   private async fetch(): Promise<void> {
     const wasRunning = this.experiment?.state === 'running';
     try {
-      this.experiment = await this.client.experiments.get(this.experimentName);
+      this.experiment = await this.client.GET('/experiments/{name}', {
+        params: { path: { name: this.experimentName } }
+      });
       this.error = '';
     } catch (error) {
       this.error = (error as Error).message;

@@ -137,12 +137,16 @@ class JobViewModel {
   private async fetch(): Promise<void> {
     const wasEnded = this.job !== null && hasEnded(this.job);
     try {
+      const job_id = this.jobId;
       const [job, metrics] = await Promise.all([
-        this.client.jobs.get(this.jobId),
-        this.client.jobs.metrics(this.jobId, this.maxPoints())
+        this.client.GET('/jobs/{job_id}', { params: { path: { job_id } } }),
+        this.client.GET('/jobs/{job_id}/metrics', {
+          params: { path: { job_id }, query: { max_points: this.maxPoints() } }
+        })
       ]);
       this.job = job;
-      this.metrics = metrics;
+      // openapi-fetch's answer types widen the [x, y] pairs to arrays
+      this.metrics = metrics as IMetrics;
       this.error = '';
     } catch (error) {
       this.error = (error as Error).message;
@@ -174,7 +178,9 @@ class JobViewModel {
     while (!this.poll.isDisposed) {
       let chunk;
       try {
-        chunk = await this.client.jobs.logs(this.jobId, offset, 10);
+        chunk = await this.client.GET('/jobs/{job_id}/logs', {
+          params: { path: { job_id: this.jobId }, query: { offset, wait: 10 } }
+        });
         failures = 0;
       } catch (error) {
         failures++;
@@ -243,7 +249,9 @@ export class JobView extends ReactWidget {
    */
   async stop(): Promise<void> {
     try {
-      this.model.job = await this.model.client.jobs.stop(this.jobId);
+      this.model.job = await this.model.client.POST('/jobs/{job_id}/stop', {
+        params: { path: { job_id: this.jobId } }
+      });
       this.model.changed.emit();
     } catch (error) {
       void showErrorMessage('Cannot stop the job', error as Error);
@@ -255,7 +263,9 @@ export class JobView extends ReactWidget {
    */
   async rerun(): Promise<void> {
     try {
-      const job = await this.model.client.jobs.rerun(this.jobId);
+      const job = await this.model.client.POST('/jobs/{job_id}/rerun', {
+        params: { path: { job_id: this.jobId } }
+      });
       this.openJob(job.id);
     } catch (error) {
       void showErrorMessage('Cannot re-run the job', error as Error);

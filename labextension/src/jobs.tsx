@@ -166,12 +166,18 @@ export class JobsPanel extends KPLSidePanel<Job> {
       label: 'Jobs',
       caption: 'KPL Jobs',
       icon: jobsIcon,
-      fetcher: state =>
-        client.jobs.list(
-          (JOB_STATES as ReadonlyArray<string>).includes(state)
-            ? (state as Job['state'])
-            : undefined
-        ),
+      fetcher: async state =>
+        (
+          await client.GET('/jobs', {
+            params: {
+              query: {
+                state: (JOB_STATES as ReadonlyArray<string>).includes(state)
+                  ? (state as Job['state'])
+                  : undefined
+              }
+            }
+          })
+        ).jobs,
       interval
     });
     this.addClass('kpl-JobsPanel');

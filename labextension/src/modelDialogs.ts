@@ -135,7 +135,7 @@ export function showDeployDialog(
       const request = deployRequest(ref, values);
       return typeof request === 'string'
         ? request
-        : client.deployments.create(request);
+        : client.POST('/deployments', { body: request });
     }
   });
 }
@@ -147,7 +147,7 @@ export async function showCanaryDialog(
   client: KPLClient,
   ref: string
 ): Promise<Deployment | null> {
-  const deployments = await client.deployments.list();
+  const { deployments } = await client.GET('/deployments');
   return askUntilDone({
     title: `Canary ${ref}`,
     accept: 'Set canary',
@@ -173,7 +173,10 @@ export async function showCanaryDialog(
       const canary = canaryRequest(ref, values);
       return typeof canary === 'string'
         ? canary
-        : client.deployments.canary(canary.deployment, canary.request);
+        : client.POST('/deployments/{name}/canary', {
+            params: { path: { name: canary.deployment } },
+            body: canary.request
+          });
     }
   });
 }

@@ -26,7 +26,8 @@ import {
   formatMetric,
   formatTensor,
   ILineage,
-  parseLineage
+  parseLineage,
+  storedFileName
 } from './modelInfo';
 
 /**
@@ -297,19 +298,26 @@ export class ModelView extends ReactWidget {
     const generation = ++this._generation;
     const current = () => generation === this._generation && !this.isDisposed;
     try {
-      const model = await this.client.models.get(this.name);
+      const name = this.name;
+      const model = await this.client.GET('/models/{name}', {
+        params: { path: { name } }
+      });
       const known = model.versions.some(v => v.version === this._version);
       const version = known
         ? this._version
         : (model.versions[model.versions.length - 1]?.version ?? '');
       const detail = version
-        ? await this.client.models.version(this.name, version)
+        ? await this.client.GET('/models/{name}/versions/{version}', {
+            params: { path: { name, version } }
+          })
         : null;
       const jobId = detail?.lineage?.job_id;
       // The job gives each input its kind; a deleted job leaves the refs as text.
       const job =
         typeof jobId === 'string'
-          ? await this.client.jobs.get(jobId).catch(() => null)
+          ? await this.client
+              .GET('/jobs/{job_id}', { params: { path: { job_id: jobId } } })
+              .catch(() => null)
           : null;
       if (!current()) {
         return;
@@ -321,7 +329,9 @@ export class ModelView extends ReactWidget {
         : `Model ${this.name}`;
       this.changed.emit();
       const structure = version
-        ? await this.client.models.structure(this.name, version)
+        ? await this.client.GET('/models/{name}/versions/{version}/structure', {
+            params: { path: { name, version } }
+          })
         : null;
       if (current()) {
         this.structure = structure;
@@ -341,7 +351,10 @@ export class ModelView extends ReactWidget {
    */
   async setAlias(alias: string): Promise<void> {
     try {
-      await this.client.models.setAlias(this.name, alias, this._version);
+      await this.client.PUT('/models/{name}/aliases/{alias}', {
+        params: { path: { name: this.name, alias } },
+        body: { version: this._version }
+      });
       this.links.changed();
     } catch (error) {
       void showErrorMessage('Cannot set the alias', error as Error);
@@ -354,7 +367,9 @@ export class ModelView extends ReactWidget {
    */
   async removeAlias(alias: string): Promise<void> {
     try {
-      await this.client.models.removeAlias(this.name, alias);
+      await this.client.DELETE('/models/{name}/aliases/{alias}', {
+        params: { path: { name: this.name, alias } }
+      });
       this.links.changed();
     } catch (error) {
       void showErrorMessage('Cannot remove the alias', error as Error);
@@ -369,8 +384,12 @@ export class ModelView extends ReactWidget {
     this.status = `Uploading ${file.name} (${formatBytes(file.size)})…`;
     this.changed.emit();
     try {
-      const version = await this.client.models.upload(file, this.name, () => {
-        /* the status line is enough here */
+      // the status line is enough here: no progress
+      const version = await this.client.POST('/models', {
+        params: {
+          query: { name: this.name, filename: storedFileName(file.name) }
+        },
+        ...this.client.fileBody(file, 'application/octet-stream')
       });
       this.status = `Uploaded ${version.ref}`;
       this.links.changed();
@@ -396,7 +415,12 @@ export class ModelView extends ReactWidget {
       return;
     }
     try {
-      await this.client.models.delete(this.name, this._version);
+      const [name, version] = [this.name, this._version];
+      await (version
+        ? this.client.DELETE('/models/{name}/versions/{version}', {
+            params: { path: { name, version } }
+          })
+        : this.client.DELETE('/models/{name}', { params: { path: { name } } }));
     } catch (error) {
       void showErrorMessage(`Cannot delete ${ref}`, error as Error);
       return;
@@ -442,7 +466,9 @@ export class ModelView extends ReactWidget {
    */
   get downloadURL(): string {
     return this._version
-      ? this.client.models.downloadURL(this.name, this._version)
+      ? this.client.link('/models/{name}/versions/{version}/download', {
+          params: { path: { name: this.name, version: this._version } }
+        })
       : '';
   }
 

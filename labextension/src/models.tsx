@@ -4,7 +4,7 @@ import React from 'react';
 import { KPLClient, Model, ModelVersion } from './api';
 import { formatBytes } from './format';
 import { modelsIcon } from './icons';
-import { aliasList, modelNameFromFile } from './modelInfo';
+import { aliasList, modelNameFromFile, storedFileName } from './modelInfo';
 import { PollingListModel } from './model';
 import { KPLSidePanel, SearchBox } from './sidePanel';
 import { UploadProgress, UploadStatus } from './uploadStatus';
@@ -99,7 +99,8 @@ export class ModelsPanel extends KPLSidePanel<Model> {
       label: 'Models',
       caption: 'KPL Models',
       icon: modelsIcon,
-      fetcher: q => client.models.list(q),
+      fetcher: async q =>
+        (await client.GET('/models', { params: { query: { q } } })).models,
       interval
     });
     this.addClass('kpl-ModelsPanel');
@@ -168,9 +169,12 @@ export class ModelsPanel extends KPLSidePanel<Model> {
       failed: false
     });
     try {
-      const version = await this.client.models.upload(file, name, fraction =>
-        this._upload.set({ ...this._upload.state, fraction })
-      );
+      const version = await this.client.POST('/models', {
+        params: { query: { name, filename: storedFileName(file.name) } },
+        ...this.client.fileBody(file, 'application/octet-stream', fraction =>
+          this._upload.set({ ...this._upload.state, fraction })
+        )
+      });
       this._upload.set({
         running: false,
         fraction: 1,

@@ -192,9 +192,9 @@ function Editor(props: IEditorProps): JSX.Element {
   );
 
   useEffect(() => {
-    client.pipelines
-      .nodeTypes()
-      .then(setTypes)
+    client
+      .GET('/pipelines/node-types')
+      .then(answer => setTypes(answer.node_types))
       .catch(reason => setError(String(reason)));
   }, [client]);
 
@@ -224,8 +224,8 @@ function Editor(props: IEditorProps): JSX.Element {
       return;
     }
     const timer = setTimeout(() => {
-      client.pipelines
-        .validate(text)
+      client
+        .POST('/pipelines/validate', { body: { text } })
         .then(setValidation)
         .catch(reason => setError(String(reason)));
     }, VALIDATE_DELAY_MS);
@@ -376,11 +376,15 @@ function Editor(props: IEditorProps): JSX.Element {
     setError('');
     try {
       await context.save();
-      const started = await client.pipelines.run(text, context.path);
+      const started = await client.POST('/pipelines/runs', {
+        body: { text, path: context.path }
+      });
       setRun(started);
       const poll = new Poll({
         factory: async () => {
-          const current = await client.pipelines.get(started.id);
+          const current = await client.GET('/pipelines/runs/{run_id}', {
+            params: { path: { run_id: started.id } }
+          });
           setRun(current);
           if (current.state !== 'running') {
             poll.dispose();
@@ -410,7 +414,11 @@ function Editor(props: IEditorProps): JSX.Element {
     try {
       setPreview({
         node,
-        records: await client.pipelines.records(run.id, node)
+        // a fused node's output is written on this first request (then cached)
+        records: await client.GET(
+          '/pipelines/runs/{run_id}/nodes/{node}/records',
+          { params: { path: { run_id: run.id, node }, query: { limit: 5 } } }
+        )
       });
     } catch (reason) {
       setPreview({ node, error: String((reason as Error).message ?? reason) });

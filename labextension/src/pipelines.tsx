@@ -48,9 +48,9 @@ function PipelinesList(props: {
   const [error, setError] = useState('');
 
   useEffect(() => {
-    client.pipelines
-      .templates()
-      .then(setTemplates)
+    client
+      .GET('/pipelines/templates')
+      .then(answer => setTemplates(answer.templates))
       .catch(reason => setError(String(reason)));
   }, [client]);
   // The files are listed again whenever the runs are (each refresh of the panel).
@@ -162,7 +162,12 @@ export class PipelinesPanel extends KPLSidePanel<PipelineRun> {
       label: 'Pipelines',
       caption: 'KPL Pipelines',
       icon: pipelinesIcon,
-      fetcher: () => client.pipelines.runs(),
+      fetcher: async () =>
+        (
+          await client.GET('/pipelines/runs', {
+            params: { query: { limit: 20 } }
+          })
+        ).runs,
       interval
     });
     this.addClass('kpl-PipelinesPanel');

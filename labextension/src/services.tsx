@@ -80,7 +80,7 @@ export class ServicesPanel extends KPLSidePanel<Deployment> {
       label: 'Services',
       caption: 'KPL Services (deployments)',
       icon: servicesIcon,
-      fetcher: () => client.deployments.list(),
+      fetcher: async () => (await client.GET('/deployments')).deployments,
       interval
     });
     this.addClass('kpl-ServicesPanel');

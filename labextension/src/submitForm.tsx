@@ -64,10 +64,12 @@ function JobForm(props: {
           .map(v => `${kind}:${v.ref}`)
       );
     Promise.all([
-      client.algorithms.version(algorithm, version),
-      client.datasets.list().then(list => refs(list, 'dataset')),
-      client.models.list().then(list => refs(list, 'model')),
-      client.devices()
+      client.GET('/algorithms/{name}/versions/{version}', {
+        params: { path: { name: algorithm, version } }
+      }),
+      client.GET('/datasets').then(list => refs(list.datasets, 'dataset')),
+      client.GET('/models').then(list => refs(list.models, 'model')),
+      client.GET('/devices')
     ])
       .then(([detail, datasets, models, devices]) => {
         if (!detail.function_specs[fn]) {
@@ -110,9 +112,9 @@ function JobForm(props: {
     setBusy(true);
     try {
       props.onSubmitted(
-        await client.jobs.submit(
-          jobRequest(`${algorithm}:${version}`, fn, data)
-        )
+        await client.POST('/jobs', {
+          body: jobRequest(`${algorithm}:${version}`, fn, data)
+        })
       );
     } catch (error) {
       if (!(error instanceof KPLApiError)) {

@@ -173,8 +173,13 @@ describe('KPLClient.models', () => {
   });
 
   it('points and removes aliases with PUT and DELETE', async () => {
-    await client.models.setAlias('net', 'production', '3f2a');
-    await client.models.removeAlias('net', 'canary');
+    await client.PUT('/models/{name}/aliases/{alias}', {
+      params: { path: { name: 'net', alias: 'production' } },
+      body: { version: '3f2a' }
+    });
+    await client.DELETE('/models/{name}/aliases/{alias}', {
+      params: { path: { name: 'net', alias: 'canary' } }
+    });
     expect(calls.map(call => [call.method, urlOf(call)])).toEqual([
       [
         'PUT',
@@ -189,8 +194,12 @@ describe('KPLClient.models', () => {
   });
 
   it('deletes one version or the whole model', async () => {
-    await client.models.delete('net', '3f2a');
-    await client.models.delete('net');
+    await client.DELETE('/models/{name}/versions/{version}', {
+      params: { path: { name: 'net', version: '3f2a' } }
+    });
+    await client.DELETE('/models/{name}', {
+      params: { path: { name: 'net' } }
+    });
     expect(calls.map(urlOf)).toEqual([
       'http://localhost:8888/lab-base/kpl/api/models/net/versions/3f2a',
       'http://localhost:8888/lab-base/kpl/api/models/net'
@@ -198,12 +207,13 @@ describe('KPLClient.models', () => {
   });
 
   it('creates deployments and canaries on their routes', async () => {
-    await client.deployments.create({
-      name: 'api',
-      model: 'net:3f2a',
-      replicas: 1
+    await client.POST('/deployments', {
+      body: { name: 'api', model: 'net:3f2a', replicas: 1 }
     });
-    await client.deployments.canary('api', { model: 'net:77aa', weight: 20 });
+    await client.POST('/deployments/{name}/canary', {
+      params: { path: { name: 'api' } },
+      body: { model: 'net:77aa', weight: 20 }
+    });
     expect(calls.map(call => [call.method, urlOf(call)])).toEqual([
       ['POST', 'http://localhost:8888/lab-base/kpl/api/deployments'],
       ['POST', 'http://localhost:8888/lab-base/kpl/api/deployments/api/canary']
@@ -212,7 +222,9 @@ describe('KPLClient.models', () => {
   });
 
   it('links downloads without the token', () => {
-    const url = client.models.downloadURL('net', '3f2a');
+    const url = client.link('/models/{name}/versions/{version}/download', {
+      params: { path: { name: 'net', version: '3f2a' } }
+    });
     expect(url).toBe(
       'http://localhost:8888/lab-base/kpl/api/models/net/versions/3f2a/download'
     );

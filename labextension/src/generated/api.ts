@@ -737,6 +737,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The notebook profiles (what a spawn form offers) */
+        get: operations["getProfiles"];
+        /**
+         * Replace the notebook profiles (administrators); every next spawn form and spawn decides with them
+         * @description Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a mistake answers 400 naming the entry and field. The edit stands until the hub's configured profiles themselves change.
+         */
+        put: operations["putProfiles"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/pipelines/validate": {
         parameters: {
             query?: never;
@@ -2213,6 +2234,66 @@ export interface components {
             name: string;
         };
         /**
+         * Profile
+         * @description One notebook flavour a user may pick; memory and shm in MB.
+         */
+        Profile: {
+            slug: string;
+            /** @default  */
+            display_name?: string;
+            /** @default  */
+            description?: string;
+            /** @default  */
+            environment?: string;
+            /** @default 1 */
+            cpu?: number;
+            /** @default 1 */
+            cpu_max?: number;
+            /** @default 2048 */
+            memory?: number;
+            /** @default 2048 */
+            memory_max?: number;
+            /** @default 64 */
+            shm?: number;
+            /** @default 64 */
+            shm_max?: number;
+            /** @default  */
+            accelerator?: string;
+            /** @default 0 */
+            accelerators?: number;
+            /** @default 0 */
+            accelerators_max?: number;
+            /** @default [] */
+            projects?: string[];
+            /** @default false */
+            gpu_sharing?: boolean;
+            /** @default false */
+            default?: boolean;
+            node_selector?: {
+                [key: string]: unknown;
+            };
+            /** @default [] */
+            tolerations?: {
+                [key: string]: unknown;
+            }[];
+        };
+        /**
+         * Profiles
+         * @description The notebook profiles every next spawn form and spawn decides with.
+         */
+        Profiles: {
+            profiles: components["schemas"]["Profile"][];
+        };
+        /**
+         * ProfilesRequest
+         * @description The new profiles, replacing every one (the fields of `c.KPLSpawner.profiles`' entries).
+         */
+        ProfilesRequest: {
+            profiles: {
+                [key: string]: unknown;
+            }[];
+        };
+        /**
          * Progress
          * @description The fraction done and the seconds left (and why it waits, while queued).
          */
@@ -2775,9 +2856,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -2989,8 +3070,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": unknown;
-                    "image/png": string;
-                    "*/*": string;
+                    "image/png": Blob;
+                    "*/*": Blob;
                 };
             };
             400: components["responses"]["Error400"];
@@ -3107,9 +3188,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -3299,9 +3380,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -3499,7 +3580,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": string;
+                    "application/zip": Blob;
                 };
             };
             400: components["responses"]["Error400"];
@@ -4344,9 +4425,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/zip": string;
-                "application/x-tar": string;
-                "application/octet-stream": string;
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
             };
         };
         responses: {
@@ -4446,6 +4527,60 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Quota"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProfiles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Profiles"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    putProfiles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProfilesRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Profiles"];
                 };
             };
             400: components["responses"]["Error400"];

@@ -87,7 +87,7 @@ def test_a_commit_that_fails_stops_the_started_job(lab):
 
 
 def test_a_supervisor_whose_job_has_no_record_stops_it(lab):
-    lab = lab()
+    lab = lab(hosted=False)  # the dying server starts the job itself
     lab.algorithm("refused", "python wait.py", {"wait.py": WAIT_RELEASE})
     refuse_job_inserts(lab.platform)
     # a server that dies after starting the job, before its record is stored or the job stopped

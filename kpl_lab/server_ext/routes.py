@@ -129,7 +129,7 @@ ROUTES: list[Route] = [
                         {"type": "string", "enum": list(FORMATS), "default": "import"},
                         "import: every file becomes a path/contentType/content record",
                     ),
-                    Query("part", description="the part the records go to (default `root`)"),
+                    Query("part", NAME_SCHEMA, "the part the records go to (default `root`)"),
                     Query("filename", description="the uploaded file's name, used in error messages"),
                     Query(
                         "split",

@@ -6,10 +6,10 @@ Handlers answer these models; the CLI's `--json` prints the same bodies (`*_json
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
 from typing import Any
 
 from ..api.algorithms import Algorithm, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.base import utc
 from ..api.catalog import CatalogVersion
 from ..api.datasets import Dataset, DatasetVersion, DatasetVersionDetail
 from ..api.jobs import FigureLabels, Job, Metrics
@@ -20,13 +20,6 @@ from .datasets import part_order
 KIND_PARENT = {"dataset": "dataset", "model": "model", "algorithm": "algorithm"}
 VERSION_MODELS = {"dataset": DatasetVersion, "model": ModelVersion, "algorithm": AlgorithmVersion}
 NAMED_MODELS = {"dataset": Dataset, "model": Model, "algorithm": Algorithm}
-
-
-def utc(moment: datetime | None) -> datetime | None:
-    """Return a time in UTC (SQLite gives naive datetimes back)."""
-    if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment
 
 
 def version_model(kind: str, row: Any) -> CatalogVersion:

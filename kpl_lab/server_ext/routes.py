@@ -5,6 +5,7 @@ This table is the one source of docs/openapi.yaml (`python -m kpl_lab.server_ext
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
@@ -69,7 +70,7 @@ from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
 from ..experiments.compare import IDS_PATTERN
-from .base import NotFoundHandler
+from .base import OFFSET_MAX, NotFoundHandler
 from .handlers import (
     algorithms,
     datasets,
@@ -128,9 +129,14 @@ ROUTES: list[Route] = [
                         {"type": "string", "enum": list(FORMATS), "default": "import"},
                         "import: every file becomes a path/contentType/content record",
                     ),
-                    Query("part"),
+                    Query("part", NAME_SCHEMA, "the part the records go to (default `root`)"),
                     Query("filename", description="the uploaded file's name, used in error messages"),
-                    Query("split", description="imagefolder only: e.g. test=0.2"),
+                    Query(
+                        "split",
+                        description="with `format=imagefolder` only, and without `part` (else 400 naming "
+                        "`split`): NAME=FRACTION[,NAME=FRACTION...], each 0 < FRACTION < 1, e.g. `test=0.2`; "
+                        "each class is cut alike and `train` takes the rest",
+                    ),
                 ),
             ),
         },
@@ -163,7 +169,7 @@ ROUTES: list[Route] = [
                 description="Only the columns named are read from disk; bytes values become BytesRef objects.",
                 query=(
                     PART,
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {"type": "integer", "minimum": 1, "maximum": datasets.PAGE_MAX, "default": 50},
@@ -392,7 +398,7 @@ ROUTES: list[Route] = [
                 "(long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new "
                 "output as it is written and ends when the job ends (bounded memory).",
                 query=(
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {
@@ -470,7 +476,9 @@ ROUTES: list[Route] = [
                 status=201,
                 description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
                 "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
-                "defaults to the one whose job made the model. 503 when the replicas do not fit now.",
+                "defaults to the one whose job made the model; one that cannot serve it (no `deploy` "
+                "function, or no job made the model and none is named) answers 400 naming `algorithm`. "
+                "503 when the replicas do not fit now.",
                 body=DeploymentRequest,
                 body_required=True,
                 errors=("503",),
@@ -779,6 +787,16 @@ def tornado_pattern(path: str) -> str:
     index = "[0-9]+"
     pattern = re.sub(r"\{(\w+)\}", lambda m: f"({index if m.group(1) == 'index' else _SEGMENT})", path)
     return f"{API_PREFIX}{pattern}/?"
+
+
+@functools.cache
+def _operations() -> dict[type, dict[str, Operation]]:
+    return {route.handler: route.operations for route in ROUTES}
+
+
+def operation_of(handler: type, method: str) -> Operation | None:
+    """Return what the routes table declares for a handler's method (None: no route declares it)."""
+    return _operations().get(handler, {}).get(method.lower())
 
 
 def handlers() -> list[tuple[str, type]]:

@@ -537,7 +537,7 @@ export interface paths {
         put?: never;
         /**
          * Deploy a model version as an HTTP API (its replicas start at once)
-         * @description Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm defaults to the one whose job made the model. 503 when the replicas do not fit now.
+         * @description Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm defaults to the one whose job made the model; one that cannot serve it (no `deploy` function, or no job made the model and none is named) answers 400 naming `algorithm`. 503 when the replicas do not fit now.
          */
         post: operations["postDeployments"];
         delete?: never;
@@ -1638,7 +1638,7 @@ export interface components {
         };
         /**
          * FloatRange
-         * @description A float parameter drawn from [low, high], on a log scale or in steps.
+         * @description A float drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both.
          */
         FloatRange: {
             /**
@@ -1647,7 +1647,7 @@ export interface components {
              */
             type: "float";
             low: number;
-            /** @description at least low */
+            /** @description at least low (else 400 naming this field, e.g. `space.lr.high`) */
             high: number;
             /**
              * @description a log scale (needs low > 0, takes no step)
@@ -1726,7 +1726,7 @@ export interface components {
         };
         /**
          * IntRange
-         * @description An integer parameter drawn from [low, high], on a log scale or in steps.
+         * @description An integer drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both.
          */
         IntRange: {
             /**
@@ -1735,7 +1735,7 @@ export interface components {
              */
             type: "int";
             low: number;
-            /** @description at least low */
+            /** @description at least low (else 400 naming this field, e.g. `space.lr.high`) */
             high: number;
             /**
              * @description a log scale (needs low > 0, takes no step)
@@ -2844,10 +2844,11 @@ export interface operations {
                 description?: string;
                 /** @description import: every file becomes a path/contentType/content record */
                 format?: "import" | "imagefolder" | "voc" | "coco" | "labelme";
+                /** @description the part the records go to (default `root`) */
                 part?: string;
                 /** @description the uploaded file's name, used in error messages */
                 filename?: string;
-                /** @description imagefolder only: e.g. test=0.2 */
+                /** @description with `format=imagefolder` only, and without `part` (else 400 naming `split`): NAME=FRACTION[,NAME=FRACTION...], each 0 < FRACTION < 1, e.g. `test=0.2`; each class is cut alike and `train` takes the rest */
                 split?: string;
             };
             header?: never;

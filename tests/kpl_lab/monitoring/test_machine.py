@@ -1,15 +1,12 @@
-"""Live use of the machine with a fake NVML, without GPUs, with an NPU reader; the 24-hour history."""
+"""Live use of the machine with a fake NVML, without GPUs, with an NPU reader, and its disks."""
 
 from __future__ import annotations
 
 import os
-import time
 from types import SimpleNamespace
 
-import pytest
-
 from kpl_lab.engine.usage import read_gpus
-from kpl_lab.hub.usage import HISTORY_SECONDS, UsageHistory, sample
+from kpl_lab.monitoring.machine import disks, sample
 
 MB = 1 << 20
 
@@ -126,36 +123,9 @@ def test_a_failing_npu_reader_is_reported_not_raised():
     assert record["npu_error"] == "the NPU reader failed: npu-smi: not found"
 
 
-@pytest.fixture
-def history(tmp_path):
-    kept = UsageHistory(tmp_path / "hub" / "usage.sqlite")
-    yield kept
-    kept.close()
-
-
-def test_history_keeps_24_hours_of_chart_points(history):
-    now = time.time()
-    old = {**sample(nvml=two_gpus()), "time": now - HISTORY_SECONDS - 60}
-    history.add(old)
-    first = {**sample(nvml=two_gpus()), "time": now - 30, "memory_used_mb": 512, "memory_total_mb": 1024}
-    second = {**sample(nvml=two_gpus()), "time": now}
-    history.add(second)
-    history.add(first)
-    points = history.series()
-    assert [point["time"] for point in points] == [now - 30, now]
-    assert points[0]["memory"] == 50.0
-    assert points[0]["gpus"] == [75, 0]
-    assert history.series(since=0) == points  # the old sample was dropped, not just hidden
-
-
-def test_history_survives_a_restart(tmp_path):
-    path = tmp_path / "usage.sqlite"
-    first = UsageHistory(path)
-    first.add(sample(nvml=FakeNVML([], fail_init=RuntimeError("none"))))
-    first.close()
-    again = UsageHistory(path)
-    try:
-        [point] = again.series()
-        assert point["gpus"] == []
-    finally:
-        again.close()
+def test_disks_are_counted_once_each(tmp_path):
+    (tmp_path / "a").mkdir()
+    found = disks([str(tmp_path), str(tmp_path / "a"), str(tmp_path / "missing")])
+    assert len(found) == 1 and found[0]["path"] == str(tmp_path)
+    assert 0 < found[0]["used_bytes"] <= found[0]["total_bytes"]
+    assert found[0]["percent"] > 0

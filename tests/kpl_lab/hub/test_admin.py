@@ -54,7 +54,9 @@ async def test_history_keeps_one_row_a_period_and_live_use_every_round(service):
     first = monitor.live
     monitor.sample()
     assert monitor.live is not first
-    status, body, _ = await service.call("GET", "admin/api/usage?period=3600", token=service.hub.token("admin"))
+    status, body, _ = await service.call(
+        "GET", "admin/api/usage?period=3600", token=service.hub.token("admin")
+    )
     assert status == 200, body
     assert len(body["points"]) == 1
 

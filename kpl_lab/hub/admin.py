@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 STATIC = Path(__file__).parent / "static"
 METRICS_SCOPE = "read:metrics"  # the hub's own scope for its /metrics
 PERIOD_MAX = 31 * 24 * 3600
+JSON_LINES = "application/jsonl; charset=utf-8"
 CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 
@@ -301,7 +302,7 @@ class AuditHandler(AdminMixin, KPLHandler):
             "until": self.query_time("until"),
         }
         if self.get_query_argument("format", "") == "jsonl":
-            self.set_header("Content-Type", "application/jsonl; charset=utf-8")
+            self.set_header("Content-Type", JSON_LINES)
             self.set_header("Content-Disposition", 'attachment; filename="kpl-audit.jsonl"')
             lines = self.platform.audit.export(**filters)
             while True:
@@ -310,7 +311,7 @@ class AuditHandler(AdminMixin, KPLHandler):
                     break
                 self.write("".join(batch))
                 await self.flush()
-            self.finish()
+            self.finish(set_content_type=JSON_LINES)
             return
         limit = self.query_int("limit", 100, 1, 1000)
         before = self.query_int("before", 0, 0, 2**62) or None
@@ -378,8 +379,7 @@ class MetricsHandler(KPLHandler):
             raise web.HTTPError(403, "the metrics need a hub token")
         if METRICS_SCOPE not in (model.get("scopes") or []):
             raise web.HTTPError(403, f"Access to metrics requires scope '{METRICS_SCOPE}'")
-        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
-        self.finish(generate_latest(REGISTRY))
+        self.finish(generate_latest(REGISTRY), set_content_type=CONTENT_TYPE_LATEST)
 
 
 class AssetHandler(ExtensionHandlerMixin, APIHandler):

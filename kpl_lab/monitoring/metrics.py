@@ -125,7 +125,7 @@ class GatewayTraffic:
         errors = CounterMetricFamily(
             "kpl_gateway_errors",
             "Predictions that were not answered 2xx (and 503s with no ready replica)",
-            labels,
+            labels=labels,
         )
         latency = HistogramMetricFamily(
             "kpl_gateway_request_duration_seconds",

@@ -3,62 +3,11 @@
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 from kpl_lab.engine.usage import read_gpus
 from kpl_lab.monitoring.machine import disks, sample
 
-MB = 1 << 20
-
-
-class FakeNVML:
-    """The few pynvml calls the sampler makes, over two declared GPUs."""
-
-    def __init__(self, gpus: list[dict], fail_init: Exception | None = None) -> None:
-        self.gpus = gpus
-        self.fail_init = fail_init
-        self.open = 0
-
-    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
-        if self.fail_init:
-            raise self.fail_init
-        self.open += 1
-
-    def nvmlShutdown(self) -> None:  # noqa: N802
-        self.open -= 1
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> dict:  # noqa: N802
-        return self.gpus[index]
-
-    def nvmlDeviceGetUtilizationRates(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
-        return SimpleNamespace(gpu=gpu["utilization"], memory=0)
-
-    def nvmlDeviceGetMemoryInfo(self, gpu: dict) -> SimpleNamespace:  # noqa: N802
-        return SimpleNamespace(used=gpu["used"] * MB, total=gpu["total"] * MB, free=0)
-
-    def nvmlDeviceGetComputeRunningProcesses(self, gpu: dict) -> list[SimpleNamespace]:  # noqa: N802
-        return [SimpleNamespace(pid=pid, usedGpuMemory=memory * MB) for pid, memory in gpu["processes"]]
-
-    def nvmlDeviceGetName(self, gpu: dict) -> bytes:  # noqa: N802
-        return gpu["name"]
-
-
-def two_gpus() -> FakeNVML:
-    return FakeNVML(
-        [
-            {
-                "name": b"Fake A100",
-                "utilization": 75,
-                "used": 1000,
-                "total": 40960,
-                "processes": [(os.getpid(), 900)],
-            },
-            {"name": "Fake A100", "utilization": 0, "used": 0, "total": 40960, "processes": []},
-        ]
-    )
+from .conftest import FakeNVML, two_gpus
 
 
 def test_each_gpu_with_its_use_and_processes():

@@ -37,6 +37,7 @@ function live(sample) {
 
 // the use history's chart, drawn by uPlot as the job view's curves; kept between refreshes
 let historyPlot = null;
+let chartPeriod = 86400;  // seconds, as chosen
 const COLOURS = ["#4e79a7", "#59a14f", "#e15759", "#f28e2b", "#b07aa1", "#9c755f"];
 // the history's keys, in the legend's words (kpl_lab.monitoring.history.CHART)
 const LINES = [["cpu_percent", "CPU (%)"], ["memory_percent", "memory (%)"], ["gpu_percent", "GPU (%)"],
@@ -76,8 +77,8 @@ function historyChart(container, points) {
     height: 220,
     legend: { show: true },
     scales: {
-      // one sample (a service just started) has no span of its own: show the hour before it
-      x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 3600, u.data[0][0]] : [min, max]) },
+      // the chosen period up to now, however few samples it has yet
+      x: { time: true, range: () => [Date.now() / 1000 - chartPeriod, Date.now() / 1000] },
       y: { range: (u, min, max) => [0, Math.max(100, max ?? 0)] },
     },
     // labels like "12:25pm" need more room than uPlot's default spacing, or they overlap
@@ -204,6 +205,7 @@ async function refreshUsage() {
   try {
     found = await read(`usage?${query({ scope: fields.scope, name: fields.name, period: fields.period })}`);
   } catch (error) { say(`Could not load the use history: ${error.message}`); return; }
+  chartPeriod = found.period_seconds;
   options(document.getElementById("usage-name"), found.names[found.scope].length ? found.names[found.scope] : [found.name]);
   if (found.name) document.getElementById("usage-name").value = found.name;
   historyChart(document.getElementById("history"), found.points);

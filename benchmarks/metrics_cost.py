@@ -161,13 +161,15 @@ def main() -> None:
                     server.stop()
     alone = calls_alone()
     print(f"server CPU per request, median of {args.runs} run(s) of {args.requests} requests each way")
-    print(f"{'route':32} {'without µs':>11} {'with µs':>9} {'ratio':>7}")
+    print(f"{'route':32} {'without µs':>11} {'with µs':>9} {'ratio':>7}   runs without | with (µs)")
     ratios = []
     for route in ROUTES:
         without = statistics.median(measured[(route, False)]) * 1e6
         with_ = statistics.median(measured[(route, True)]) * 1e6
         ratios.append(with_ / without)
-        print(f"{route:32} {without:11.1f} {with_:9.1f} {with_ / without:7.3f}")
+        runs = " ".join(f"{v * 1e6:.0f}" for v in measured[(route, False)])
+        runs += " | " + " ".join(f"{v * 1e6:.0f}" for v in measured[(route, True)])
+        print(f"{route:32} {without:11.1f} {with_:9.1f} {with_ / without:7.3f}   {runs}")
     cheapest = min(statistics.median(measured[(route, False)]) for route in ROUTES)
     print(f"the two calls alone (observe_request + note_request): {alone * 1e6:.2f} µs")
     print(f"that is {100 * alone / cheapest:.2f} % of the cheapest route's CPU (target: 2 % or less)")

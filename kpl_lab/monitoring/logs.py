@@ -84,8 +84,8 @@ class PlatformLogs(LoggingConfigurable):
         for name in dict.fromkeys(loggers):  # each logger once
             logger = logging.getLogger(name)
             logger.addHandler(handler)
-            if logger.getEffectiveLevel() > logging.INFO:
-                logger.setLevel(logging.INFO)
+            if name.startswith("kpl_lab") and logger.level == logging.NOTSET:
+                logger.setLevel(logging.INFO)  # ours; a host's own loggers keep the level it was given
             self._loggers.append(logger)
         return path
 

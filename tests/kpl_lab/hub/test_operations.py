@@ -232,13 +232,13 @@ async def test_logs_are_searched_by_source_project_user_and_text(service):
 
     service.app.logs.start("service-test")
     try:
-        service.app.log.info("kpl service: the search finds this line")
+        service.app.log.warning("kpl service: the search finds this line")
         status, body, _ = await service.call("GET", "admin/api/logs?q=finds+this", token=admin)
     finally:
         service.app.logs.stop()
     assert status == 200, body
     [line] = body["lines"]
-    assert line["source"] == "platform" and "INFO" in line["line"] and line["name"] == "service-test.log"
+    assert line["source"] == "platform" and "WARNING" in line["line"] and line["name"] == "service-test.log"
     status, body, _ = await service.call("GET", "admin/api/logs?source=mail", token=admin)
     assert status == 400 and body["field"] == "source"
     status, body, _ = await service.call("GET", "admin/api/logs", token=service.hub.token("alice"))

@@ -56,8 +56,9 @@ SERVICE_ACCOUNT = "kpl"
 # what the platform service's own hub token may do: read users (admin flag, groups), groups (quotas), servers
 SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers"]
 # what a browser's OAuth token for the service may carry, of what its user holds: an admin's makes the
-# admin page's changes (users, projects, members, quotas); a member's gets none of them
-ADMIN_PAGE_SCOPES = ["admin:users", "admin:groups", "groups", "list:users", "list:groups"]
+# admin page's changes (users, projects, members, quotas) and reads /services/kpl/metrics (as the hub's
+# /hub/metrics); a member's gets none of them
+ADMIN_PAGE_SCOPES = ["admin:users", "admin:groups", "groups", "list:users", "list:groups", "read:metrics"]
 HELPER_START_SECONDS = 30.0
 # how long the hub waits for a service to answer (JupyterHub's default is 30 s); the platform service
 # answers within a second of its start and loads the platform after (kpl_lab.hub.service.Starting)
@@ -235,6 +236,9 @@ def render_config(
         f"c.JupyterHub.authenticator_class = {authenticator!r}",
         f"c.Authenticator.admin_users = {{{creds['admin']!r}}}",
         "c.Authenticator.allow_all = True",
+        "# each login goes to the platform's audit log (who, when, from where)",
+        "from kpl_lab.monitoring.audit import login_hook  # noqa: E402",
+        "c.Authenticator.post_auth_hook = login_hook",
     ]
     if args.authenticator == "shared":
         lines += [

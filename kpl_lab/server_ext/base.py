@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
@@ -25,6 +26,8 @@ from ..api.errors import Error
 from ..catalog.storage import check_name
 from ..documents import DocumentError, load_json
 from ..errors import BadRequest, Forbidden, KPLError, validation_error
+from ..monitoring.audit import note_request
+from ..monitoring.metrics import observe_request
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -48,6 +51,17 @@ def _only_whole_floats(error: ValidationError) -> bool:
 
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
     """An API handler of the kpl_lab extension."""
+
+    refusal = ""  # the message of the error answered, for the audit log
+    audit_target = ""  # what an audited request changed, where its path and ?name= do not say it
+    audit_detail: dict | None = None  # what else its audit event keeps (a quota's new value, ...)
+
+    def on_finish(self) -> None:
+        """Count the request in the metrics; queue its audit event when it changed something or looked like an attack."""
+        observe_request(self)
+        platform = getattr(self.app, "platform", None)
+        if platform is not None:
+            note_request(self, platform.audit)
 
     @property
     def app(self) -> KPLLab:
@@ -113,6 +127,19 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
             raise BadRequest(f"{name}: must be between {low} and {high}, got {value}", field=name)
         return value
 
+    def query_time(self, name: str) -> datetime | None:
+        """Return an ISO 8601 time query argument in UTC (None when absent), or refuse it naming the argument."""
+        text = self.get_query_argument(name, None)
+        if not text:
+            return None
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise BadRequest(
+                f"{name}: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field=name
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
     def json_body(self) -> Any:
         """Return the request body parsed as JSON (an empty body is None), nesting bounded."""
         if not self.request.body:
@@ -173,11 +200,13 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         if isinstance(error, KPLError):
             self.set_status(error.status)
             body = Error.model_validate(error.to_json())
+            self.refusal = error.message
         elif isinstance(error, web.HTTPError):
             message = (
                 error.log_message % error.args if error.log_message and error.args else error.log_message
             )
             body = Error(error="HTTPError", message=message or self._reason, field=None, errors=[])
+            self.refusal = body.message
         else:
             body = Error(
                 error="InternalError",

@@ -96,8 +96,8 @@ PART = Query(
 )
 
 
-def _delete(what: str) -> Operation:
-    return Operation(f"Delete {what} (409 while a job uses it)", Deleted)
+def _delete(what: str, audit: str) -> Operation:
+    return Operation(f"Delete {what} (409 while a job uses it)", Deleted, audit=audit)
 
 
 ROUTES: list[Route] = [
@@ -115,6 +115,7 @@ ROUTES: list[Route] = [
                 "Upload a zip or tar and import it as a new dataset version",
                 DatasetVersion,
                 status=201,
+                audit="dataset.upload",
                 description="The body is the archive itself, streamed (no multipart). It is written to a "
                 "temporary file (refused past the configured size limit), then imported with the "
                 "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
@@ -146,7 +147,7 @@ ROUTES: list[Route] = [
         datasets.DatasetHandler,
         {
             "get": Operation("A dataset and its versions", Dataset),
-            "delete": _delete("every version of a dataset"),
+            "delete": _delete("every version of a dataset", "dataset.delete"),
         },
     ),
     Route(
@@ -156,7 +157,7 @@ ROUTES: list[Route] = [
             "get": Operation(
                 "One dataset version with its parts, schemas, record count and size", DatasetVersionDetail
             ),
-            "delete": _delete("one dataset version"),
+            "delete": _delete("one dataset version", "dataset.delete"),
         },
     ),
     Route(
@@ -229,6 +230,7 @@ ROUTES: list[Route] = [
                 "Upload an algorithm archive (zip or tar with environment.yml) as a new version",
                 AlgorithmVersion,
                 status=201,
+                audit="algorithm.upload",
                 description="Same content again answers the same version.",
                 upload=True,
                 query=(
@@ -243,7 +245,7 @@ ROUTES: list[Route] = [
         algorithms.AlgorithmHandler,
         {
             "get": Operation("An algorithm and its versions", Algorithm),
-            "delete": _delete("every version of an algorithm"),
+            "delete": _delete("every version of an algorithm", "algorithm.delete"),
         },
     ),
     Route(
@@ -254,7 +256,7 @@ ROUTES: list[Route] = [
                 "One algorithm version with functions, resources, inputs, outputs and the parameter schema",
                 AlgorithmVersionDetail,
             ),
-            "delete": _delete("one algorithm version"),
+            "delete": _delete("one algorithm version", "algorithm.delete"),
         },
     ),
     Route(
@@ -266,6 +268,7 @@ ROUTES: list[Route] = [
                 "Upload a model file, or a zip or tar of its folder, as a new model version",
                 ModelVersion,
                 status=201,
+                audit="model.upload",
                 description="The body is the file itself, streamed (no multipart). An archive is unpacked "
                 "with the algorithm upload's checks: path traversal, links and zip bombs are refused with "
                 "400 naming the entry. Same content again answers the same version.",
@@ -281,14 +284,17 @@ ROUTES: list[Route] = [
     Route(
         "/models/{name}",
         models.ModelHandler,
-        {"get": Operation("A model and its versions", Model), "delete": _delete("every version of a model")},
+        {
+            "get": Operation("A model and its versions", Model),
+            "delete": _delete("every version of a model", "model.delete"),
+        },
     ),
     Route(
         "/models/{name}/versions/{version}",
         models.ModelVersionHandler,
         {
             "get": Operation("One model version with its files and lineage", ModelVersion),
-            "delete": _delete("one model version"),
+            "delete": _delete("one model version", "model.delete"),
         },
     ),
     Route(
@@ -323,11 +329,12 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Point an alias (production, canary, any name) at a version",
                 Model,
+                audit="model.alias.set",
                 body=AliasRequest,
                 description="Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever "
                 "a model reference is accepted (deployments, job inputs, the CLI).",
             ),
-            "delete": Operation("Remove an alias", Model),
+            "delete": Operation("Remove an alias", Model, audit="model.alias.remove"),
         },
     ),
     Route(
@@ -474,6 +481,7 @@ ROUTES: list[Route] = [
                 "Deploy a model version as an HTTP API (its replicas start at once)",
                 Deployment,
                 status=201,
+                audit="deployment.create",
                 description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
                 "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
                 "defaults to the one whose job made the model; one that cannot serve it (no `deploy` "
@@ -490,7 +498,11 @@ ROUTES: list[Route] = [
         deployments.DeploymentHandler,
         {
             "get": Operation("One deployment with its replicas and request metrics per version", Deployment),
-            "delete": Operation("Stop a deployment's replicas, free their resources and forget it", Deleted),
+            "delete": Operation(
+                "Stop a deployment's replicas, free their resources and forget it",
+                Deleted,
+                audit="deployment.delete",
+            ),
         },
     ),
     Route(
@@ -500,6 +512,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Serve a canary version to `weight` percent of the requests",
                 Deployment,
+                audit="deployment.canary",
                 description="A new canary version replaces the old canary's replicas; the same version only "
                 "changes the weight. With `sticky_header`, a caller's header value keeps it on one version.",
                 body=CanaryRequest,
@@ -515,6 +528,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Make the canary production: its replicas are ready before the old ones stop",
                 Deployment,
+                audit="deployment.promote",
                 description="Answers once the switch is done; no request fails during it. 409 without a "
                 "canary, 503 when the canary's replicas do not become ready.",
                 errors=("503",),
@@ -561,6 +575,7 @@ ROUTES: list[Route] = [
                 "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
                 DeploymentKeyCreated,
                 status=201,
+                audit="deployment.key.create",
                 description="The answer holds the key this once; the platform keeps only its SHA-256 "
                 "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
             ),
@@ -573,6 +588,7 @@ ROUTES: list[Route] = [
             "delete": Operation(
                 "Revoke an API key of the deployment",
                 Deleted,
+                audit="deployment.key.revoke",
                 description="Callers using it get 403 from now on (within 2 s on other servers of "
                 "the same platform, which remember keys that long).",
             )
@@ -609,6 +625,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the project's quota (administrators); every next reservation decides with it",
                 Quota,
+                audit="quota.set",
                 body=QuotaRequest,
                 body_required=True,
             ),
@@ -622,6 +639,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the notebook profiles (administrators); every next spawn form and spawn decides with them",
                 Profiles,
+                audit="profiles.set",
                 description="Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a "
                 "mistake answers 400 naming the entry and field. The edit stands until the hub's configured "
                 "profiles themselves change.",

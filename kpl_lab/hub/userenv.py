@@ -185,6 +185,7 @@ def build(
         wanted["copied"] = copied
     stamp = env / STAMP
     if not force and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
+        add_scripts(env)  # an environment built before it had them
         return python_of(env)
     started = time.monotonic()
     log(f"building the users' Python environment {env} on {base} ({len(pins)} packages; once, then cached)")
@@ -220,6 +221,7 @@ def build(
                 f"pip could not install the users' environment in {env} (exit {pip.returncode})"
             )
         _add_platform(env)
+        add_scripts(env)
         stamp.write_text(json.dumps(wanted))
     finally:
         os.umask(previous)
@@ -250,6 +252,26 @@ def _copy_distribution(name: str, site: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
             target.chmod(target.stat().st_mode | 0o444)
+
+
+def add_scripts(env: Path, distribution: str = DISTRIBUTION) -> list[Path]:
+    """Write the distribution's commands (`kpl-lab`, `kpl-dataset`, `khelper`) into `env`'s bin, run by `env`'s Python.
+
+    The platform's own scripts name the administrator's Python, which users' accounts may not run.
+    """
+    written = []
+    for entry in importlib.metadata.distribution(distribution).entry_points.select(group="console_scripts"):
+        module, _, function = entry.value.partition(":")
+        script = env / "bin" / entry.name
+        text = (
+            f"#!{python_of(env)}\nimport sys\nfrom {module} import {function.split('.')[0]}\n"
+            f"sys.exit({function}())\n"
+        )
+        if not (script.is_file() and script.read_text() == text):
+            script.write_text(text)
+        script.chmod(0o755)
+        written.append(script)
+    return written
 
 
 def _add_platform(env: Path) -> None:

@@ -23,6 +23,9 @@ class Port(Body):
 
     key: str
     name: str
+    optional: bool = Field(
+        False, description="an input a job may go without (environment.yml `optional: true`)"
+    )
 
 
 class ResourceAmounts(Body):

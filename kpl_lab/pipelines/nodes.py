@@ -6,11 +6,14 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
+
+if TYPE_CHECKING:
+    from ..algorithms.spec import Port
 
 from . import sql
 from .schema import Output, names
@@ -28,7 +31,7 @@ class Catalog(Protocol):
 
     def model(self, ref: str) -> str: ...
 
-    def algorithm(self, ref: str, function: str) -> tuple[str, list[str], list[str]]: ...
+    def algorithm(self, ref: str, function: str) -> tuple[str, list[Port], list[str]]: ...
 
 
 class Params(BaseModel):
@@ -495,10 +498,12 @@ class AlgorithmNode(NodeType):
 
     def infer(self, p, inputs, catalog, report):
         try:
-            _, wanted, outputs = catalog.algorithm(p.algorithm, self.name)
+            _, ports, outputs = catalog.algorithm(p.algorithm, self.name)
         except LookupError as err:
             report("algorithm", str(err))
             return None
+        wanted = [port.key for port in ports]
+        optional = {port.key for port in ports if port.optional}
         ok = True
         for key in p.inputs:
             if key not in wanted:
@@ -507,7 +512,7 @@ class AlgorithmNode(NodeType):
                     f"is not an input of {self.name} in environment.yml (inputs: {', '.join(wanted) or 'none'})",
                 )
                 ok = False
-        missing = [k for k in wanted if k not in p.inputs]
+        missing = [k for k in wanted if k not in p.inputs and k not in optional]
         if missing:
             report("inputs", f"environment.yml's {self.name} also needs: {', '.join(missing)}")
             ok = False

@@ -2232,6 +2232,11 @@ export interface components {
         Port: {
             key: string;
             name: string;
+            /**
+             * @description an input a job may go without (environment.yml `optional: true`)
+             * @default false
+             */
+            optional: boolean;
         };
         /**
          * Profile

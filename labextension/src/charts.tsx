@@ -40,11 +40,12 @@ export function wholeX(data: uPlot.AlignedData): boolean {
 }
 
 /**
- * The y axis title: the figure's series names (`train_accuracy / eval_accuracy`), else its title.
+ * The y axis title: the figure's one series name (`train_loss`), else its title (`accuracy`
+ * for `train_accuracy` and `eval_accuracy`, which the legend names).
  */
 export function yTitle(title: string, yNames: ReadonlyArray<string>): string {
   const names = yNames.filter(name => name);
-  return names.length ? names.join(' / ') : title;
+  return names.length === 1 ? names[0] : title;
 }
 
 /**

@@ -25,9 +25,9 @@ describe('metric charts', () => {
     expect(wholeX([[]])).toBe(false); // no points yet
   });
 
-  it("titles the y axis with the figure's series names, else its title", () => {
+  it("titles the y axis with the figure's one series name, else its title", () => {
     expect(yTitle('accuracy', ['train_accuracy', 'eval_accuracy'])).toBe(
-      'train_accuracy / eval_accuracy'
+      'accuracy'
     );
     expect(yTitle('loss', ['train_loss', ''])).toBe('train_loss');
     expect(yTitle('loss', [])).toBe('loss');

@@ -64,22 +64,29 @@ def dataset_detail_model(row: Any, schemas: dict) -> DatasetVersionDetail:
     return DatasetVersionDetail.model_validate(version_json("dataset", row) | {"schemas": schemas})
 
 
-def algorithm_detail_model(row: Any, algorithm: Any) -> AlgorithmVersionDetail:
-    """Return an algorithm version with its functions, resources, ports and parameter schema."""
+def algorithm_detail_model(row: Any, algorithm: Any, image_used: bool = False) -> AlgorithmVersionDetail:
+    """Return an algorithm version with its functions, resources, ports and parameter schema.
+
+    `image_used`: whether this platform's jobs run in the algorithm's image (`Executor.uses_images`).
+    """
     spec = algorithm.spec
     functions = {
         name: {
             "cmd": function.cmd,
             "resource": dataclasses.asdict(function.resource),
             "inputs": [dataclasses.asdict(port) for port in function.inputs],
-            "outputs": [dataclasses.asdict(port) for port in function.outputs],
+            "outputs": [{"key": port.key, "name": port.name} for port in function.outputs],
         }
         for name, function in spec.functions.items()
     }
     return AlgorithmVersionDetail.model_validate(
         version_json("algorithm", row)
         | {
-            "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
+            "image": {
+                "from_image": spec.image.from_image,
+                "runs": list(spec.image.runs),
+                "used": image_used,
+            },
             "function_specs": functions,
             "parameter_descriptions": algorithm.parameters.descriptions,
             "parameter_schema": algorithm.parameters.schema(),

@@ -71,7 +71,9 @@ class AlgorithmHandler(KPLHandler):
 def algorithm_detail(platform, project: str, ref: str) -> AlgorithmVersionDetail:
     """Return a version with its functions, resources, inputs, outputs and parameter schema."""
     row = platform.catalog.get_algorithm(project, ref)
-    return algorithm_detail_model(row, platform.catalog.read_algorithm(row))
+    return algorithm_detail_model(
+        row, platform.catalog.read_algorithm(row), image_used=platform.jobs.executor.uses_images
+    )
 
 
 class AlgorithmVersionHandler(KPLHandler):

@@ -1680,7 +1680,7 @@ export interface components {
         FunctionSpec: {
             cmd: string;
             resource: components["schemas"]["FunctionResource"];
-            inputs: components["schemas"]["Port"][];
+            inputs: components["schemas"]["InputPort"][];
             outputs: components["schemas"]["Port"][];
         };
         /**
@@ -1716,6 +1716,11 @@ export interface components {
         ImageSpec: {
             from_image: string | null;
             runs: string[];
+            /**
+             * @description jobs here run in from_image (the Kubernetes executor); locally `runs` build a virtual environment and from_image is not used
+             * @default false
+             */
+            used: boolean;
         };
         /**
          * ImportList
@@ -1723,6 +1728,19 @@ export interface components {
          */
         ImportList: {
             imports: components["schemas"]["DatasetImport"][];
+        };
+        /**
+         * InputPort
+         * @description An input of a function.
+         */
+        InputPort: {
+            key: string;
+            name: string;
+            /**
+             * @description a job may go without it (environment.yml `optional: true`)
+             * @default false
+             */
+            optional: boolean;
         };
         /**
          * IntRange
@@ -2227,7 +2245,7 @@ export interface components {
         };
         /**
          * Port
-         * @description An input or output of a function.
+         * @description An output of a function.
          */
         Port: {
             key: string;

@@ -19,7 +19,7 @@ def list_algorithms(caller: Caller, q: str | None) -> AlgorithmList:
 
 def check_upload(caller: Caller, name: str | None, description: str | None) -> None:
     """Refuse the name before the body is stored."""
-    if name:
+    if name is not None:  # `?name=` is no name
         check_name(name)
 
 
@@ -54,7 +54,9 @@ def show_version(caller: Caller, name: str, version: str) -> AlgorithmVersionDet
     check_name(version, "version")
     catalog = caller.platform.catalog
     row = catalog.get_algorithm(caller.project, f"{name}:{version}")
-    return algorithm_detail_model(row, catalog.read_algorithm(row))
+    return algorithm_detail_model(
+        row, catalog.read_algorithm(row), image_used=caller.platform.jobs.executor.uses_images
+    )
 
 
 def delete_version(caller: Caller, name: str, version: str) -> Deleted:

@@ -29,3 +29,4 @@ class Caller:
     imports: Any = None
     start_run: Callable[[str, str], None] | None = None
     gateway: Any = None
+    audit_target: str = ""

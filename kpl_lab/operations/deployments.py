@@ -46,6 +46,7 @@ def list_deployments(caller: Caller) -> DeploymentList:
 def create(caller: Caller, body: DeploymentRequest) -> Deployment:
     """Deploy a model version (its replicas start at once)."""
     service = caller.platform.deployments
+    caller.audit_target = body.name
     row = service.create(
         caller.project, body.name, body.model, body.replicas, body.algorithm, user=caller.user
     )
@@ -127,6 +128,7 @@ def create_key(caller: Caller, name: str) -> DeploymentKeyCreated:
     # a command on its own home: the account that runs it made the key
     user = caller.user or getpass.getuser()
     row, key = caller.platform.deployments.keys.create(caller.project, name, user)
+    caller.audit_target = f"{name}/{row.id}"  # the key's id, never the key
     return DeploymentKeyCreated(**_key(row).model_dump(), key=key)
 
 

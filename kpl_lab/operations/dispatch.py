@@ -21,7 +21,7 @@ from ..documents import DocumentError, load_json
 from ..errors import BadRequest, validation_error
 from .spec import Operation, Query, Raw, Route
 
-OFFSET_MAX = 2**62  # the largest integer a query takes when its schema sets no maximum
+OFFSET_MAX = 2**62  # the largest `offset` a query takes (a record index or a byte of a log)
 _SEGMENT = "[^/]+"
 
 
@@ -49,7 +49,7 @@ def _integer(query: Query, text: str | None) -> int | None:
     values = schema.get("enum") or ()
     low = schema.get("minimum", min(values, default=-OFFSET_MAX))
     high = schema.get("maximum", max(values, default=OFFSET_MAX))
-    if text is None or text == "":
+    if text is None:  # `?limit=` is no integer: the document says so
         return schema.get("default")
     try:
         value = int(text)
@@ -63,7 +63,7 @@ def _integer(query: Query, text: str | None) -> int | None:
 def _value(query: Query, text: str | None) -> Any:
     """Return a query argument as its declaration types it (absent: its default, else None)."""
     if isinstance(query.schema, type) and issubclass(query.schema, Enum):
-        if not text:
+        if text is None:  # `?state=` is no state
             return None
         known = [item.value for item in query.schema]
         if text not in known:
@@ -93,20 +93,41 @@ def parse_json(raw: bytes) -> Any:
         raise BadRequest(f"the request body is not valid JSON: {error}", field="body") from None
 
 
+def _only_whole_floats(error: ValidationError) -> bool:
+    """Say whether strict validation refused nothing but whole numbers written as floats for integers."""
+    return all(
+        e["type"] == "int_type" and isinstance(e["input"], float) and e["input"].is_integer()
+        for e in error.errors()
+    )
+
+
 def body(operation: Operation, raw: bytes, fixed: Mapping[str, Any]) -> Any:
     """Return the body an operation declares: checked by its model (no body: the defaults), else as parsed."""
     model = operation.body
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return parse_json(raw)
-    data = parse_json(raw) if raw else {}
+    if not raw:
+        if operation.body_required:
+            raise BadRequest(f"the request body is required: a JSON object of {model.__name__}", field="body")
+        data = {}
+    else:
+        data = parse_json(raw)
     if not isinstance(data, dict):
-        raise BadRequest(f"the request body must be a JSON object, got {type(data).__name__}", field="body")
+        shown = json.dumps(data)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise BadRequest(f"the request body must be a JSON object, got {shown}", field="body")
     for key in fixed:
         if key in data:
             raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
-    try:
-        return model.model_validate({**data, **fixed})
+    text = json.dumps({**data, **fixed})
+    try:  # strict, as JSON Schema reads the document: no `false` for 0, no "1" for 1, no 1 for true
+        return model.model_validate_json(text, strict=True)
     except ValidationError as error:  # the request's fault; elsewhere a ValidationError is a bug
+        if not _only_whole_floats(error):
+            raise validation_error(error) from None
+    try:  # but 2.0 is an integer to JSON Schema, as it was to pydantic's lax reading
+        return model.model_validate_json(text)
+    except ValidationError as error:
         raise validation_error(error) from None
 
 

@@ -26,7 +26,7 @@ def list_models(caller: Caller, q: str | None) -> ModelList:
 def check_upload(caller: Caller, name: str | None, description: str | None, filename: str | None) -> None:
     """Refuse the names before the body is stored."""
     check_name(name or "", "name")
-    if filename:
+    if filename is not None:  # `?filename=` is no name
         check_name(filename, "filename")
 
 

@@ -82,6 +82,7 @@ from . import (
     server,
 )
 from .caller import API_PREFIX
+from .dispatch import OFFSET_MAX
 from .spec import Operation, Query, Route, always
 
 __all__ = ["API_PREFIX", "ROUTES"]
@@ -93,8 +94,8 @@ PART = Query(
 )
 
 
-def _delete(what: str, run) -> Operation:
-    return Operation(f"Delete {what} (409 while a job uses it)", Deleted, run=run)
+def _delete(what: str, audit: str, run) -> Operation:
+    return Operation(f"Delete {what} (409 while a job uses it)", Deleted, audit=audit, run=run)
 
 
 ROUTES: list[Route] = [
@@ -116,6 +117,7 @@ ROUTES: list[Route] = [
                 "Upload a zip or tar and import it as a new dataset version",
                 DatasetVersion,
                 status=201,
+                audit="dataset.upload",
                 description="The body is the archive itself, streamed (no multipart). It is written to a "
                 "temporary file (refused past the configured size limit), then imported with the "
                 "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
@@ -130,9 +132,14 @@ ROUTES: list[Route] = [
                         {"type": "string", "enum": list(FORMATS), "default": "import"},
                         "import: every file becomes a path/contentType/content record",
                     ),
-                    Query("part"),
+                    Query("part", NAME_SCHEMA, "the part the records go to (default `root`)"),
                     Query("filename", description="the uploaded file's name, used in error messages"),
-                    Query("split", description="imagefolder only: e.g. test=0.2"),
+                    Query(
+                        "split",
+                        description="with `format=imagefolder` only, and without `part` (else 400 naming "
+                        "`split`): NAME=FRACTION[,NAME=FRACTION...], each 0 < FRACTION < 1, e.g. `test=0.2`; "
+                        "each class is cut alike and `train` takes the rest",
+                    ),
                 ),
                 run=datasets.add_dataset,
                 check=datasets.check_upload,
@@ -144,7 +151,7 @@ ROUTES: list[Route] = [
         "Dataset",
         {
             "get": Operation("A dataset and its versions", Dataset, run=datasets.show_dataset),
-            "delete": _delete("every version of a dataset", datasets.delete_dataset),
+            "delete": _delete("every version of a dataset", "dataset.delete", datasets.delete_dataset),
         },
     ),
     Route(
@@ -156,7 +163,7 @@ ROUTES: list[Route] = [
                 DatasetVersionDetail,
                 run=datasets.show_version,
             ),
-            "delete": _delete("one dataset version", datasets.delete_version),
+            "delete": _delete("one dataset version", "dataset.delete", datasets.delete_version),
         },
     ),
     Route(
@@ -169,7 +176,7 @@ ROUTES: list[Route] = [
                 description="Only the columns named are read from disk; bytes values become BytesRef objects.",
                 query=(
                     PART,
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {"type": "integer", "minimum": 1, "maximum": datasets.PAGE_MAX, "default": 50},
@@ -236,6 +243,7 @@ ROUTES: list[Route] = [
                 "Upload an algorithm archive (zip or tar with environment.yml) as a new version",
                 AlgorithmVersion,
                 status=201,
+                audit="algorithm.upload",
                 description="Same content again answers the same version.",
                 upload=True,
                 query=(
@@ -252,7 +260,9 @@ ROUTES: list[Route] = [
         "Algorithm",
         {
             "get": Operation("An algorithm and its versions", Algorithm, run=algorithms.show_algorithm),
-            "delete": _delete("every version of an algorithm", algorithms.delete_algorithm),
+            "delete": _delete(
+                "every version of an algorithm", "algorithm.delete", algorithms.delete_algorithm
+            ),
         },
     ),
     Route(
@@ -264,7 +274,7 @@ ROUTES: list[Route] = [
                 AlgorithmVersionDetail,
                 run=algorithms.show_version,
             ),
-            "delete": _delete("one algorithm version", algorithms.delete_version),
+            "delete": _delete("one algorithm version", "algorithm.delete", algorithms.delete_version),
         },
     ),
     Route(
@@ -276,6 +286,7 @@ ROUTES: list[Route] = [
                 "Upload a model file, or a zip or tar of its folder, as a new model version",
                 ModelVersion,
                 status=201,
+                audit="model.upload",
                 description="The body is the file itself, streamed (no multipart). An archive is unpacked "
                 "with the algorithm upload's checks: path traversal, links and zip bombs are refused with "
                 "400 naming the entry. Same content again answers the same version.",
@@ -295,7 +306,7 @@ ROUTES: list[Route] = [
         "Model",
         {
             "get": Operation("A model and its versions", Model, run=models.show_model),
-            "delete": _delete("every version of a model", models.delete_model),
+            "delete": _delete("every version of a model", "model.delete", models.delete_model),
         },
     ),
     Route(
@@ -305,7 +316,7 @@ ROUTES: list[Route] = [
             "get": Operation(
                 "One model version with its files and lineage", ModelVersion, run=models.show_version
             ),
-            "delete": _delete("one model version", models.delete_version),
+            "delete": _delete("one model version", "model.delete", models.delete_version),
         },
     ),
     Route(
@@ -345,12 +356,15 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Point an alias (production, canary, any name) at a version",
                 Model,
+                audit="model.alias.set",
                 body=AliasRequest,
                 description="Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever "
                 "a model reference is accepted (deployments, job inputs, the CLI).",
                 run=models.set_alias,
             ),
-            "delete": Operation("Remove an alias", Model, run=models.remove_alias),
+            "delete": Operation(
+                "Remove an alias", Model, audit="model.alias.remove", run=models.remove_alias
+            ),
         },
     ),
     Route(
@@ -429,7 +443,7 @@ ROUTES: list[Route] = [
                 "(long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new "
                 "output as it is written and ends when the job ends (bounded memory).",
                 query=(
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {
@@ -513,9 +527,12 @@ ROUTES: list[Route] = [
                 "Deploy a model version as an HTTP API (its replicas start at once)",
                 Deployment,
                 status=201,
+                audit="deployment.create",
                 description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
                 "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
-                "defaults to the one whose job made the model. 503 when the replicas do not fit now.",
+                "defaults to the one whose job made the model; one that cannot serve it (no `deploy` "
+                "function, or no job made the model and none is named) answers 400 naming `algorithm`. "
+                "503 when the replicas do not fit now.",
                 body=DeploymentRequest,
                 body_required=True,
                 errors=("503",),
@@ -535,6 +552,7 @@ ROUTES: list[Route] = [
             "delete": Operation(
                 "Stop a deployment's replicas, free their resources and forget it",
                 Deleted,
+                audit="deployment.delete",
                 run=deployments.delete,
             ),
         },
@@ -546,6 +564,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Serve a canary version to `weight` percent of the requests",
                 Deployment,
+                audit="deployment.canary",
                 description="A new canary version replaces the old canary's replicas; the same version only "
                 "changes the weight. With `sticky_header`, a caller's header value keeps it on one version.",
                 body=CanaryRequest,
@@ -562,6 +581,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Make the canary production: its replicas are ready before the old ones stop",
                 Deployment,
+                audit="deployment.promote",
                 description="Answers once the switch is done; no request fails during it. 409 without a "
                 "canary, 503 when the canary's replicas do not become ready.",
                 errors=("503",),
@@ -615,6 +635,7 @@ ROUTES: list[Route] = [
                 "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
                 DeploymentKeyCreated,
                 status=201,
+                audit="deployment.key.create",
                 description="The answer holds the key this once; the platform keeps only its SHA-256 "
                 "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
                 run=deployments.create_key,
@@ -628,6 +649,7 @@ ROUTES: list[Route] = [
             "delete": Operation(
                 "Revoke an API key of the deployment",
                 Deleted,
+                audit="deployment.key.revoke",
                 description="Callers using it get 403 from now on (within 2 s on other servers of "
                 "the same platform, which remember keys that long).",
                 run=deployments.revoke_key,
@@ -670,6 +692,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the project's quota (administrators); every next reservation decides with it",
                 Quota,
+                audit="quota.set",
                 body=QuotaRequest,
                 body_required=True,
                 run=rules.set_quota,
@@ -689,6 +712,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the notebook profiles (administrators); every next spawn form and spawn decides with them",
                 Profiles,
+                audit="profiles.set",
                 description="Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a "
                 "mistake answers 400 naming the entry and field. The edit stands until the hub's configured "
                 "profiles themselves change.",

@@ -44,6 +44,7 @@ class Operation:
     errors: tuple[
         str, ...
     ] = ()  # error statuses besides 400, 403, 404 and 409 (keys of openapi.MORE_STATUSES)
+    audit: str = ""  # the audit log's action for a success (kpl_lab.monitoring.audit), e.g. model.upload
     # (caller, **path and query arguments[, body=, upload=, token=]) -> a model of `kpl_lab.api` or a Raw
     run: Callable[..., Any] | None = None
     # (caller, **path and query arguments[, token=]): refuse the request before its body is read or stored

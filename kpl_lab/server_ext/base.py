@@ -15,6 +15,7 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -27,7 +28,9 @@ from tornado.ioloop import IOLoop
 
 from ..api.errors import Error
 from ..catalog.storage import check_name
-from ..errors import Forbidden, KPLError
+from ..errors import BadRequest, Forbidden, KPLError
+from ..monitoring.audit import note_request
+from ..monitoring.metrics import observe_request
 from ..operations import dispatch
 from ..operations.caller import Caller
 from ..operations.pipelines import in_a_thread
@@ -46,6 +49,17 @@ FILE_CHUNK = 1 << 20  # a file answer is sent a MiB at a time
 
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
     """An API handler of the kpl_lab extension."""
+
+    refusal = ""  # the message of the error answered, for the audit log
+    audit_target = ""  # what an audited request changed, where its path and ?name= do not say it
+    audit_detail: dict | None = None  # what else its audit event keeps (a quota's new value, ...)
+
+    def on_finish(self) -> None:
+        """Count the request in the metrics; queue its audit event when it changed something or looked like an attack."""
+        observe_request(self)
+        platform = getattr(self.app, "platform", None)
+        if platform is not None:
+            note_request(self, platform.audit)
 
     @property
     def app(self) -> KPLLab:
@@ -89,6 +103,32 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         call = functools.partial(function, *args, **kwargs)
         return await IOLoop.current().run_in_executor(self.app.pool, call)
 
+    def query_int(self, name: str, default: int, low: int, high: int) -> int:
+        """Return an integer query argument within [low, high], or refuse it naming the argument."""
+        text = self.get_query_argument(name, None)
+        if text is None:  # `?limit=` is no integer: the document says so
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise BadRequest(f"{name}: expected an integer, got {text!r}", field=name) from None
+        if not low <= value <= high:
+            raise BadRequest(f"{name}: must be between {low} and {high}, got {value}", field=name)
+        return value
+
+    def query_time(self, name: str) -> datetime | None:
+        """Return an ISO 8601 time query argument in UTC (None when absent), or refuse it naming the argument."""
+        text = self.get_query_argument(name, None)
+        if not text:
+            return None
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise BadRequest(
+                f"{name}: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field=name
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
     def json_body(self) -> Any:
         """Return the request body parsed as JSON (an empty body is None), nesting bounded."""
         return dispatch.parse_json(self.request.body)
@@ -110,8 +150,13 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
             for name, value in getattr(error, "headers", {}).items():  # a failed prediction's model version
                 self.set_header(name, value)
             body = Error.model_validate(error.to_json())
+            self.refusal = error.message
         elif isinstance(error, web.HTTPError):
-            body = Error(error="HTTPError", message=error.log_message or self._reason, field=None, errors=[])
+            message = (
+                error.log_message % error.args if error.log_message and error.args else error.log_message
+            )
+            body = Error(error="HTTPError", message=message or self._reason, field=None, errors=[])
+            self.refusal = body.message
         else:
             body = Error(
                 error="InternalError",
@@ -160,6 +205,12 @@ class OperationHandler(KPLHandler):
     def operation(self) -> Operation:
         """Return what the table declares for this request's method."""
         return self.route.operations[self.request.method.lower()]
+
+    @property
+    def audit_target(self) -> str:
+        """Return what the operation said it changed, for the audit log ("" when it said nothing)."""
+        caller = self.__dict__.get("caller")
+        return caller.audit_target if caller is not None else ""
 
     @functools.cached_property
     def caller(self) -> Caller:

@@ -162,53 +162,17 @@ def _one_project(projects: list[str]) -> str | None:
     return projects[0] if projects else None
 
 
-class Client:
-    """Talk to the KPL Lab REST API; errors come back as `kpl_lab.errors` exceptions."""
+class RestTransport:
+    """Send the API's requests over HTTP to a server's `/kpl/api/` (or the hub service's `api/`)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        token: str | None = None,
-        project: str | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        if url is None:
-            url, found_token = discover()
-            token = found_token if token is None else token
-            if project is None and os.environ.get("KPL_SERVICE_URL"):
-                project = os.environ.get("KPL_PROJECT") or None
-        elif not url.rstrip("/").endswith("/" + API_PATH.rstrip("/")) and token:
-            found = hub_api(url, token, timeout)
-            if found is not None:
-                url, projects = found
-                if project is None:
-                    project = _one_project(projects)
-        self.url = _api_root(url)
-        self.token = token or ""
-        self.project = project
-        self.timeout = timeout
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
 
-    def __repr__(self) -> str:
-        return f"Client({self.url!r}, project={self.project!r})"
-
-    # transport
-
-    def _url(self, path: str, params: dict[str, Any] | None = None) -> str:
-        query = {key: value for key, value in (params or {}).items() if value is not None}
-        if self.project is not None:
-            query.setdefault("project", self.project)
-        url = self.url + path.lstrip("/")
-        if query:
-            url += "?" + urllib.parse.urlencode(
-                {k: ("1" if v is True else "0" if v is False else v) for k, v in query.items()}
-            )
-        return url
-
-    def _open(
+    def open(
         self,
         method: str,
         path: str,
-        params: dict[str, Any] | None = None,
+        query: dict[str, str],
         body: Any = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
@@ -223,15 +187,109 @@ class Client:
             all_headers["Content-Type"] = "application/json"
         elif body is None and method in ("POST", "PUT", "PATCH"):
             data = b""
-        request = urllib.request.Request(
-            self._url(path, params), data=data, method=method, headers=all_headers
-        )
+        url = self.url + path.lstrip("/")
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
         try:
-            return urllib.request.urlopen(request, timeout=timeout or self.timeout)
+            return urllib.request.urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as error:
             _raise_for(error, method, path)
         except urllib.error.URLError as error:
             raise KPLError(f"cannot reach the KPL Lab API at {self.url}: {error.reason}") from None
+
+    def close(self) -> None:
+        """Nothing to close: each request is its own connection."""
+
+
+class Client:
+    """Talk to the KPL Lab API; errors come back as `kpl_lab.errors` exceptions.
+
+    Over HTTP by default (`RestTransport`); `Client.on_home(home)` runs the same operations in
+    this process on a platform home, with no server (`kpl_lab.operations.local`). Every method
+    answers alike on both.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        project: str | None = None,
+        timeout: float = 30.0,
+        transport: Any = None,
+    ) -> None:
+        self.project = project
+        self.timeout = timeout
+        if transport is not None:
+            self.transport, self.url, self.token = transport, transport.url, ""
+            return
+        if url is None:
+            url, found_token = discover()
+            token = found_token if token is None else token
+            if project is None and os.environ.get("KPL_SERVICE_URL"):
+                self.project = os.environ.get("KPL_PROJECT") or None
+        elif not url.rstrip("/").endswith("/" + API_PATH.rstrip("/")) and token:
+            found = hub_api(url, token, timeout)
+            if found is not None:
+                url, projects = found
+                if project is None:
+                    self.project = _one_project(projects)
+        self.url = _api_root(url)
+        self.token = token or ""
+        self.transport = RestTransport(self.url, self.token)
+
+    @classmethod
+    def on_home(
+        cls,
+        home: str | os.PathLike | None = None,
+        database_url: str | None = None,
+        project: str | None = None,
+    ) -> Client:
+        """Return a client that runs the API's operations in this process on a platform home (no server)."""
+        from ..operations.local import LocalTransport  # server-side: loaded only for a client on a home
+
+        return cls(project=project, transport=LocalTransport.on_home(home, database_url))
+
+    @property
+    def local(self) -> bool:
+        """Say whether this client runs the operations in this process (on a home) rather than over HTTP."""
+        return not isinstance(self.transport, RestTransport)
+
+    def close(self) -> None:
+        """Close what the transport holds open (the home's database, for a client on a home)."""
+        self.transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r}, project={self.project!r})"
+
+    # transport
+
+    def _query(self, params: dict[str, Any] | None) -> dict[str, str]:
+        """Return the query arguments as the API reads them: strings, the project added, None left out."""
+        query = {key: value for key, value in (params or {}).items() if value is not None}
+        if self.project is not None:
+            query.setdefault("project", self.project)
+        return {k: ("1" if v is True else "0" if v is False else str(v)) for k, v in query.items()}
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ):
+        """Send a request and return the open response; raise a platform error for 4xx/5xx."""
+        return self.transport.open(
+            method, path, self._query(params), body, headers, timeout=timeout or self.timeout
+        )
 
     def request(self, method: str, path: str, params: dict[str, Any] | None = None, body: Any = None) -> Any:
         """Send one request to `path` (relative to /kpl/api/) and return its decoded JSON answer."""
@@ -591,6 +649,14 @@ class Client:
     def set_quota(self, quota: dict) -> dict:
         """Replace the project's quota (administrators); every next reservation decides with it."""
         return self.request("PUT", "quota", body=quota)
+
+    def profiles(self) -> list[dict]:
+        """Return the notebook profiles the spawn form offers."""
+        return self.request("GET", "profiles")["profiles"]
+
+    def set_profiles(self, profiles: list[dict]) -> list[dict]:
+        """Replace every notebook profile (administrators); in effect at the next spawn."""
+        return self.request("PUT", "profiles", body={"profiles": profiles})["profiles"]
 
     # pipelines
 

@@ -1,4 +1,9 @@
-"""kpl_lab.client against a real `jupyter server` running the KPL Lab extension."""
+"""kpl_lab.client against a real `jupyter server` running the KPL Lab extension.
+
+The tests that take the `client` fixture run twice with the same assertions: over HTTP
+(the REST transport) and in this process on the server's home (the in-process transport,
+as `kpl-lab` beside a running server).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +36,17 @@ def bare_env(monkeypatch, tmp_path):
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(empty))
     monkeypatch.chdir(tmp_path)
     return monkeypatch
+
+
+@pytest.fixture(params=["rest", "local"])
+def client(request, kpl_server):
+    """A client of the server's platform: over HTTP, or in this process on the same home."""
+    if request.param == "rest":
+        yield kpl_server.client()
+        return
+    with Client.on_home(kpl_server.home) as local:
+        assert local.local
+        yield local
 
 
 def test_discovers_the_api_from_kpl_variables(kpl_server, bare_env):
@@ -80,8 +96,7 @@ def test_an_unreachable_server_is_named(kpl_server):
         Client(f"http://127.0.0.1:{port}", "x").version()
 
 
-def test_dataset_upload_list_show_records_fields_stats(kpl_server, kpl_data):
-    client = kpl_server.client()
+def test_dataset_upload_list_show_records_fields_stats(client, kpl_data):
     sent = kpl_data.upload_progress
     assert (
         sent
@@ -119,8 +134,7 @@ def test_dataset_upload_list_show_records_fields_stats(kpl_server, kpl_data):
     assert stats["records"] == 6 and "path" in stats["fields"]
 
 
-def test_errors_carry_the_server_message_and_field(kpl_server, kpl_data, tmp_path):
-    client = kpl_server.client()
+def test_errors_carry_the_server_message_and_field(client, kpl_data, tmp_path):
     with pytest.raises(NotFound, match="no-such-dataset"):
         client.dataset("no-such-dataset")
     with pytest.raises(NotFound):
@@ -144,8 +158,7 @@ def test_errors_carry_the_server_message_and_field(kpl_server, kpl_data, tmp_pat
         client.dataset("hostile")
 
 
-def test_algorithm_upload_and_show(kpl_server, kpl_data):
-    client = kpl_server.client()
+def test_algorithm_upload_and_show(client, kpl_data):
     assert kpl_data.algorithm["name"] == "toy"
     assert "toy" in [a["name"] for a in client.algorithms()]
     detail = client.algorithm_version("toy")
@@ -154,8 +167,7 @@ def test_algorithm_upload_and_show(kpl_server, kpl_data):
     assert client.algorithm("toy")["versions"][0]["ref"] == detail["ref"]
 
 
-def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
-    client = kpl_server.client()
+def test_job_submit_logs_metrics_progress(client, kpl_data, wait_job_end):
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 4, "lr": 0.5})
     assert job["state"] in ("queued", "running") and job["parameters"]["lr"] == 0.5
     followed = "".join(client.follow_logs(job["id"]))
@@ -184,11 +196,12 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
     # not the newest: other tests train too
     version = done["outputs"]["model"]["registered"].rsplit(":", 1)[1]
     model = client.model_version("toy-model", version)
-    assert model["lineage"]["job_id"] == job["id"]
+    # this job's, or an earlier one's that wrote the same weights (the same content is the same version)
+    maker = client.job(model["lineage"]["job_id"])
+    assert (maker["algorithm"], maker["parameters"]["steps"]) == (job["algorithm"], 4)
 
 
-def test_stop_a_running_job(kpl_server, kpl_data, wait_job_end):
-    client = kpl_server.client()
+def test_stop_a_running_job(client, kpl_data, wait_job_end):
     job = client.submit("toy", inputs={"data": "shapes"}, parameters={"steps": 1000, "pause": 0.2})
     stopped = client.stop(job["id"])
     assert stopped["id"] == job["id"]
@@ -201,8 +214,73 @@ def test_project_is_sent_with_every_request(kpl_server, kpl_data):
         client.dataset("shapes")
 
 
-def test_devices_answer_the_inventory(kpl_server):
-    devices = kpl_server.client().devices()
+def test_devices_answer_the_inventory(client):
+    devices = client.devices()
     assert devices["capacity"]["cpu"] > 0 and devices["capacity"]["memory"] > 0
     assert set(devices) >= {"capacity", "used", "project_used", "quota", "devices"}
     assert isinstance(devices["devices"], list)
+
+
+def test_model_upload_aliases_and_delete(client, tmp_path):
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"not really weights" + client.url.encode())  # a version of each transport's own
+    first = client.upload_model(weights, "plain-model", description="bytes")
+    assert first["ref"] == f"plain-model:{first['version']}" and first["files"] == ["weights.bin"]
+    assert client.upload_model(weights, "plain-model")["version"] == first["version"]  # same content
+    assert (
+        client.set_model_alias("plain-model", "best", first["version"])["aliases"]["best"] == first["version"]
+    )
+    assert client.model_alias("plain-model", "best")["ref"] == first["ref"]
+    assert "best" not in client.delete_model_alias("plain-model", "best")["aliases"]
+    with pytest.raises(NotFound):
+        client.model_alias("plain-model", "best")
+    assert client.delete_model("plain-model", first["version"])["deleted"] == [first["ref"]]
+    with pytest.raises(NotFound):
+        client.model_version("plain-model", first["version"])
+
+
+def test_quota_is_read_replaced_and_refused_naming_the_field(client, request):
+    project = f"quota-{request.node.callspec.id}"  # not the project other tests run jobs in
+    client.project = project
+    assert client.quota() == {
+        "project": project,
+        "quota": dict.fromkeys(("cpu", "memory", "gpu", "npu", "notebooks")),
+    }
+    assert client.set_quota({"cpu": 0.5, "memory": 256})["quota"]["cpu"] == 0.5
+    assert client.quota()["quota"] == {"cpu": 0.5, "memory": 256, "gpu": None, "npu": None, "notebooks": None}
+    with pytest.raises(BadRequest) as failure:
+        client.set_quota({"cpu": -1})
+    assert failure.value.field == "cpu"
+    with pytest.raises(BadRequest, match="disk"):
+        client.set_quota({"cpu": 1, "disk": 5})
+    assert client.quota()["quota"]["cpu"] == 0.5  # nothing half-written
+    client.set_quota({})
+    assert client.quota()["quota"]["cpu"] is None
+
+
+def test_profiles_are_replaced_whole_and_a_mistake_names_its_entry(client):
+    before = client.profiles()
+    try:
+        entries = [{"slug": "small", "cpu": 0.5, "memory": 512, "default": True}]
+        (small,) = client.set_profiles(entries)
+        assert (small["slug"], small["cpu_max"], small["memory_max"], small["default"]) == (
+            "small",
+            0.5,
+            512,
+            True,
+        )
+        assert client.profiles() == [small]
+        with pytest.raises(BadRequest) as failure:
+            client.set_profiles([*entries, {"slug": "big", "cpu": 8, "cpu_max": 4}])
+        assert failure.value.field == "profiles[1].cpu" and "over the maximum 4" in failure.value.message
+        assert client.profiles() == [small]  # the refused edit changed nothing
+    finally:
+        client.set_profiles(before)
+
+
+def test_a_path_or_method_the_api_lacks_is_refused(client):
+    with pytest.raises(NotFound, match="no-such-path"):
+        client.request("GET", "no-such-path")
+    with pytest.raises(KPLError) as failure:
+        client.request("DELETE", "version")
+    assert failure.value.status == 405

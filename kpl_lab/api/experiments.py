@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from .base import Body, matching
 from .catalog import Name, Ref
+from .choices import Direction, PrunerName, SamplerName
 from .jobs import InputRef, JobState, ResourceRequest
 
 # FIGURE/SERIES, or SERIES when one figure of the algorithm's jobs has it
@@ -183,13 +184,6 @@ class Categorical(BaseModel):
 Distribution = Annotated[FloatRange | IntRange | Categorical, Field(discriminator="type")]
 
 
-class Direction(str, Enum):
-    """Whether the objective is to be made as large or as small as possible."""
-
-    maximize = "maximize"
-    minimize = "minimize"
-
-
 class Objective(BaseModel):
     """The metric a trial is judged by (its last value) and which way is better."""
 
@@ -208,15 +202,6 @@ class Budget(BaseModel):
     seconds: float | None = Field(default=None, gt=0, description="wall time, stop and resume excluded")
 
 
-class SamplerName(str, Enum):
-    """Optuna's samplers offered."""
-
-    random = "random"
-    grid = "grid"
-    tpe = "tpe"
-    cmaes = "cmaes"
-
-
 class Sampler(BaseModel):
     """How the next trial's parameters are chosen."""
 
@@ -224,14 +209,6 @@ class Sampler(BaseModel):
 
     name: SamplerName = SamplerName.tpe
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1, description="numpy's seeds are 32-bit")
-
-
-class PrunerName(str, Enum):
-    """Optuna's pruners offered."""
-
-    median = "median"
-    successive_halving = "successive_halving"
-    hyperband = "hyperband"
 
 
 class Pruner(BaseModel):

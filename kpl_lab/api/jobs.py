@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,26 +10,12 @@ from pydantic.json_schema import SkipJsonSchema
 
 from .base import Body, matching
 from .catalog import MODEL_REF_PATTERN, Ref
+from .choices import JobState
 
 # dataset:NAME[:VERSION], model:NAME[:VERSION|@ALIAS] or NAME[:VERSION|@ALIAS]
 INPUT_PATTERN = r"^((dataset|model):)?" + MODEL_REF_PATTERN.removeprefix("^")
 InputRef = matching(INPUT_PATTERN)
 MAX_WORKER = 2**31 - 1  # the largest worker rank a request may name
-
-
-class JobState(str, Enum):
-    """Where a job is: queued until its resources are free, running, then one final state."""
-
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    stopped = "stopped"
-    lost = "lost"
-
-
-JOB_STATES = tuple(state.value for state in JobState)
-FINAL_STATES = (JobState.succeeded.value, JobState.failed.value, JobState.stopped.value, JobState.lost.value)
 
 
 class ResourceRequest(BaseModel):

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from ..api.jobs import FINAL_STATES, JobState
+from ..api.choices import FINAL_STATES, JobState
 from .db import Base
 from .models import AlgorithmVersion, Project, utcnow
 

@@ -40,8 +40,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `kpl-lab`; a person's mistake is one message and exit status 2, a bug a traceback."""
-    from .platforms import open_platform
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["up"]:  # the multi-user hub: its own options, and no platform opened here
         from ..hub.up import main as up
@@ -52,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return example(argv[1:])
     args = build_parser().parse_args(argv)
+    from .platforms import open_platform  # after the arguments: `--help` opens no platform
+
     owner = _separated_home_owner(args.home)
     if owner is not None:
         return _run_as(owner, args.home, argv)

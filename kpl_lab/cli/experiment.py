@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..api.experiments import Direction, Experiment, ExperimentRequest, PrunerName, SamplerName
-from ..arguments import parse_inputs, parse_space, read_yaml
+from ..api.choices import Direction, PrunerName, SamplerName
 from ..errors import BadRequest, validation_error
 from ..text import emit_json, format_number, human_duration, human_time, render_fields, render_table
+
+if TYPE_CHECKING:
+    from ..api.experiments import ExperimentRequest
 
 
 def _request(args) -> ExperimentRequest:
     from pydantic import ValidationError
+
+    from ..api.experiments import ExperimentRequest
+    from ..arguments import parse_inputs, parse_space, read_yaml
 
     body = read_yaml(Path(args.file).read_text(), args.file, "file") if args.file else {}
     if body is None:
@@ -100,6 +106,8 @@ def show_text(shown) -> str:
 
 def _follow(platform, name: str) -> int:
     """Wait for an experiment to end (driving it, on this machine), printing each trial as it ends."""
+    from ..api.experiments import Experiment
+
     printed: set[tuple[int, str]] = set()
     while True:
         experiment = Experiment.model_validate(platform.experiment(name))
@@ -118,6 +126,8 @@ def _follow(platform, name: str) -> int:
 
 
 def _answer(args, platform, shown: dict) -> int:
+    from ..api.experiments import Experiment
+
     if getattr(args, "follow", False):
         return _follow(platform, shown["name"])
     if args.json:
@@ -135,6 +145,8 @@ def cmd_experiment_create(args, platform) -> int:
 
 
 def cmd_experiment_list(args, platform) -> int:
+    from ..api.experiments import Experiment
+
     listed = platform.experiments()
     if args.json:
         emit_json(listed)

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..api.jobs import FINAL_STATES, JOB_STATES
-from ..arguments import parse_inputs
+from ..api.choices import FINAL_STATES, JOB_STATES
 from ..errors import BadRequest, parameter_error
 from ..text import (
     comparison_rows,
@@ -119,6 +118,8 @@ def _resources(args) -> dict:
 
 
 def cmd_job_submit(args, platform) -> int:
+    from ..arguments import parse_inputs
+
     ref, defaults = platform.algorithm_parameters(args.algorithm)
     request = {
         "algorithm": ref,

@@ -1,11 +1,12 @@
-"""Where `kpl-lab` commands read and change things: the platform on this machine, or the shared service.
+"""Where `kpl-lab` commands read and change things: through `kpl_lab.client.Client`, on either transport.
 
 Every command is written against the methods below and sees the REST API's JSON shapes, so
-both answer alike and print through the same `kpl_lab.text` functions. `LocalPlatform` opens
-the database and files under the home folder; `ServicePlatform` goes through
-`kpl_lab.client.Client` to the hub's shared platform service, as the user, in their project.
+both modes answer alike and print through the same `kpl_lab.text` functions.
+`ServicePlatform` is `Client` calls only: over HTTP to the hub's shared platform service
+(as the user, in their project), or in this process on a home (`Client.on_home`, the same
+operations the REST handlers run). `LocalPlatform` is the latter plus what has no request:
+the scheduling round beside no host, files of this machine, pipelines executed here.
 `open_platform` picks the service wherever `Client()` would (a notebook under JupyterHub).
-New command modules (pipeline, deployment, experiment ...) add their methods to both classes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..catalog import serialize
-from ..errors import BadRequest, ModelFailed, NotFound, Unavailable
+from ..errors import BadRequest, NotFound, Unavailable
 from ..serving.readiness import all_ready
 from ..text import sparkline
 
@@ -32,11 +33,8 @@ def open_platform(args) -> LocalPlatform | ServicePlatform:
 
     if service_configured() and not (args.home or args.database_url):
         return ServicePlatform(Client(project=args.project))
-    from ..platform import Platform
-
-    settings = {"home": args.home, "database_url": args.database_url}
-    platform = Platform(**{name: value for name, value in settings.items() if value})
-    return LocalPlatform(platform, args.project, args.database_url)
+    client = Client.on_home(args.home, args.database_url, project=args.project)
+    return LocalPlatform(client, args.database_url)
 
 
 def _split(ref: str) -> tuple[str, str | None]:
@@ -54,412 +52,6 @@ def _metric_summary(figure: str, series: str, points: list, last, curve: str, co
         "max": max((y for _, y in points), default=None),
         "curve": curve,
     }
-
-
-def _key(row) -> dict:
-    """Return a deployment key row as the REST lists it."""
-    from ..catalog.serialize import utc
-
-    return {"id": row.id, "prefix": row.prefix, "user": row.user, "created": utc(row.created).isoformat()}
-
-
-class LocalPlatform:
-    """The platform whose database and files this process opens itself."""
-
-    def __init__(self, platform, project: str | None, database_url: str | None = None) -> None:
-        self.platform = platform
-        self.project = project or platform.default_project
-        self.database_url = database_url  # given on the command line: a background run gets it too
-        self.grace_seconds = platform.jobs.grace_seconds
-
-    def close(self) -> None:
-        """Close the database."""
-        self.platform.close()
-
-    def reconcile(self) -> None:
-        """Wake the home's host (a server, the hub's service); with none, run one round here.
-
-        A command never schedules beside a host; with none, its round decides with the rules in
-        the database (docs/cli.md, "Who starts queued jobs").
-        """
-        from ..rounds import Rounds
-
-        Rounds(self.platform).run_unless_hosted()
-
-    # catalog
-
-    def _version(self, kind: str, row) -> dict:
-        return {
-            "kind": kind,
-            **serialize.version_json(kind, row),
-            "path": str(self.platform.catalog.path(row)),
-        }
-
-    def catalog_list(self, kind: str) -> list[dict]:
-        """Return the project's datasets, models or algorithms with their versions (oldest first)."""
-        listing = getattr(self.platform.catalog, f"list_{kind}s")(self.project)
-        return [
-            {
-                **serialize.named_json(kind, named),
-                "versions": [self._version(kind, v) for v in named.versions],
-            }
-            for named in listing
-        ]
-
-    def catalog_show(self, kind: str, ref: str) -> tuple[dict, list[str]]:
-        """Return one version (the newest for a bare NAME) and every version of its name."""
-        row = getattr(self.platform.catalog, f"get_{kind}")(self.project, ref)
-        return self._version(kind, row), [v.version for v in getattr(row, kind).versions]
-
-    def catalog_add(self, kind: str, path: str, name: str | None, description: str) -> dict:
-        """Add a version from a file or folder on this machine."""
-        catalog = self.platform.catalog
-        if kind == "algorithm":
-            row = catalog.add_algorithm(self.project, path, name=name, description=description)
-        else:
-            row = getattr(catalog, f"add_{kind}")(self.project, name, path, description=description)
-        return self._version(kind, row)
-
-    def catalog_delete(self, kind: str, ref: str) -> list[str]:
-        """Delete one version (NAME:VERSION) or every version (NAME); return the refs deleted."""
-        return list(getattr(self.platform.catalog, f"delete_{kind}")(self.project, ref))
-
-    def algorithm_parameters(self, ref: str) -> tuple[str, dict]:
-        """Return an algorithm version's full ref and its parameter.yml values."""
-        version = self.platform.catalog.get_algorithm(self.project, ref)
-        return version.ref, version.parameters or {}
-
-    def algorithm_detail(self, ref: str) -> dict:
-        """Return an algorithm version with its functions' inputs, outputs and resources."""
-        row = self.platform.catalog.get_algorithm(self.project, ref)
-        return serialize.algorithm_detail_model(
-            row,
-            self.platform.catalog.read_algorithm(row),
-            image_used=self.platform.jobs.executor.uses_images,
-        ).model_dump(mode="json")
-
-    # jobs
-
-    def _job(self, job, queue=None) -> dict:
-        fraction, eta = self.platform.jobs.progress(job)
-        if queue is None and job.state == "queued":
-            queue = self.platform.jobs.queue_reason(job)
-        return serialize.job_json(job, fraction, eta, queue)
-
-    def submit(self, request: dict) -> dict:
-        """Submit a job (a JobRequest's fields); return it."""
-        from pydantic import ValidationError
-
-        from ..api.jobs import JobRequest
-        from ..errors import validation_error
-
-        try:
-            model = JobRequest(project=self.project, **request)
-        except ValidationError as exc:
-            raise validation_error(exc) from None
-        return self._job(self.platform.jobs.submit(model))
-
-    def rerun(self, job_id: str) -> dict:
-        """Run a job again exactly; return the new job."""
-        return self._job(self.platform.jobs.rerun(self.project, job_id))
-
-    def copy(self, job_id: str, parameters: dict | None, resources: dict | None) -> dict:
-        """Run a job again with other parameters or resources; return the new job."""
-        job = self.platform.jobs.copy(self.project, job_id, parameters=parameters, resources=resources)
-        return self._job(job)
-
-    def resume(self, job_id: str, parameters: dict | None) -> dict:
-        """Continue a job from the model it produced; return the new job."""
-        return self._job(self.platform.jobs.resume(self.project, job_id, parameters=parameters))
-
-    def job(self, job_id: str) -> dict:
-        """Return one job with its progress and time left."""
-        return self._job(self.platform.jobs.get(self.project, job_id))
-
-    def jobs(self, state: str | None) -> list[dict]:
-        """Return the project's jobs, newest first."""
-        listed = self.platform.jobs.list(self.project, state=state)
-        queue = (
-            self.platform.jobs.queue_reasons(self.project) if any(j.state == "queued" for j in listed) else {}
-        )
-        return [self._job(job, queue.get(job.id)) for job in listed]
-
-    def stop(self, job_id: str) -> dict:
-        """Ask a job to stop; return it."""
-        return self._job(self.platform.jobs.stop(self.project, job_id))
-
-    def latest_metrics(self, job_id: str) -> dict[str, dict[str, float]]:
-        """Return figure -> series -> last value."""
-        latest = self.platform.jobs.latest_metrics(self.project, job_id)
-        return {
-            figure: {name: value for name, (_, value) in series.items()} for figure, series in latest.items()
-        }
-
-    def metric_summaries(self, job_id: str) -> list[dict]:
-        """Return each series' figure, points, last, min, max and sparkline, read from the job's envelopes."""
-        from ..engine import envelope
-
-        job = self.platform.jobs.get(self.project, job_id)
-        latest = self.latest_metrics(job_id)
-        summaries = []
-        for title, fields in sorted((job.figures or {}).items()):
-            for series, curve in sorted((fields.get("envelopes") or {}).items()):
-                points = [(b[0], b[1]) for b in curve.get("buckets") or []]
-                points += [(b[2], b[3]) for b in curve.get("buckets") or []]
-                line = sparkline([y for _, y in envelope.points(curve, 2 * SUMMARY_WIDTH)], SUMMARY_WIDTH)
-                last = latest.get(title, {}).get(series)
-                summaries.append(_metric_summary(title, series, points, last, line, curve.get("count", 0)))
-        return summaries
-
-    def usage(self, job_id: str) -> dict:
-        """Return a job's resource use as the REST API answers it: latest, peak_memory_mb, history."""
-        return serialize.usage_model(self.platform.jobs.usage(self.project, job_id)).model_dump(mode="json")
-
-    def quota(self) -> dict:
-        """Return the project's quota as the REST API answers it."""
-        from ..api.quotas import Quota, QuotaLimits
-        from ..catalog.rules import QUOTA
-
-        found = self.platform.jobs.ledger.rules.read(QUOTA, self.project, {})
-        return Quota(project=self.project, quota=QuotaLimits(**found)).model_dump(mode="json")
-
-    def set_quota(self, quota: dict) -> dict:
-        """Replace the project's quota (whoever opens the home administers it)."""
-        from ..api.quotas import QuotaRequest
-        from ..catalog.rules import QUOTA
-
-        checked = QuotaRequest.model_validate(quota).model_dump(exclude_none=True)
-        self.platform.jobs.ledger.rules.set(QUOTA, self.project, checked)
-        return self.quota()
-
-    def metrics(self, job_id: str, max_points: int) -> dict:
-        """Return a job's metrics as the REST API answers them."""
-        job = self.platform.jobs.get(self.project, job_id)
-        return serialize.metrics_json(
-            job, self.platform.jobs.metrics(self.project, job_id, max_points), max_points
-        )
-
-    def logs(self, job_id: str, follow: bool, worker: int) -> Iterator[str]:
-        """Yield a worker's output line by line; with `follow`, until the job ends."""
-        return self.platform.jobs.follow_logs(self.project, job_id, follow=follow, worker=worker)
-
-    # models
-
-    def set_alias(self, ref: str, alias: str) -> str:
-        """Point NAME@ALIAS at a version (the latest for a bare NAME); return the version's ref."""
-        return self.platform.catalog.set_model_alias(self.project, ref, alias).ref
-
-    def remove_alias(self, name: str, alias: str) -> str:
-        """Remove NAME@ALIAS; return the ref it pointed at."""
-        return self.platform.catalog.remove_model_alias(self.project, name, alias)
-
-    def model_structure(self, ref: str) -> dict:
-        """Return a model version's files with their layers, parameter counts and shapes."""
-        from ..api.models import ModelStructure
-
-        structure = self.platform.catalog.model_structure(self.project, ref)
-        return ModelStructure.model_validate(structure).model_dump(mode="json")
-
-    def compare(self, job_ids: list[str]) -> dict:
-        """Return jobs side by side as the REST API answers them."""
-        from ..experiments.compare import compare_jobs
-
-        return compare_jobs(self.platform, self.project, job_ids).model_dump(mode="json")
-
-    # pipelines
-
-    def validate_pipeline(self, text: str) -> dict:
-        """Return each node's schemas and every problem of a pipeline file's text."""
-        from ..pipelines.validate import PlatformCatalog, check
-
-        return check(text, PlatformCatalog(self.platform, self.project))
-
-    def _runner(self, backend: str | None = None):
-        from ..pipelines.runner import PipelineRunner
-
-        return PipelineRunner(self.platform, **({"backend": backend} if backend else {}))
-
-    def start_pipeline(
-        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
-    ) -> dict:
-        """Record a run; `here`: `follow_pipeline` runs it in this process, else a process of its own does."""
-        run_id = self._runner().create(self.project, text, path, from_node=from_node, fresh=fresh)
-        if not here:
-            self._detach(run_id, backend)
-        return self.pipeline_run(run_id)
-
-    def _detach(self, run_id: str, backend: str | None = None) -> None:
-        """Execute the recorded run in a process of its own that outlives this command."""
-        import subprocess
-        import sys
-
-        platform = self.platform
-        command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", self.project]
-        if self.database_url:
-            command += ["--database-url", self.database_url]
-        on = ["--backend", backend] if backend else []
-        log = platform.storage.root / "pipelines" / self.project / "runs" / f"{run_id}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            # a shell that starts the run in the background and ends at once: the run is nobody's child here
-            subprocess.run(  # noqa: S603 - our own interpreter and module
-                ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *on, run_id],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                check=True,
-            )
-
-    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
-        """Execute a recorded run here, calling progress(node, state, message); return it finished."""
-        from ..api.pipelines import run_body
-
-        run = self._runner(backend).execute(self.project, run_id, progress)
-        return run_body(run).model_dump(mode="json")
-
-    def pipeline_runs(self, limit: int) -> list[dict]:
-        """Return the project's pipeline runs, newest first."""
-        from ..api.pipelines import run_body
-
-        return [run_body(r).model_dump(mode="json") for r in self._runner().list(self.project, limit)]
-
-    def pipeline_run(self, run_id: str) -> dict:
-        """Return one pipeline run with its nodes."""
-        from ..api.pipelines import run_body
-
-        return run_body(self._runner().get(self.project, run_id)).model_dump(mode="json")
-
-    def stop_pipeline(self, run_id: str) -> dict:
-        """Stop a pipeline run; return it."""
-        from ..api.pipelines import run_body
-
-        return run_body(self._runner().stop(self.project, run_id)).model_dump(mode="json")
-
-    # deployments
-
-    def reconcile_deployments(self) -> list[str]:
-        """Restart replicas whose supervisors are gone (a reboot); return their ids."""
-        return self.platform.deployments.reconcile()
-
-    def _deployment(self, row, with_metrics: bool = False) -> dict:
-        from ..serving.describe import deployment_model
-
-        return deployment_model(self.platform.deployments, row, with_metrics).model_dump(mode="json")
-
-    def deployments(self) -> list[dict]:
-        """Return the project's deployments with their state and replicas."""
-        return [self._deployment(row) for row in self.platform.deployments.list(self.project)]
-
-    def deployment(self, name: str) -> dict:
-        """Return one deployment with its replicas and request metrics per model version."""
-        return self._deployment(self.platform.deployments.get(self.project, name), with_metrics=True)
-
-    def deploy(self, name: str, model: str, replicas: int, algorithm: str | None) -> dict:
-        """Deploy a model version; its replicas start at once."""
-        return self._deployment(
-            self.platform.deployments.create(self.project, name, model, replicas, algorithm)
-        )
-
-    def canary(self, name: str, request: dict) -> dict:
-        """Serve a canary version (a CanaryRequest's fields) to a percent of the requests."""
-        service = self.platform.deployments
-        return self._deployment(
-            service.canary(
-                self.project,
-                name,
-                request["model"],
-                request["weight"],
-                request["algorithm"],
-                request["sticky_header"],
-                request["replicas"],
-            )
-        )
-
-    def promote(self, name: str, timeout: float) -> dict:
-        """Make the canary production once its replicas are ready."""
-        return self._deployment(self.platform.deployments.promote(self.project, name, timeout))
-
-    def wait_deployment(self, name: str, timeout: float) -> dict:
-        """Wait until every replica is ready; raise when one failed or time ran out."""
-        return self._deployment(self.platform.deployments.wait(self.project, name, timeout))
-
-    def deployment_logs(self, name: str, lines: int) -> list[dict]:
-        """Return the last lines of each replica's output."""
-        return self.platform.deployments.logs(self.project, name, lines)
-
-    def delete_deployment(self, name: str) -> None:
-        """Stop a deployment and free its resources."""
-        self.platform.deployments.delete(self.project, name)
-
-    def deployment_keys(self, name: str) -> list[dict]:
-        """Return a deployment's API keys (ids and first characters, never the keys)."""
-        return [_key(row) for row in self.platform.deployments.keys.list(self.project, name)]
-
-    def create_deployment_key(self, name: str) -> dict:
-        """Make an API key for a deployment's predict; `key` is shown this once."""
-        import getpass
-
-        row, key = self.platform.deployments.keys.create(self.project, name, getpass.getuser())
-        return {**_key(row), "key": key}
-
-    def revoke_deployment_key(self, name: str, key_id: str) -> None:
-        """Revoke an API key of a deployment."""
-        self.platform.deployments.keys.revoke(self.project, name, key_id)
-
-    def predict(self, name: str, data: bytes, content_type: str) -> dict:
-        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
-        import asyncio
-
-        from ..serving.gateway import Gateway
-
-        gateway = Gateway(self.platform.deployments)
-
-        async def predict():
-            try:
-                return await gateway.predict(self.project, name, data, content_type)
-            finally:
-                gateway.close()
-
-        prediction = asyncio.run(predict())
-        if prediction.status >= 400:
-            message = prediction.json().get("error") or f"the model answered {prediction.status}"
-            raise (ModelFailed if prediction.status >= 500 else BadRequest)(
-                f"{prediction.model_version}: {message}"
-            )
-        return prediction.json()
-
-    # experiments
-
-    def _experiment(self, row) -> dict:
-        return self.platform.experiments.model(row).model_dump(mode="json")
-
-    def experiments(self) -> list[dict]:
-        """Return the project's experiments, newest first."""
-        return [self._experiment(row) for row in self.platform.experiments.list(self.project)]
-
-    def experiment(self, name: str) -> dict:
-        """Return one experiment with its trials and best trial."""
-        return self._experiment(self.platform.experiments.get(self.project, name))
-
-    def create_experiment(self, request) -> dict:
-        """Check and create an experiment (an ExperimentRequest); its first trials start."""
-        return self._experiment(self.platform.experiments.create(self.project, request))
-
-    def stop_experiment(self, name: str) -> dict:
-        """Stop an experiment and its running trials."""
-        return self._experiment(self.platform.experiments.stop(self.project, name))
-
-    def resume_experiment(self, name: str, trials: int | None, seconds: float | None) -> dict:
-        """Resume a stopped experiment, or a finished one with a larger budget."""
-        return self._experiment(
-            self.platform.experiments.resume(self.project, name, trials=trials, seconds=seconds)
-        )
-
-    def tick(self) -> None:
-        """Let jobs and experiments advance (the host's round, or one here when none runs), then wait a moment."""
-        self.reconcile()
-        time.sleep(FOLLOW_INTERVAL)
 
 
 class ServicePlatform:
@@ -780,3 +372,153 @@ class ServicePlatform:
             if chunk["next_offset"] == offset or not chunk["text"]:
                 return
             offset = chunk["next_offset"]
+
+
+class LocalPlatform(ServicePlatform):
+    """The platform of a home on this machine, through `Client` on the in-process transport.
+
+    Every answer the API has is the API's (`ServicePlatform`'s methods, the same operations the
+    REST handlers run); what is left here has no request: the scheduling round beside no host,
+    files and folders of this machine, pipelines executed in this process, replicas restarted.
+    """
+
+    def __init__(self, client, database_url: str | None = None) -> None:
+        super().__init__(client)
+        self.platform = client.transport.platform
+        self.project = client.project or self.platform.default_project
+        self.database_url = database_url  # given on the command line: a background run gets it too
+        self.grace_seconds = self.platform.jobs.grace_seconds
+
+    def close(self) -> None:
+        """Close the database."""
+        self.client.close()
+
+    def reconcile(self) -> None:
+        """Wake the home's host (a server, the hub's service); with none, run one round here.
+
+        A command never schedules beside a host; with none, its round decides with the rules in
+        the database (docs/cli.md, "Who starts queued jobs").
+        """
+        self.client.transport.round()
+
+    def tick(self) -> None:
+        """Let jobs and experiments advance (the host's round, or one here when none runs), then wait a moment."""
+        self.reconcile()
+        time.sleep(FOLLOW_INTERVAL)
+
+    def _version(self, kind: str, row) -> dict:
+        return {
+            "kind": kind,
+            **serialize.version_json(kind, row),
+            "path": str(self.platform.catalog.path(row)),
+        }
+
+    def catalog_list(self, kind: str) -> list[dict]:
+        """Return the project's datasets, models or algorithms with their versions (oldest first)."""
+        listing = getattr(self.platform.catalog, f"list_{kind}s")(self.project)
+        return [
+            {
+                **serialize.named_json(kind, named),
+                "versions": [self._version(kind, v) for v in named.versions],
+            }
+            for named in listing
+        ]
+
+    def catalog_show(self, kind: str, ref: str) -> tuple[dict, list[str]]:
+        """Return one version (the newest for a bare NAME) and every version of its name."""
+        row = getattr(self.platform.catalog, f"get_{kind}")(self.project, ref)
+        return self._version(kind, row), [v.version for v in getattr(row, kind).versions]
+
+    def catalog_add(self, kind: str, path: str, name: str | None, description: str) -> dict:
+        """Add a version from a file or folder on this machine."""
+        catalog = self.platform.catalog
+        if kind == "algorithm":
+            row = catalog.add_algorithm(self.project, path, name=name, description=description)
+        else:
+            row = getattr(catalog, f"add_{kind}")(self.project, name, path, description=description)
+        return self._version(kind, row)
+
+    def algorithm_parameters(self, ref: str) -> tuple[str, dict]:
+        """Return an algorithm version's full ref and its parameter.yml values."""
+        version = self.platform.catalog.get_algorithm(self.project, ref)
+        return version.ref, version.parameters or {}
+
+    def latest_metrics(self, job_id: str) -> dict[str, dict[str, float]]:
+        """Return figure -> series -> last value."""
+        latest = self.platform.jobs.latest_metrics(self.project, job_id)
+        return {
+            figure: {name: value for name, (_, value) in series.items()} for figure, series in latest.items()
+        }
+
+    def metric_summaries(self, job_id: str) -> list[dict]:
+        """Return each series' figure, points, last, min, max and sparkline, read from the job's envelopes."""
+        from ..engine import envelope
+
+        job = self.platform.jobs.get(self.project, job_id)
+        latest = self.latest_metrics(job_id)
+        summaries = []
+        for title, fields in sorted((job.figures or {}).items()):
+            for series, curve in sorted((fields.get("envelopes") or {}).items()):
+                points = [(b[0], b[1]) for b in curve.get("buckets") or []]
+                points += [(b[2], b[3]) for b in curve.get("buckets") or []]
+                line = sparkline([y for _, y in envelope.points(curve, 2 * SUMMARY_WIDTH)], SUMMARY_WIDTH)
+                last = latest.get(title, {}).get(series)
+                summaries.append(_metric_summary(title, series, points, last, line, curve.get("count", 0)))
+        return summaries
+
+    def logs(self, job_id: str, follow: bool, worker: int) -> Iterator[str]:
+        """Yield a worker's output line by line; with `follow`, until the job ends."""
+        return self.platform.jobs.follow_logs(self.project, job_id, follow=follow, worker=worker)
+
+    def _runner(self, backend: str | None = None):
+        from ..pipelines.runner import PipelineRunner
+
+        return PipelineRunner(self.platform, **({"backend": backend} if backend else {}))
+
+    def start_pipeline(
+        self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
+    ) -> dict:
+        """Record a run; `here`: `follow_pipeline` runs it in this process, else a process of its own does."""
+        run_id = self._runner().create(self.project, text, path, from_node=from_node, fresh=fresh)
+        if not here:
+            self._detach(run_id, backend)
+        return self.pipeline_run(run_id)
+
+    def _detach(self, run_id: str, backend: str | None = None) -> None:
+        """Execute the recorded run in a process of its own that outlives this command."""
+        import subprocess
+        import sys
+
+        platform = self.platform
+        command = [sys.executable, "-m", "kpl_lab.cli", "--home", platform.home, "--project", self.project]
+        if self.database_url:
+            command += ["--database-url", self.database_url]
+        on = ["--backend", backend] if backend else []
+        log = platform.storage.root / "pipelines" / self.project / "runs" / f"{run_id}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            # a shell that starts the run in the background and ends at once: the run is nobody's child here
+            subprocess.run(  # noqa: S603 - our own interpreter and module
+                ["/bin/sh", "-c", '"$@" &', "sh", *command, "pipeline", "execute", *on, run_id],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                check=True,
+            )
+
+    def follow_pipeline(self, run_id: str, progress, backend: str | None = None) -> dict:
+        """Execute a recorded run here, calling progress(node, state, message); return it finished."""
+        from ..api.pipelines import run_body
+
+        run = self._runner(backend).execute(self.project, run_id, progress)
+        return run_body(run).model_dump(mode="json")
+
+    def reconcile_deployments(self) -> list[str]:
+        """Restart replicas whose supervisors are gone (a reboot); return their ids."""
+        return self.platform.deployments.reconcile()
+
+    def wait_deployment(self, name: str, timeout: float) -> dict:
+        """Wait until every replica is ready; raise when one failed or time ran out."""
+        self.platform.deployments.wait(self.project, name, timeout)
+        return self.client.deployment(name)

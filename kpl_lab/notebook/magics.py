@@ -23,7 +23,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
-from ..api.jobs import FINAL_STATES, JOB_STATES
+from ..api.choices import FINAL_STATES, JOB_STATES
 from ..arguments import parse_inputs, parse_space
 from ..errors import BadRequest, KPLError
 from ..text import (

@@ -203,6 +203,8 @@ def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
 
     from kpl_lab.cli.job import follow_job
     from kpl_lab.cli.platforms import LocalPlatform
+    from kpl_lab.client import Client
+    from kpl_lab.operations.local import LocalTransport
     from kpl_lab.platform import Platform
 
     run = setup
@@ -220,7 +222,7 @@ def test_show_list_and_follow_say_why_a_queued_job_waits(setup, tmp_path):
     platform = Platform(home=str(tmp_path / "home"))  # not the CLI: each of its starts reconciles
     followed = io.StringIO()
     try:
-        local = LocalPlatform(platform, "default")
+        local = LocalPlatform(Client(project="default", transport=LocalTransport(platform)))
         follower = threading.Thread(target=follow_job, args=(local, queued, followed))
         follower.start()
         while f"{queued} {waits}" not in followed.getvalue():

@@ -6,7 +6,7 @@ from html import escape
 
 import ipywidgets as widgets
 
-from ...api.jobs import FINAL_STATES
+from ...api.choices import FINAL_STATES
 from ...text import human_duration
 from ..client import Client
 from .live import Poller

@@ -36,7 +36,7 @@ from ..text import (
     sparkline,
 )
 from .client import Client
-from .fit import fit_now
+from ..fit import fit_now
 
 WAIT_INTERVAL = 1.0
 

@@ -15,8 +15,8 @@ from traitlets.config import Config
 
 from kpl_lab.engine.launch import Resources
 from kpl_lab.engine.service import JobRequest
-from kpl_lab.hub.up import SAMPLE_ALGORITHM, SAMPLE_DATASET, SAMPLE_PROJECT, add_sample_data
 from kpl_lab.fit import fit_now
+from kpl_lab.hub.up import SAMPLE_ALGORITHM, SAMPLE_DATASET, SAMPLE_PROJECT, add_sample_data
 from kpl_lab.platform import Platform
 from kpl_lab.server_ext.handlers.devices import devices_model
 from kpl_lab.spawner.quota import release_notebook, reserve_notebook

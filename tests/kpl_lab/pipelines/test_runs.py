@@ -180,6 +180,15 @@ def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
     assert set(_states(fresh).values()) == {"succeeded"}
 
 
+def test_a_fresh_run_of_the_same_data_registers_no_new_version(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    first = runner.run("p", seg)
+    again = runner.run("p", seg, fresh=True)  # everything written again: new shard names and times
+    assert _states(again)["save"] == "succeeded"
+    (saved,) = [d for d in lab.catalog.list_datasets("p") if d.name == "fruit-segmentation-train"]
+    assert len(saved.versions) == 1 and first.state == "succeeded"
+
+
 def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit):
     fruit.add("plain", [{"path": f"{i}.jpg", "contentType": "image/jpeg", "content": b"x"} for i in range(3)])
     slow = "SELECT sum(hash(r1.range + r2.range)) AS n FROM a, range(1000000000) r1, range(1000000000) r2"

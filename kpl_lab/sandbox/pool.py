@@ -278,20 +278,6 @@ class Sandbox(LoggingConfigurable):
                 self._close(worker)
         return self._spawn(project)
 
-    def prestart(self, project: str, modules: tuple[str, ...] = ()) -> None:
-        """Start a worker of the project now unless one is idle; it imports `modules` before its first call.
-
-        A command that will call the sandbox soon starts it first: the worker's start and imports
-        then overlap the command's own work instead of following it.
-        """
-        self._reap_idle()
-        with self._lock:
-            if self._idle.get(project):
-                return
-        worker = self._spawn(project, modules)
-        with self._lock:
-            self._idle.setdefault(project, collections.deque()).append(worker)
-
     def _checkin(self, worker: _Worker) -> None:
         if worker.dead or worker.calls >= self.max_calls or worker.process.poll() is not None:
             self.kill(worker)
@@ -318,11 +304,8 @@ class Sandbox(LoggingConfigurable):
 
     # processes
 
-    def _spawn(self, project: str, modules: tuple[str, ...] = ()) -> _Worker:
-        """Start a worker of the project: as its sandbox account through the helper, else as this one.
-
-        `modules` (of kpl_lab or kpl_dataset) are imported before it reads its first call.
-        """
+    def _spawn(self, project: str) -> _Worker:
+        """Start a worker of the project: as its sandbox account through the helper, else as this one."""
         helper = self.platform.helper
         if helper is not None and project not in self._ready:
             helper.project(project)
@@ -331,7 +314,7 @@ class Sandbox(LoggingConfigurable):
             self._count += 1
             name = f"sandbox-{os.getpid()}-{self._count}"
         requests, answers = os.pipe(), os.pipe()
-        argv = [self.python, "-m", "kpl_lab.sandbox.worker", *modules]
+        argv = [self.python, "-m", "kpl_lab.sandbox.worker"]
         env = environment.passed(None, self.platform.passed_environment) | {"HOME": "/nonexistent"}
         cpu = self.cpu or float(os.cpu_count() or 1)
         try:

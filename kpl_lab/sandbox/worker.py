@@ -94,20 +94,13 @@ def serve(reader: int = 0, writer: int = 1) -> None:
             write_frame(writer, {"result": answer, "kept": kept})
 
 
-def main(modules: list[str] | None = None) -> None:
-    """Serve on the pipes the platform gave as stdin and stdout; what the code prints goes to stderr.
-
-    `modules` (the command line's) are imported first, while the platform does its own work.
-    """
+def main() -> None:
+    """Serve on the pipes the platform gave as stdin and stdout; what the code prints goes to stderr."""
     reader, writer = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)  # a stray print must not break the frames
-    for module in modules if modules is not None else sys.argv[1:]:
-        if module.startswith(MODULES):
-            with contextlib.suppress(Exception):  # a call naming it reports the failure
-                importlib.import_module(module)
     serve(reader, writer)
 
 

@@ -136,9 +136,7 @@ def run_polars(home: Path, out: Path) -> None:
     images = df.filter(pl.col("type") == "JPEGImages")
     labels = df.filter(pl.col("type") == "Labels").select("id", pl.col("contentType").alias("label"))
     joined = images.join(labels, on="id", how="left", maintain_order="left")
-    joined = joined.with_columns(
-        (pl.col("label").rank("dense") - 1).cast(pl.Int64).alias("label_id")
-    )
+    joined = joined.with_columns((pl.col("label").rank("dense") - 1).cast(pl.Int64).alias("label_id"))
     which = pl.Series(_draws(joined.height))
     parts = {part: joined.filter(which == i) for i, part in enumerate(RATIOS)}
     _save(out, lambda part: parts[part].to_arrow().to_batches(65536))
@@ -249,7 +247,8 @@ def measure(tool: str, home: Path, code: Path | None, out: Path, env: dict) -> d
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, __file__, "--child", tool, "--home", str(home), "--out", str(out)]
     here = dict(env)
-    if code is not None:  # ours from that tree: its modules first, and its sandboxed workers' (`python -m` in cwd)
+    # ours from that tree: its modules first, and its sandboxed workers' (`python -m` in cwd)
+    if code is not None:
         here["PYTHONPATH"] = str(code)
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -363,11 +362,11 @@ def same_output(home: Path, out: Path, tool: str) -> None:
 def main() -> None:
     import argparse
     import shutil
-    import statistics
-    import subprocess
     import tempfile
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", default="1000,100000,1000000", help="sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
@@ -383,7 +382,9 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     this = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(this))  # the input is made with this tree
-    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
+    print(
+        f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="kpl-bench-pipelines-") as tmp:
         results: dict[tuple[int, str], list[dict]] = {}
         homes: dict[tuple[int, str], Path] = {}
@@ -406,7 +407,10 @@ def main() -> None:
         for round_ in range(args.rounds):
             for records in map(int, args.records.split(",")):
                 turn = runs[round_ % len(runs) :] + runs[: round_ % len(runs)]
-                for tool, tree in [*turn, *(extra if records == min(map(int, args.records.split(","))) else [])]:
+                for tool, tree in [
+                    *turn,
+                    *(extra if records == min(map(int, args.records.split(","))) else []),
+                ]:
                     home = homes[(records, tree or "after")]
                     code = (args.code if tree == "before" else this) if tool.startswith("kpl") else None
                     out = Path(tmp) / "out"
@@ -431,7 +435,9 @@ def report(results: dict, args) -> None:
         return r["rss_mb"] + r["children_rss_mb"]
 
     print()
-    print("| records | tool | wall s | CPU s | peak RSS MB: own + children's | held together (sampled) | work s |")
+    print(
+        "| records | tool | wall s | CPU s | peak RSS MB: own + children's | held together (sampled) | work s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for (records, tool), rows in sorted(results.items()):
         print(
@@ -451,9 +457,9 @@ def report(results: dict, args) -> None:
             theirs = results.get((records, peer))
             if not theirs:
                 continue
-            pairs = list(zip(rows, theirs))
+            pairs = list(zip(rows, theirs, strict=True))  # one of each per round
 
-            def ratio(key) -> float:
+            def ratio(key, pairs=pairs) -> float:
                 return statistics.median(key(a) / key(b) for a, b in pairs)
 
             print(

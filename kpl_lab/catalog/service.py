@@ -321,6 +321,21 @@ class Catalog:
                 {"record_count": sum(parts.values()), "parts": parts, "lineage": lineage},
             )
 
+    def link_dataset(
+        self, project: str, name: str, src_dir: str | Path, description: str = "", lineage: dict | None = None
+    ) -> DatasetVersion:
+        """Register a kpl-dataset folder the platform wrote (a pipeline's output) as a new version, linked, not copied.
+
+        Its version is the hash of its content (`datasets.link_written`), so the same records,
+        schema and properties give the same version however and whenever they were written.
+        """
+        check_name(name)
+        with self.storage.staging(project) as tmp:
+            staged = tmp / "data"
+            found, parts = datasets.link_written(Path(src_dir), staged)
+            fields = {"record_count": sum(parts.values()), "parts": parts, "lineage": lineage}
+            return self._register(DATASET, project, name, staged, found, description, fields)
+
     def get_dataset(self, project: str, ref: str) -> DatasetVersion:
         """Return a dataset version: `NAME` (the latest) or `NAME:VERSION`."""
         return self._get(DATASET, project, ref)

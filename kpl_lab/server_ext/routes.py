@@ -7,7 +7,22 @@ from __future__ import annotations
 
 import re
 
+from ..annotation.labels import QUEUE_MAX
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.annotation import (
+    AnnotationRecord,
+    AnnotationTask,
+    AnnotationTaskList,
+    Label,
+    LabelHistory,
+    LabelRequest,
+    QueueOrder,
+    RecordQueue,
+    RecordState,
+    ReviewRequest,
+    TaskRequest,
+    TaskUpdateRequest,
+)
 from ..api.catalog import NAME_SCHEMA, Deleted
 from ..api.datasets import (
     Dataset,
@@ -72,6 +87,7 @@ from ..experiments.compare import IDS_PATTERN
 from .base import NotFoundHandler
 from .handlers import (
     algorithms,
+    annotation,
     datasets,
     deployments,
     devices,
@@ -87,6 +103,7 @@ from .version import VersionHandler
 
 API_PREFIX = "/kpl/api"
 _SEGMENT = "[^/]+"
+NUMBERS = ("index", "record", "prelabel_run")  # path parameters that are whole numbers
 
 SEARCH = Query("q", description="case-insensitive search in names and descriptions")
 PART = Query(
@@ -774,10 +791,135 @@ ROUTES: list[Route] = [
 ]
 
 
+ANNOTATION_ROUTES: list[Route] = [
+    Route(
+        "/annotation/tasks",
+        annotation.AnnotationTasksHandler,
+        {
+            "get": Operation(
+                "List annotation tasks, newest first, with their progress and the project's members",
+                AnnotationTaskList,
+            ),
+            "post": Operation(
+                "Create an annotation task on a dataset version",
+                AnnotationTask,
+                status=201,
+                description="The label schema is checked against the kind (keypoints need keypoint names), "
+                "the parts and the content field against the dataset version, assignees and reviewers "
+                "against the project's members (where the server knows them). Records are dealt to the "
+                "assignees in turn: record r to assignees[r mod n].",
+                body=TaskRequest,
+                body_required=True,
+            ),
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}",
+        annotation.AnnotationTaskHandler,
+        {
+            "get": Operation(
+                "One annotation task with its progress per state and per person", AnnotationTask
+            ),
+            "patch": Operation(
+                "Change a task's description, annotators, reviewers or label schema (its maker or an administrator)",
+                AnnotationTask,
+                description="A new label schema keeps every class, second-level class and keypoint of the old one.",
+                body=TaskUpdateRequest,
+                body_required=True,
+            ),
+            "delete": Operation(
+                "Delete a task with its labels, history and suggestions (409 while a pre-labelling run goes on)",
+                Deleted,
+            ),
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/queue",
+        annotation.AnnotationQueueHandler,
+        {
+            "get": Operation(
+                "A page of the task's records of one state, in record or uncertainty order",
+                RecordQueue,
+                description="`order=uncertainty` lists the unlabelled records with a pre-labelling suggestion "
+                "first, the least certain first, then the others in record order. `mine=1`: unlabelled "
+                "records dealt to the caller, labels the caller saved last (a rejected label goes back to "
+                "its annotator this way).",
+                query=(
+                    Query(
+                        "state",
+                        {
+                            "type": "string",
+                            "enum": [*(s.value for s in RecordState), "all"],
+                            "default": "unlabelled",
+                        },
+                    ),
+                    Query(
+                        "order",
+                        {"type": "string", "enum": [o.value for o in QueueOrder], "default": "record"},
+                    ),
+                    Query("mine", {"type": "integer", "enum": [0, 1], "default": 0}),
+                    Query("after", description="the `next` of the previous page"),
+                    Query("limit", {"type": "integer", "minimum": 1, "maximum": QUEUE_MAX, "default": 50}),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}",
+        annotation.AnnotationRecordHandler,
+        {
+            "get": Operation(
+                "One record of a task: its fields (bytes as URLs), its label and its suggestion",
+                AnnotationRecord,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/label",
+        annotation.LabelHandler,
+        {
+            "put": Operation(
+                "Save a record's label over the version the annotator loaded",
+                Label,
+                description="Durable once answered. A label saved or reviewed since that version answers 409 "
+                "naming the record, who saved it and when: nobody overwrites another's label silently. The "
+                "value is checked against the task's kind and classes (400 naming the field). A saved label "
+                "is `labelled` again, to be reviewed.",
+                body=LabelRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/review",
+        annotation.LabelReviewHandler,
+        {
+            "post": Operation(
+                "Accept or reject a record's label (a rejection needs a comment and goes back to its annotator)",
+                Label,
+                body=ReviewRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/history",
+        annotation.LabelHistoryHandler,
+        {
+            "get": Operation(
+                "Every save, import and review of a record's label: who, when, the value, the suggestion it took",
+                LabelHistory,
+            )
+        },
+    ),
+]
+ROUTES += ANNOTATION_ROUTES
+
+
 def tornado_pattern(path: str) -> str:
     """Turn `/datasets/{name}` into the tornado pattern `/kpl/api/datasets/([^/]+)`."""
-    index = "[0-9]+"
-    pattern = re.sub(r"\{(\w+)\}", lambda m: f"({index if m.group(1) == 'index' else _SEGMENT})", path)
+    number = "[0-9]+"
+    pattern = re.sub(r"\{(\w+)\}", lambda m: f"({number if m.group(1) in NUMBERS else _SEGMENT})", path)
     return f"{API_PREFIX}{pattern}/?"
 
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from urllib.parse import quote, urlencode
 
-from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ...api.catalog import Deleted
 from ...api.datasets import DatasetList, DatasetVersionDetail, ImportList, RecordsPage, Stats
-from ...catalog.datasets import check_import
+from ...catalog.datasets import check_import, field_url
 from ...catalog.datasets_view import DatasetView
 from ...catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
@@ -132,21 +130,7 @@ class VersionBase(KPLHandler):
 
     def field_url(self, name: str, version: str) -> callable:
         """Return (part, index, field path) -> URL of the field route."""
-        base = url_path_join(
-            self.api_base,
-            "datasets",
-            quote(name, safe=""),
-            "versions",
-            quote(version, safe=""),
-            "records",
-        )
-        project = self.project
-
-        def url(part: str, index: int, path: str) -> str:
-            query = urlencode({"part": part, "project": project})
-            return f"{base}/{index}/fields/{quote(path, safe='')}?{query}"
-
-        return url
+        return field_url(self.api_base, self.project, name, version)
 
 
 class DatasetVersionHandler(VersionBase):

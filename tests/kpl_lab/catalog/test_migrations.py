@@ -12,6 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from optuna.storages._rdb.models import BaseModel as OptunaBase
 from sqlalchemy import inspect
 
+import kpl_lab.catalog.annotation  # noqa: F401  (registers the annotation tables)
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
 import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)

@@ -1,0 +1,7 @@
+"""Annotation: labelling tasks on dataset versions, labels saved with a version check and a history,
+review, pre-labelling with a deployment, publishing as a dataset version, export and import.
+
+Every operation is a function of plain arguments (the platform, the project, the caller's name
+and whether they administer it) that answers a model of `kpl_lab.api.annotation`; the REST
+handlers and the in-process client call the same functions.
+"""

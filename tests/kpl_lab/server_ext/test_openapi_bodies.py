@@ -310,6 +310,37 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.delete("deployments/api"))[0] == 200
     assert (await api.raw("POST", "deployments/api/predict", b"img")).code == 404
 
+    # annotation: a task on the dataset, a label saved, reviewed and kept in its history
+    task = {
+        "name": "pets-class",
+        "dataset": f"pets:{version}",
+        "kind": "image_class",
+        "label_schema": {"classes": [{"name": "cat", "children": ["tabby"]}, {"name": "dog"}]},
+    }
+    code, created = await api.post("annotation/tasks", task)
+    assert code == 201, created
+    assert (await api.get("annotation/tasks"))[0] == 200
+    assert (await api.get("annotation/tasks/pets-class"))[0] == 200
+    assert (await api.call("PATCH", "annotation/tasks/pets-class", {"description": "pets"}))[0] == 200
+    code, queue = await api.get("annotation/tasks/pets-class/queue", order="uncertainty", limit=2)
+    assert code == 200 and queue["records"][0]["record"] == 0, queue
+    assert (await api.get("annotation/tasks/pets-class/records/0"))[0] == 200
+    code, label = await api.call(
+        "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "dog"}, "version": 0}
+    )
+    assert code == 200, label
+    code, again = await api.call(
+        "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "cat"}, "version": 0}
+    )
+    assert (code, again["field"]) == (409, "version"), again
+    code, reviewed = await api.post(
+        "annotation/tasks/pets-class/records/0/review", {"decision": "accept", "version": label["version"]}
+    )
+    assert code == 200 and reviewed["state"] == "accepted", reviewed
+    assert (await api.get("annotation/tasks/pets-class/records/0/history"))[0] == 200
+    assert (await api.get("annotation/tasks/pets-class", project="other"))[0] == 404
+    assert (await api.delete("annotation/tasks/pets-class"))[0] == 200
+
     # errors answer the Error schema
     assert (await api.get("jobs/0000000000"))[0] == 404
     assert (await api.post("jobs", {"algorithm": "trainer", "parameters": {"epochs": "x"}}))[0] == 400

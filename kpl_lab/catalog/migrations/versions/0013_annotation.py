@@ -1,10 +1,7 @@
 """annotation: labelling tasks, labels, their history, pre-labelling runs and their suggestions
 
-Numbered 0013 because branch h-ops adds 0012_operations: whichever merges second sets its
-down_revision to the other's revision (and migrate.HEAD to the newer).
-
 Revision ID: 0013_annotation
-Revises: 0011_pipeline_checked
+Revises: 0012_operations
 Create Date: 2026-11-30 09:00:00
 """
 
@@ -14,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013_annotation"
-down_revision = "0011_pipeline_checked"
+down_revision = "0012_operations"
 branch_labels = None
 depends_on = None
 

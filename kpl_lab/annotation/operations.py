@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -17,9 +18,12 @@ from ..api.annotation import (
     AnnotationRecord,
     AnnotationTask,
     AnnotationTaskList,
+    ExportFormat,
     Label,
     LabelHistory,
+    LabelImport,
     LabelRequest,
+    PublishRequest,
     QueueOrder,
     RecordQueue,
     RecordState,
@@ -28,8 +32,9 @@ from ..api.annotation import (
     TaskUpdateRequest,
 )
 from ..api.catalog import Deleted
+from ..api.datasets import DatasetVersion
 from ..errors import BadRequest
-from . import labels, tasks
+from . import formats, labels, publish, tasks
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -144,16 +149,44 @@ def label_history(caller: Caller, name: str, record: str) -> LabelHistory:
     return labels.history(caller.platform, caller.project, name, number(record, "record"))
 
 
+def publish_task(caller: Caller, name: str, body: PublishRequest) -> DatasetVersion:
+    """Publish a task's accepted labels as a dataset version."""
+    return publish.publish(caller.platform, caller.project, name, body, caller.user, caller.admin)
+
+
+def export_format(query: Mapping[str, str]) -> ExportFormat:
+    """Return the `format` query argument, or refuse it naming the field."""
+    text = query.get("format") or ""
+    if text not in ExportFormat.__members__:
+        known = ", ".join(ExportFormat.__members__)
+        raise BadRequest(f"format: {text!r} is not one of {known}", field="format")
+    return ExportFormat(text)
+
+
+def export_labels(caller: Caller, name: str, query: Mapping[str, str]) -> bytes:
+    """Answer a zip of a task's accepted labels (`all=1`: every saved label) in a format."""
+    every = bool(query_int(query, "all", 0, 0, 1))
+    return formats.export(caller.platform, caller.project, name, export_format(query), every)
+
+
+def import_labels(caller: Caller, name: str, query: Mapping[str, str], upload: Path) -> LabelImport:
+    """Label a task's unlabelled records from an uploaded zip or tar of a format."""
+    return formats.import_labels(
+        caller.platform, caller.project, name, export_format(query), upload, caller.user, caller.admin
+    )
+
+
 @dataclass(frozen=True)
 class Op:
     """One route's method: its path (OpenAPI form), its function, its body model and whether it takes the query."""
 
     method: str
     path: str
-    function: Callable[..., BaseModel]
+    function: Callable[..., BaseModel | bytes]
     body: type[BaseModel] | None = None
     query: bool = False
     members: bool = False  # needs the project's people
+    upload: bool = False  # takes an uploaded file (its path), after the query
 
     def match(self, method: str, path: str) -> list[str] | None:
         """Return the path's names when this operation takes the request, else None."""
@@ -163,13 +196,17 @@ class Op:
         found = re.fullmatch(pattern, "/" + path.strip("/"))
         return list(found.groups()) if found else None
 
-    def __call__(self, caller: Caller, names: list[str], query: Mapping[str, str], body: Any) -> BaseModel:
+    def __call__(
+        self, caller: Caller, names: list[str], query: Mapping[str, str], body: Any
+    ) -> BaseModel | bytes:
         """Run the operation for a request."""
         arguments: list[Any] = [caller, *names]
         if self.body is not None:
             arguments.append(body if isinstance(body, self.body) else self.body.model_validate(body or {}))
         if self.query:
             arguments.append(query)
+        if self.upload:
+            arguments.append(Path(body))
         return self.function(*arguments)
 
 
@@ -182,6 +219,9 @@ OPERATIONS = [
     Op("PATCH", TASKS + "/{name}", update_task, TaskUpdateRequest, members=True),
     Op("DELETE", TASKS + "/{name}", delete_task),
     Op("GET", TASKS + "/{name}/queue", queue, query=True),
+    Op("POST", TASKS + "/{name}/publish", publish_task, PublishRequest),
+    Op("GET", TASKS + "/{name}/export", export_labels, query=True),
+    Op("POST", TASKS + "/{name}/import", import_labels, query=True, upload=True),
     Op("GET", RECORD, show_record),
     Op("PUT", RECORD + "/label", save_label, LabelRequest),
     Op("POST", RECORD + "/review", review_label, ReviewRequest),

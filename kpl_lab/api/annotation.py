@@ -1,5 +1,5 @@
 """Annotation: labelling tasks on a dataset version, labels with their versions and history, review,
-pre-labelling runs and their suggestions, publishing, export and import.
+suggestions, publishing, export and import.
 
 Requests are checked here field by field; what depends on the task (its kind, its classes) is
 checked by `kpl_lab.annotation.values`. Request and answer models are distinct classes: a
@@ -284,16 +284,6 @@ class PublishRequest(_Request):
     description: str = Field(default="", max_length=MAX_TEXT)
 
 
-class PrelabelRequest(_Request):
-    """Run a deployment over a task's unlabelled records; its answers become suggestions."""
-
-    deployment: Name
-    limit: int | None = Field(default=None, ge=1, le=1 << 40, description="at most this many records")
-    replace: bool = Field(
-        default=False, description="suggest again for records that already have a suggestion"
-    )
-
-
 # answers
 
 
@@ -455,35 +445,3 @@ class LabelImport(Body):
     kept: int = Field(description="records that had a label already (left as they were)")
     unmatched: list[str] = Field(description="paths of the upload that no record of the task has (first 100)")
     unmatched_count: int
-
-
-class PrelabelState(str, Enum):
-    """Where a pre-labelling run is."""
-
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    stopped = "stopped"
-
-
-class PrelabelRun(Body):
-    """A pre-labelling run and how far it is."""
-
-    id: int
-    task: str
-    deployment: str
-    user: str
-    state: PrelabelState
-    reason: str
-    total: int
-    done: int = Field(description="records answered (suggestions written)")
-    failed: int = Field(description="records the model refused or failed on")
-    created: datetime | None
-    finished: datetime | None
-    per_second: float | None = Field(description="records answered per second so far")
-
-
-class PrelabelRunList(Body):
-    """A task's pre-labelling runs, newest first."""
-
-    runs: list[PrelabelRun]

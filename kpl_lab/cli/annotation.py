@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..api.annotation import AnnotationTask, QueueOrder, RecordState, TaskKind
+from ..api.annotation import AnnotationTask, ExportFormat, QueueOrder, RecordState, TaskKind
 from ..errors import BadRequest, NotFound
 from ..notebook.client import Client
 from ..text import emit_json, human_time, render_fields, render_table
@@ -39,8 +39,17 @@ class LocalClient(Client):
             names = operation.match(method, path)
             if names is not None:
                 caller = Caller(self.platform, project, getpass.getuser(), admin=True)
-                return operation(caller, names, query, body).model_dump(mode="json", by_alias=True)
+                answer = operation(caller, names, query, body)
+                return answer if isinstance(answer, bytes) else answer.model_dump(mode="json", by_alias=True)
         raise NotFound(f"no operation {method} /{path} runs in this process")
+
+    def raw(self, path: str, params: dict[str, Any] | None = None) -> tuple[bytes, str]:
+        """Run a GET operation that answers bytes (an export)."""
+        return self.request("GET", path, params), "application/zip"
+
+    def _upload(self, path: str, archive, params: dict, progress) -> dict:
+        """Run an upload operation on the file itself (an import)."""
+        return self.request("POST", path, params, body=str(archive))
 
 
 def client_of(platform) -> Client:
@@ -280,6 +289,39 @@ def cmd_history(args, platform) -> int:
     return 0
 
 
+def cmd_publish(args, platform) -> int:
+    version = client_of(platform).publish_annotation(
+        args.name, args.dataset, args.test_fraction, args.seed, args.description
+    )
+    if args.json:
+        emit_json(version)
+        return 0
+    parts = ", ".join(f"{p} {n}" for p, n in version["parts"].items())
+    print(f"published {version['ref']}: {version['record_count']} records ({parts})")
+    return 0
+
+
+def cmd_export(args, platform) -> int:
+    path = args.output or f"{args.name}-{args.format}.zip"
+    client_of(platform).export_annotation(args.name, args.format, path, args.all)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_import(args, platform) -> int:
+    done = client_of(platform).import_annotation(args.name, args.format, args.archive)
+    if args.json:
+        emit_json(done)
+        return 0
+    print(
+        f"{done['imported']} records labelled from {done['found']} labelled images; "
+        f"{done['kept']} kept their label, {done['unmatched_count']} matched no record"
+    )
+    for path in done["unmatched"]:
+        print(f"  unmatched: {path}")
+    return 0
+
+
 def register(groups) -> None:
     """Add the `annotation` commands."""
     commands = groups.add_parser("annotation", help="labelling tasks: label, review, publish").add_subparsers(
@@ -348,5 +390,23 @@ def register(groups) -> None:
     label.set_defaults(func=cmd_label)
     review.set_defaults(func=cmd_review)
     history.set_defaults(func=cmd_history)
-    for sub in (listing, create, show, update, queue, label, review, history):
+    publish = commands.add_parser("publish", help="publish the accepted labels as a dataset version")
+    publish.add_argument("name", metavar="NAME")
+    publish.add_argument("--dataset", required=True, help="the dataset to add a version to")
+    publish.add_argument("--test-fraction", type=float, default=0.2, help="share of each class in test")
+    publish.add_argument("--seed", type=int, default=0)
+    publish.add_argument("--description", default="")
+    publish.set_defaults(func=cmd_publish)
+    export = commands.add_parser("export", help="write the labels as a zip of COCO, VOC, YOLO or Labelme")
+    export.add_argument("name", metavar="NAME")
+    export.add_argument("--format", required=True, choices=[f.value for f in ExportFormat])
+    export.add_argument("--output", "-o", help="the zip to write (default NAME-FORMAT.zip)")
+    export.add_argument("--all", action="store_true", help="every saved label, not only the accepted")
+    export.set_defaults(func=cmd_export)
+    load = commands.add_parser("import", help="label unlabelled records from COCO, VOC, YOLO or Labelme")
+    load.add_argument("name", metavar="NAME")
+    load.add_argument("archive", metavar="ZIP")
+    load.add_argument("--format", required=True, choices=[f.value for f in ExportFormat])
+    load.set_defaults(func=cmd_import)
+    for sub in (listing, create, show, update, queue, label, review, history, publish, load):
         sub.add_argument("--json", action="store_true", help="print JSON")

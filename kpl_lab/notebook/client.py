@@ -722,6 +722,27 @@ class Client:
         """Return every save, import and review of a record's label, oldest first."""
         return self.request("GET", f"annotation/tasks/{_quote(name)}/records/{int(record)}/history")["events"]
 
+    def publish_annotation(
+        self, name: str, dataset: str, test_fraction: float = 0.2, seed: int = 0, description: str = ""
+    ) -> dict:
+        """Publish a task's accepted labels as a new version of `dataset`, split into train and test parts."""
+        body = {"dataset": dataset, "test_fraction": test_fraction, "seed": seed, "description": description}
+        return self.request("POST", f"annotation/tasks/{_quote(name)}/publish", body=body)
+
+    def export_annotation(self, name: str, format: str, path: str | os.PathLike, every: bool = False) -> str:
+        """Write a task's accepted labels (`every`: every saved label) to the zip `path` in `format`:
+        coco, voc, yolo or labelme; return the path."""
+        data, _ = self.raw(
+            f"annotation/tasks/{_quote(name)}/export", {"format": format, "all": 1 if every else None}
+        )
+        with open(path, "wb") as out:
+            out.write(data)
+        return os.fspath(path)
+
+    def import_annotation(self, name: str, format: str, archive: str | os.PathLike) -> dict:
+        """Label a task's unlabelled records from a zip or tar of `format` (coco, voc, yolo or labelme)."""
+        return self._upload(f"annotation/tasks/{_quote(name)}/import", archive, {"format": format}, None)
+
     # experiments
 
     def compare(self, job_ids: list[str]) -> dict:

@@ -42,7 +42,6 @@ PATH_PARAMETERS = {
     "alias": {"schema": NAME_SCHEMA, "description": "a model alias: production, canary or any name"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
     "record": {"schema": {"type": "integer", "minimum": 0}, "description": "a record number of the task"},
-    "prelabel_run": {"schema": {"type": "integer", "minimum": 1}, "description": "a pre-labelling run's id"},
     "field": {
         "schema": {"type": "string"},
         "description": "field path: a top-level field, or e.g. object.0.mask",

@@ -14,9 +14,12 @@ from ..api.annotation import (
     AnnotationRecord,
     AnnotationTask,
     AnnotationTaskList,
+    ExportFormat,
     Label,
     LabelHistory,
+    LabelImport,
     LabelRequest,
+    PublishRequest,
     QueueOrder,
     RecordQueue,
     RecordState,
@@ -84,6 +87,7 @@ from ..api.quotas import Quota, QuotaRequest
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
+from ..catalog.datasets_view import THUMBNAIL_MAX, THUMBNAIL_MIN
 from ..experiments.compare import IDS_PATTERN
 from .base import OFFSET_MAX, NotFoundHandler
 from .handlers import (
@@ -104,7 +108,7 @@ from .version import VersionHandler
 
 API_PREFIX = "/kpl/api"
 _SEGMENT = "[^/]+"
-NUMBERS = ("index", "record", "prelabel_run")  # path parameters that are whole numbers
+NUMBERS = ("index", "record")  # path parameters that are whole numbers
 
 SEARCH = Query("q", description="case-insensitive search in names and descriptions")
 PART = Query(
@@ -207,7 +211,12 @@ ROUTES: list[Route] = [
                 description="Bytes and File values are answered as they are stored with their content "
                 "type; other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on "
                 "its longer side (cached under the storage root per dataset version and record).",
-                query=(PART, Query("thumbnail", {"type": "integer", "minimum": 1, "maximum": 1 << 20})),
+                query=(
+                    PART,
+                    Query(
+                        "thumbnail", {"type": "integer", "minimum": THUMBNAIL_MIN, "maximum": THUMBNAIL_MAX}
+                    ),
+                ),
                 content={
                     "application/json": {"schema": {}},
                     "image/png": {"schema": {"type": "string", "format": "binary"}},
@@ -817,6 +826,7 @@ ROUTES: list[Route] = [
 ]
 
 
+EXPORT_FORMAT = Query("format", {"type": "string", "enum": [f.value for f in ExportFormat]}, required=True)
 ANNOTATION_ROUTES: list[Route] = [
     Route(
         "/annotation/tasks",
@@ -890,6 +900,66 @@ ANNOTATION_ROUTES: list[Route] = [
                     Query("after", description="the `next` of the previous page"),
                     Query("limit", {"type": "integer", "minimum": 1, "maximum": QUEUE_MAX, "default": 50}),
                 ),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/publish",
+        annotation.AnnotationPublishHandler,
+        {
+            "post": Operation(
+                "Publish the task's accepted labels as a new dataset version with train and test parts",
+                DatasetVersion,
+                status=201,
+                audit="annotation.publish",
+                description="Accepted records not marked dropped are written with every field of their source "
+                "record and the label fields of the record format (`class_name`, `subclass` for class kinds; "
+                "`width`, `height`, `object` for object kinds; `label`, the value as JSON), split per class "
+                "with a seeded shuffle, and registered with lineage to the task. The task's maker or an "
+                "administrator publishes; 409 when no label is accepted.",
+                body=PublishRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/export",
+        annotation.AnnotationExportHandler,
+        {
+            "get": Operation(
+                "The task's labels as a zip of COCO, Pascal VOC, YOLO or Labelme files",
+                None,
+                content={"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+                description="Files are named after the record's `path` field (PART/INDEX without one), so an "
+                "export imports back. COCO holds boxes, polygons, masks and keypoints; VOC boxes; YOLO boxes "
+                "and polygons; Labelme boxes and polygons; OCR text rides along. A format that cannot hold "
+                "the task's kind answers 400 naming `format` (class tasks are published instead).",
+                query=(
+                    EXPORT_FORMAT,
+                    Query(
+                        "all",
+                        {"type": "integer", "enum": [0, 1], "default": 0},
+                        "1: every saved label, not only the accepted ones (dropped records never)",
+                    ),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/import",
+        annotation.AnnotationImportHandler,
+        {
+            "post": Operation(
+                "Label the task's unlabelled records from a zip or tar of COCO, VOC, YOLO or Labelme files",
+                LabelImport,
+                audit="annotation.import",
+                description="The body is the archive itself, streamed, read with the upload's checks. Each "
+                "labelled image is matched to the record whose `path` ends with its file name; its objects "
+                "are checked against the task's classes (400 naming the file). Records that have a label "
+                "keep it; the others get the imported one, as `labelled`, with an `imported` history step. "
+                "YOLO class numbers are read from classes.txt, else the task's class order.",
+                upload=True,
+                query=(EXPORT_FORMAT,),
             )
         },
     ),

@@ -104,3 +104,59 @@ def test_the_cli_answers_alike_through_the_service_and_here(kpl_server, client, 
     assert "2/4 labelled (50.0%)" in out and "0 accepted" in out and "1 rejected" in out
     status, _, err = run("create", "bad", "--dataset", "squares", "--kind", "image_class")
     assert status == 2 and "--class" in err
+
+
+def test_a_project_sees_none_of_another_projects_tasks(kpl_server, client, task):
+    other = Client(kpl_server.url, kpl_server.token, project="elsewhere")
+    assert other.annotation_tasks() == []
+    with pytest.raises(NotFound, match="annotation task 'colour' not found in project 'elsewhere'"):
+        other.annotation_task(task)
+    with pytest.raises(NotFound):
+        other.save_label(task, 0, {"class_name": "red"}, 0)
+    with pytest.raises(NotFound):
+        other.annotation_record(task, 0)
+    with pytest.raises(NotFound):
+        other.delete_annotation_task(task)
+    with pytest.raises(NotFound):  # nor its dataset: a task names datasets of its own project only
+        other.create_annotation_task("colour", "squares", "image_class", ["red"])
+    assert client.annotation_task(task)["name"] == "colour"
+
+
+def test_accepted_labels_are_published_exported_and_imported(
+    kpl_server, client, tmp_path, monkeypatch, capsys
+):
+    client.create_annotation_task("boxes", "squares", "boxes", ["red", "green"])
+    client.create_annotation_task("boxes-copy", "squares", "boxes", ["red", "green"])
+    try:
+        box = {"type": "box", "class_name": "red", "xmin": 1, "ymin": 1, "xmax": 5, "ymax": 6}
+        for record in (0, 3):
+            saved = client.save_label("boxes", record, {"objects": [box]}, 0)
+            client.review_label("boxes", record, "accept", saved["version"])
+        version = client.publish_annotation("boxes", "squares-boxes", test_fraction=0.5)
+        assert (
+            version["parts"] == {"train": 1, "test": 1} and version["lineage"]["annotation_task"] == "boxes"
+        )
+        with pytest.raises(BadRequest, match="format: 'pascal' is not one of") as refused:
+            client.export_annotation("boxes", "pascal", tmp_path / "x.zip")
+        assert refused.value.field == "format"
+        exported = client.export_annotation("boxes", "voc", tmp_path / "boxes-voc.zip")
+        done = client.import_annotation("boxes-copy", "voc", exported)
+        assert (done["found"], done["imported"], done["kept"]) == (2, 2, 0)
+        assert client.annotation_record("boxes-copy", 3)["label"]["value"]["objects"][0]["xmax"] == 5
+
+        # the CLI does the same here, on the server's home, as through the service
+        for name in ("KPL_API_URL", "KPL_API_TOKEN", "KPL_PROJECT", "KPL_LAB_HOME", "KPL_SERVICE_URL"):
+            monkeypatch.delenv(name, raising=False)
+        home = ["--home", str(kpl_server.home), "--project", PROJECT, "annotation"]
+        output = tmp_path / "here.zip"
+        assert main([*home, "export", "boxes", "--format", "coco", "-o", str(output)]) == 0
+        assert capsys.readouterr().out == f"wrote {output}\n"
+        client.delete_annotation_task("boxes-copy")
+        client.create_annotation_task("boxes-copy", "squares", "boxes", ["red", "green"])
+        assert main([*home, "import", "boxes-copy", str(output), "--format", "coco"]) == 0
+        assert capsys.readouterr().out.startswith("2 records labelled from 2 labelled images; 0 kept")
+        assert main([*home, "publish", "boxes", "--dataset", "squares-boxes", "--test-fraction", "0"]) == 0
+        assert "records (train 2)" in capsys.readouterr().out
+    finally:
+        client.delete_annotation_task("boxes")
+        client.delete_annotation_task("boxes-copy")

@@ -8,8 +8,9 @@ from typing import Any
 from tornado import web
 
 from ...annotation import operations as op
-from ...api.annotation import LabelRequest, ReviewRequest, TaskRequest, TaskUpdateRequest
+from ...api.annotation import LabelRequest, PublishRequest, ReviewRequest, TaskRequest, TaskUpdateRequest
 from ..base import KPLHandler
+from ..upload import UploadHandler
 
 
 class AnnotationHandler(KPLHandler):
@@ -19,6 +20,10 @@ class AnnotationHandler(KPLHandler):
         self, operation: Callable, *arguments: Any, members: bool = False, status: int = 200
     ) -> None:
         """Run an operation for the caller off the event loop and answer its model."""
+        self.reply(await self.run(operation, *arguments, members=members), status=status)
+
+    async def run(self, operation: Callable, *arguments: Any, members: bool = False) -> Any:
+        """Run an operation for the caller off the event loop; return what it answers."""
         caller = op.Caller(
             platform=self.platform,
             project=self.project,
@@ -27,7 +32,7 @@ class AnnotationHandler(KPLHandler):
             members=await self.app.project_members(self.project) if members else None,
             api_base=self.api_base,
         )
-        self.reply(await self.blocking(operation, caller, *arguments), status=status)
+        return await self.blocking(operation, caller, *arguments)
 
     def query(self) -> dict[str, str]:
         """Return the query arguments (the last value of each)."""
@@ -74,6 +79,46 @@ class AnnotationQueueHandler(AnnotationHandler):
     async def get(self, name: str) -> None:
         """Answer a page of the queue."""
         await self.answer(op.queue, name, self.query())
+
+
+class AnnotationPublishHandler(AnnotationHandler):
+    """POST: publish the task's accepted labels as a new dataset version."""
+
+    @web.authenticated
+    async def post(self, name: str) -> None:
+        """Publish a task."""
+        await self.answer(op.publish_task, name, self.body_as(PublishRequest), status=201)
+
+
+class AnnotationExportHandler(AnnotationHandler):
+    """GET: a zip of the task's labels in COCO, VOC, YOLO or Labelme."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """Answer the export."""
+        data = await self.run(op.export_labels, name, self.query())
+        self.set_header("Content-Disposition", f'attachment; filename="{name}-{self.query()["format"]}.zip"')
+        self.finish(data, set_content_type="application/zip")
+
+
+@web.stream_request_body
+class AnnotationImportHandler(UploadHandler, AnnotationHandler):
+    """POST: label the task's unlabelled records from an uploaded zip or tar of COCO, VOC, YOLO or Labelme."""
+
+    def check_upload_query(self) -> None:
+        """Check the format before the body is stored."""
+        op.export_format(self.query())
+        self.project  # noqa: B018 - refuse a forbidden project before the body arrives
+
+    @web.authenticated
+    async def post(self, name: str) -> None:
+        """Import labels."""
+        upload = self.finish_upload()
+        self.upload_in_use = True
+        try:
+            await self.answer(op.import_labels, name, self.query(), upload)
+        finally:
+            self.upload_in_use = False
 
 
 class AnnotationRecordHandler(AnnotationHandler):

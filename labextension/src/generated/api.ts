@@ -1076,6 +1076,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/annotation/tasks/{name}/publish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish the task's accepted labels as a new dataset version with train and test parts
+         * @description Accepted records not marked dropped are written with every field of their source record and the label fields of the record format (`class_name`, `subclass` for class kinds; `width`, `height`, `object` for object kinds; `label`, the value as JSON), split per class with a seeded shuffle, and registered with lineage to the task. The task's maker or an administrator publishes; 409 when no label is accepted.
+         */
+        post: operations["postAnnotationPublish"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The task's labels as a zip of COCO, Pascal VOC, YOLO or Labelme files
+         * @description Files are named after the record's `path` field (PART/INDEX without one), so an export imports back. COCO holds boxes, polygons, masks and keypoints; VOC boxes; YOLO boxes and polygons; Labelme boxes and polygons; OCR text rides along. A format that cannot hold the task's kind answers 400 naming `format` (class tasks are published instead).
+         */
+        get: operations["getAnnotationExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Label the task's unlabelled records from a zip or tar of COCO, VOC, YOLO or Labelme files
+         * @description The body is the archive itself, streamed, read with the upload's checks. Each labelled image is matched to the record whose `path` ends with its file name; its objects are checked against the task's classes (400 naming the file). Records that have a label keep it; the others get the imported one, as `labelled`, with an `imported` history step. YOLO class numbers are read from classes.txt, else the task's class order.
+         */
+        post: operations["postAnnotationImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/annotation/tasks/{name}/records/{record}": {
         parameters: {
             query?: never;
@@ -1809,6 +1869,12 @@ export interface components {
          */
         ExperimentState: "running" | "stopped" | "succeeded" | "failed";
         /**
+         * ExportFormat
+         * @description The label formats a task exports to and imports from.
+         * @enum {string}
+         */
+        ExportFormat: "voc" | "coco" | "labelme" | "yolo";
+        /**
          * FieldError
          * @description One problem with one field of the request.
          */
@@ -2207,6 +2273,22 @@ export interface components {
         LabelHistory: {
             record: number;
             events: components["schemas"]["LabelEvent"][];
+        };
+        /**
+         * LabelImport
+         * @description What an import of labels did.
+         */
+        LabelImport: {
+            format: components["schemas"]["ExportFormat"];
+            /** @description images with labels in the upload */
+            found: number;
+            /** @description records labelled from it */
+            imported: number;
+            /** @description records that had a label already (left as they were) */
+            kept: number;
+            /** @description paths of the upload that no record of the task has (first 100) */
+            unmatched: string[];
+            unmatched_count: number;
         };
         /**
          * LabelRequest
@@ -2808,6 +2890,26 @@ export interface components {
          * @enum {string}
          */
         PrunerName: "median" | "successive_halving" | "hyperband";
+        /**
+         * PublishRequest
+         * @description Publish a task's accepted labels as a new version of a dataset, split into train and test.
+         */
+        PublishRequest: {
+            /** @description the dataset to add a version to (made when new) */
+            dataset: string;
+            /**
+             * @description share of each class put in `test`
+             * @default 0.2
+             */
+            test_fraction?: number;
+            /**
+             * @description seed of the split's shuffle
+             * @default 0
+             */
+            seed?: number;
+            /** @default  */
+            description?: string;
+        };
         /**
          * QueueEntry
          * @description A record in a queue.
@@ -5894,6 +5996,110 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    postAnnotationPublish: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAnnotationExport: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                format: "voc" | "coco" | "labelme" | "yolo";
+                /** @description 1: every saved label, not only the accepted ones (dropped records never) */
+                all?: 0 | 1;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": Blob;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postAnnotationImport: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                format: "voc" | "coco" | "labelme" | "yolo";
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LabelImport"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
     getAnnotationRecord: {
         parameters: {
             query?: {
@@ -6045,6 +6251,9 @@ export const pathsExperimentsNamePlotsKindGetParametersPathKindValues: ReadonlyA
 export const pathsAnnotationTasksNameQueueGetParametersQueryStateValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["state"]> = ["unlabelled", "labelled", "accepted", "rejected", "all"];
 export const pathsAnnotationTasksNameQueueGetParametersQueryOrderValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["order"]> = ["record", "uncertainty"];
 export const pathsAnnotationTasksNameQueueGetParametersQueryMineValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["mine"]> = [0, 1];
+export const pathsAnnotationTasksNameExportGetParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/export"]["get"]["parameters"]["query"]["format"]> = ["voc", "coco", "labelme", "yolo"];
+export const pathsAnnotationTasksNameExportGetParametersQueryAllValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/export"]["get"]["parameters"]["query"]["all"]> = [0, 1];
+export const pathsAnnotationTasksNameImportPostParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/import"]["post"]["parameters"]["query"]["format"]> = ["voc", "coco", "labelme", "yolo"];
 export const boxShapeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxShape"]["type"]> = ["box"];
 export const categoricalTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Categorical"]["type"]> = ["categorical"];
 export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
@@ -6052,6 +6261,7 @@ export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<compo
 export const deploymentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeploymentState"]> = ["starting", "ready", "degraded", "failed", "stopped"];
 export const directionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Direction"]> = ["maximize", "minimize"];
 export const experimentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ExperimentState"]> = ["running", "stopped", "succeeded", "failed"];
+export const exportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ExportFormat"]> = ["voc", "coco", "labelme", "yolo"];
 export const floatRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FloatRange"]["type"]> = ["float"];
 export const intRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IntRange"]["type"]> = ["int"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];

@@ -66,6 +66,8 @@ async def objects(api) -> dict[str, str]:
         "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "dog"}, "version": 0}
     )
     assert code == 200, label
+    code, created = await api.post("annotation/tasks", {**task, "name": "pets-boxes", "kind": "boxes"})
+    assert code == 201, created
     return {
         "KPL_ST_DATASET_VERSION": dataset["version"],
         "KPL_ST_ALGORITHM_VERSION": algorithm["version"],

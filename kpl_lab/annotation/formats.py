@@ -63,9 +63,14 @@ def record_names(platform: Platform, project: str, task) -> list[str]:
     names: list[str] = []
     for part, count in task.parts:
         if schemas[part].get("path") == "String":
-            reader = open_reader(view.folder, part, ("path",))
+            paths: list = []
+            for batch in open_reader(view.folder, part, ("path",)).iter_batches():  # a column, not rows
+                paths += batch.column(0).to_pylist()
+                if len(paths) >= count:
+                    break
             names += [
-                str(reader[i]["path"]).replace("\\", "/").lstrip("/") or f"{part}/{i}" for i in range(count)
+                str(p or "").replace("\\", "/").lstrip("/") or f"{part}/{i}"
+                for i, p in enumerate(paths[:count])
             ]
         else:
             names += [f"{part}/{i}" for i in range(count)]

@@ -39,7 +39,8 @@ export type Action =
   | { type: 'redo' }
   | { type: 'save' }
   | { type: 'remove' }
-  | { type: 'drop' };
+  | { type: 'drop' }
+  | { type: 'accept' };
 
 /**
  * The key events the view reads.
@@ -66,7 +67,8 @@ export const SHORTCUTS: ReadonlyArray<[string, string]> = [
   ['Ctrl+Shift+Z or Ctrl+Y', 'redo'],
   ['Enter or s', 'save'],
   ['Delete or Backspace', 'remove the last box'],
-  ['x', 'mark the record dropped (never published)']
+  ['x', 'mark the record dropped (never published)'],
+  ['a', 'accept the pre-labelling suggestion (a class task saves and moves on)']
 ];
 
 /**
@@ -100,6 +102,8 @@ export function keyAction(event: IKey, classCount: number): Action | null {
       return { type: 'remove' };
     case 'x':
       return { type: 'drop' };
+    case 'a':
+      return { type: 'accept' };
   }
   if (/^[0-9]$/.test(key)) {
     const index = key === '0' ? 9 : Number(key) - 1;
@@ -229,4 +233,27 @@ export function saveError(status: number | undefined, message: string): string {
     return `Not saved: ${message}`;
   }
   return `Not saved (${status ?? 'no answer'}): ${message}`;
+}
+
+/**
+ * A suggestion's value as a label: the scores the model gave each object are left out (a label
+ * has none), the image size of the label loaded is kept when the suggestion has none.
+ */
+export function fromSuggestion(
+  suggested: Record<string, unknown>,
+  loaded: ILabelValue
+): ILabelValue {
+  const value = { ...(suggested as ILabelValue) };
+  if (Array.isArray(value.objects)) {
+    value.objects = value.objects.map(shape => {
+      const copy = { ...shape } as IBoxShape & { score?: number };
+      delete copy.score;
+      return copy;
+    });
+  }
+  return {
+    ...value,
+    width: value.width ?? loaded.width,
+    height: value.height ?? loaded.height
+  };
 }

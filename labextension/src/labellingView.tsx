@@ -12,6 +12,7 @@ import { KPLApiError } from './request';
 import {
   change,
   dragBox,
+  fromSuggestion,
   IEditor,
   ILabelValue,
   isChanged,
@@ -46,6 +47,7 @@ export interface ITask {
 export interface IRecord {
   record: number;
   fields: Record<string, unknown>;
+  suggestion?: { run_id: number; value: Record<string, unknown> } | null;
   label?: {
     value: Record<string, unknown>;
     version: number;
@@ -72,6 +74,7 @@ interface IState {
   position: number;
   record: IRecord | null;
   editor: IEditor;
+  suggestionRun: number | null; // the run whose suggestion the value being edited took
   classIndex: number;
   message: string;
   drag: [number, number, number, number] | null;
@@ -109,6 +112,7 @@ export class LabellingView extends ReactWidget {
     position: 0,
     record: null,
     editor: startEditing(null),
+    suggestionRun: null,
     classIndex: 0,
     message: 'Loading…',
     drag: null
@@ -147,7 +151,10 @@ export class LabellingView extends ReactWidget {
       const records: number[] = [];
       for (const state of ['unlabelled', 'rejected'] as const) {
         const page = await this.client.GET('/annotation/tasks/{name}/queue', {
-          params: { path, query: { state, mine: 1, limit: QUEUE_PAGE } }
+          params: {
+            path,
+            query: { state, mine: 1, limit: QUEUE_PAGE, order: 'uncertainty' }
+          }
         });
         records.push(...page.records.map(entry => entry.record));
       }
@@ -192,6 +199,7 @@ export class LabellingView extends ReactWidget {
       editor: startEditing(
         (record.label?.value as ILabelValue | undefined) ?? null
       ),
+      suggestionRun: null,
       message: record.label?.comment ? `Reviewer: ${record.label.comment}` : '',
       drag: null
     });
@@ -232,13 +240,15 @@ export class LabellingView extends ReactWidget {
           params: { path: { name: this.taskName, record: record.record } },
           body: {
             value: editor.value as Schemas['LabelValue'],
-            version: record.label?.version ?? 0
+            version: record.label?.version ?? 0,
+            suggestion_run: this.state.suggestionRun
           }
         }
       );
       this.set({
         record: { ...record, label },
         editor: startEditing(label.value as ILabelValue),
+        suggestionRun: null,
         message: `Saved record ${record.record} (version ${label.version}).`
       });
       return true;
@@ -272,6 +282,25 @@ export class LabellingView extends ReactWidget {
       await this.move(1);
     } else {
       this.set({ classIndex: index });
+    }
+  }
+
+  /**
+   * Take the record's suggestion as its label (a class task saves and moves on); the save names its run.
+   */
+  async acceptSuggestion(): Promise<void> {
+    const suggestion = this.state.record?.suggestion;
+    if (!suggestion) {
+      this.set({ message: 'This record has no suggestion.' });
+      return;
+    }
+    const value = fromSuggestion(suggestion.value, this.state.editor.value);
+    this.set({
+      editor: change(this.state.editor, value),
+      suggestionRun: suggestion.run_id
+    });
+    if (this.isClassTask) {
+      await this.move(1);
     }
   }
 
@@ -310,6 +339,9 @@ export class LabellingView extends ReactWidget {
         break;
       case 'drop':
         this.edit({ ...value, dropped: !value.dropped });
+        break;
+      case 'accept':
+        this.pending = this.acceptSuggestion();
         break;
     }
   };

@@ -26,6 +26,7 @@ describe('labelling keys', () => {
     expect(action('Backspace')).toBe('remove');
     expect(action('Delete')).toBe('remove');
     expect(action('x')).toBe('drop');
+    expect(action('a')).toBe('accept');
     expect(action('q')).toBeNull();
   });
 

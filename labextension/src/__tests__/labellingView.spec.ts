@@ -35,7 +35,20 @@ const record = (n: number, label: unknown = null) => ({
   assignee: null,
   fields: { path: `sq/${n}.png` },
   label,
-  suggestion: null
+  // record 1 has a suggestion of pre-labelling run 4
+  suggestion:
+    n === 1
+      ? {
+          run_id: 4,
+          value: {
+            objects: [{ ...BOX, score: 0.4 }],
+            class_name: null,
+            width: 16,
+            height: 12
+          },
+          score: 0.4
+        }
+      : null
 });
 
 interface ISent {
@@ -134,7 +147,8 @@ describe('the labelling view', () => {
         path: '/records/0/label',
         body: {
           value: { class_name: 'green', subclass: null, dropped: false },
-          version: 0
+          version: 0,
+          suggestion_run: null
         }
       }
     ]);
@@ -184,9 +198,21 @@ describe('the labelling view', () => {
     await press(view, 'n');
     const saves = sent.filter(s => s.method === 'PUT');
     expect(saves.map(s => s.body)).toEqual([
-      { value: { objects: [], width: 16, height: 12 }, version: 3 }
+      {
+        value: { objects: [], width: 16, height: 12 },
+        version: 3,
+        suggestion_run: null
+      }
     ]);
     expect(view.state.record?.record).toBe(1);
+    await press(view, 'a'); // its suggestion, without the model's score, saved naming its run
+    expect(view.state.editor.value.objects).toEqual([BOX]);
+    await press(view, 's');
+    expect(sent.filter(s => s.method === 'PUT').map(s => s.body)[1]).toEqual({
+      value: { objects: [BOX], class_name: null, width: 16, height: 12 },
+      version: 0,
+      suggestion_run: 4
+    });
     view.dispose();
   });
 });

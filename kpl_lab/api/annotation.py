@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -19,14 +19,21 @@ from .catalog import Name, Ref
 
 # a class, second-level class or keypoint name: printable, no surrounding spaces, at most 100 characters
 CLASS_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,98}[^\s\x00-\x1f\x7f])?$"
-ClassName = matching(CLASS_PATTERN)
 # a user as the hub (or the single-user server) names them
 USER_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
-UserName = matching(USER_PATTERN)
 # a top-level field of a record
 FIELD_PATTERN = r"^[^.\x00-\x1f\x7f]{1,200}$"
-FieldName = matching(FIELD_PATTERN)
-Color = matching(r"^#[0-9a-fA-F]{6}$")
+COLOR_PATTERN = r"^#[0-9a-fA-F]{6}$"
+if TYPE_CHECKING:  # checked strings to type checkers
+    ClassName = str
+    UserName = str
+    FieldName = str
+    Color = str
+else:
+    ClassName = matching(CLASS_PATTERN)
+    UserName = matching(USER_PATTERN)
+    FieldName = matching(FIELD_PATTERN)
+    Color = matching(COLOR_PATTERN)
 MAX_CLASSES = 1000
 MAX_OBJECTS = 10_000
 MAX_POINTS = 10_000

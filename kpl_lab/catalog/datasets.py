@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote, urlencode
 
 from ..errors import BadRequest
 from .storage import CopyResult, Storage, check_name, link_files
@@ -36,6 +38,19 @@ def part_order(parts: list[str]) -> list[str]:
 def cache_dir(storage: Storage, project: str, name: str, version: str) -> Path:
     """Return the cache folder (thumbnails, stats) of one dataset version."""
     return storage.root / "cache" / "projects" / project / "datasets" / name / version
+
+
+def field_url(api_base: str, project: str, name: str, version: str) -> Callable[[str, int, str], str]:
+    """Return (part, index, field path) -> the URL of that field of a dataset version under `api_base`."""
+    base = "/".join(
+        [api_base.rstrip("/"), "datasets", quote(name, safe=""), "versions", quote(version, safe="")]
+    )
+
+    def url(part: str, index: int, path: str) -> str:
+        query = urlencode({"part": part, "project": project})
+        return f"{base}/records/{index}/fields/{quote(path, safe='')}?{query}"
+
+    return url
 
 
 def check_import(form: str, part: str | None, split: str | None) -> None:

@@ -272,6 +272,14 @@ class Catalog:
             if served is not None:
                 refs = ", ".join(v.ref for v in versions)
                 raise Conflict(f"model {refs} is served by deployment {served.name!r}; delete it first")
+        if kind is DATASET:
+            from .annotation import AnnotationTask
+
+            task = session.scalar(select(AnnotationTask).where(AnnotationTask.dataset_version_id.in_(ids)))
+            if task is not None:
+                raise Conflict(
+                    f"dataset {task.dataset_version.ref}: annotation task {task.name!r} labels it; delete the task first"
+                )
         active = session.scalars(
             select(Job).where(Job.project_id == project_id, Job.state.in_(ACTIVE_STATES))
         )

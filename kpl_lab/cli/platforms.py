@@ -3,7 +3,7 @@
 Every command is written against the methods below and sees the REST API's JSON shapes, so
 both modes answer alike and print through the same `kpl_lab.text` functions.
 `ServicePlatform` is `Client` calls only: over HTTP to the hub's shared platform service
-(as the user, in their project), or in this process on a home (`Client.on_home`, the same
+(as the user, in their project), or in this process on a home (`client_on_home`, the same
 operations the REST handlers run). `LocalPlatform` is the latter plus what has no request:
 the scheduling round beside no host, files of this machine, pipelines executed here.
 `open_platform` picks the service wherever `Client()` would (a notebook under JupyterHub).
@@ -33,7 +33,9 @@ def open_platform(args) -> LocalPlatform | ServicePlatform:
 
     if service_configured() and not (args.home or args.database_url):
         return ServicePlatform(Client(project=args.project))
-    client = Client.on_home(args.home, args.database_url, project=args.project)
+    from ..operations.local import client_on_home
+
+    client = client_on_home(args.home, args.database_url, project=args.project)
     return LocalPlatform(client, args.database_url)
 
 

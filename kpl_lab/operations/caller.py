@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,3 +30,4 @@ class Caller:
     start_run: Callable[[str, str], None] | None = None
     gateway: Any = None
     audit_target: str = ""
+    project_members: Callable[[str], Awaitable[list[str] | None]] | None = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import quote, urlencode
 
 from ..api.catalog import Deleted
 from ..api.datasets import (
@@ -15,7 +14,7 @@ from ..api.datasets import (
     RecordsPage,
     Stats,
 )
-from ..catalog.datasets import check_import
+from ..catalog.datasets import check_import, field_url
 from ..catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ..catalog.storage import check_name
 from ..errors import BadRequest
@@ -116,20 +115,6 @@ def delete_version(caller: Caller, name: str, version: str) -> Deleted:
     return Deleted(deleted=caller.platform.catalog.delete_dataset(caller.project, f"{name}:{version}"))
 
 
-def _field_url(caller: Caller, name: str, version: str):
-    """Return (part, index, field path) -> URL of the field route."""
-    base = "/".join(
-        [caller.api_base.rstrip("/"), "datasets", quote(name, safe=""), "versions", quote(version, safe="")]
-    )
-    project = caller.project
-
-    def url(part: str, index: int, path: str) -> str:
-        query = urlencode({"part": part, "project": project})
-        return f"{base}/records/{index}/fields/{quote(path, safe='')}?{query}"
-
-    return url
-
-
 def records(
     caller: Caller,
     name: str,
@@ -143,7 +128,7 @@ def records(
     wanted = [c.strip() for c in (columns or "").split(",") if c.strip()] or None
     row, view = caller.platform.catalog.open_dataset(caller.project, name, version)
     return RecordsPage.model_validate(
-        view.page(part, offset, limit, wanted, _field_url(caller, name, row.version))
+        view.page(part, offset, limit, wanted, field_url(caller.api_base, caller.project, name, row.version))
     )
 
 

@@ -23,11 +23,12 @@ from .spec import Operation, Query, Raw, Route
 
 OFFSET_MAX = 2**62  # the largest `offset` a query takes (a record index or a byte of a log)
 _SEGMENT = "[^/]+"
+NUMBERS = ("index", "record")  # path arguments that are whole numbers
 
 
 def path_pattern(path: str) -> str:
-    """Turn `/datasets/{name}` into the regular expression `/datasets/([^/]+)` (an `{index}` is digits)."""
-    return re.sub(r"\{(\w+)\}", lambda m: f"({'[0-9]+' if m.group(1) == 'index' else _SEGMENT})", path)
+    """Turn `/datasets/{name}` into the regular expression `/datasets/([^/]+)` (an `{index}`, a `{record}`: digits)."""
+    return re.sub(r"\{(\w+)\}", lambda m: f"({'[0-9]+' if m.group(1) in NUMBERS else _SEGMENT})", path)
 
 
 def path_names(route: Route) -> list[str]:

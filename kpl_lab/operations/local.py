@@ -24,6 +24,7 @@ from ..catalog.storage import check_name
 from ..errors import KPLError, NotFound
 from . import dispatch
 from .caller import API_PREFIX, Caller
+from .deployments import predict
 from .routes import ROUTES
 from .spec import Raw
 from .uploads import Upload, upload_folder
@@ -183,15 +184,18 @@ class LocalTransport:
     def _run(self, function, caller: Caller, arguments: dict[str, Any]) -> Any:
         if not inspect.iscoroutinefunction(function):
             return function(caller, **arguments)
-        from ..serving.gateway import Gateway  # the one coroutine: a prediction, through a gateway of its own
+        gateway = None
+        if function is predict:
+            from ..serving.gateway import Gateway  # through a gateway of its own
 
-        gateway = caller.gateway = Gateway(self.platform.deployments)
+            gateway = caller.gateway = Gateway(self.platform.deployments)
 
         async def run() -> Any:
             try:
                 return await function(caller, **arguments)
             finally:
-                gateway.close()
+                if gateway is not None:
+                    gateway.close()
 
         return asyncio.run(run())
 
@@ -203,3 +207,12 @@ def _json_bytes(body: Any) -> bytes:
     if isinstance(body, bytes):
         return body
     return json.dumps(body).encode()
+
+
+def client_on_home(
+    home: str | Path | None = None, database_url: str | None = None, project: str | None = None
+):
+    """Return a `kpl_lab.client.Client` that runs the API's operations in this process on a home (no server)."""
+    from ..client import Client
+
+    return Client(project=project, transport=LocalTransport.on_home(home, database_url))

@@ -228,6 +228,7 @@ class OperationHandler(KPLHandler):
             api_base=self.api_base,
             imports=self.app.imports,
             start_run=in_a_thread(self.platform),
+            project_members=self.app.project_members,
         )
 
     def query_argument(self, name: str) -> str | None:

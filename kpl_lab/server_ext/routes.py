@@ -20,6 +20,7 @@ SPECIAL: dict[str, type[OperationHandler]] = {
     "/datasets": DatasetUploadHandler,
     "/algorithms": UploadHandler,
     "/models": UploadHandler,
+    "/annotation/tasks/{name}/import": UploadHandler,
     "/jobs/{job_id}/logs": JobLogsHandler,
     "/jobs/{job_id}/events": JobEventsHandler,
     "/deployments/{name}/predict": DeploymentPredictHandler,

@@ -69,7 +69,7 @@ class UploadHandler(OperationHandler):
         return self.upload
 
     @web.authenticated
-    async def post(self) -> None:
+    async def post(self, *path: str) -> None:
         """Run the operation on the uploaded file and answer what it returns."""
         arguments = {**self._arguments, "upload": self.finish_upload()}
         self.upload_in_use = True

@@ -16,6 +16,7 @@ from PIL import Image
 
 from kpl_lab.client import Client, discover
 from kpl_lab.errors import BadRequest, Conflict, Forbidden, KPLError, NotFound
+from kpl_lab.operations.local import client_on_home
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def client(request, kpl_server):
     if request.param == "rest":
         yield kpl_server.client()
         return
-    with Client.on_home(kpl_server.home) as local:
+    with client_on_home(kpl_server.home) as local:
         assert local.local
         yield local
 

@@ -14,6 +14,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from ..api.annotation import (
+    QUEUE_MAX,
     AnnotationRecord,
     Label,
     LabelEvent,
@@ -39,7 +40,6 @@ from .values import check_value
 if TYPE_CHECKING:
     from ..platform import Platform
 
-QUEUE_MAX = 500
 FIRST_WINDOW = 1024  # record numbers looked at per query when walking unlabelled records
 
 

@@ -18,6 +18,8 @@ from .base import Body, matching
 from .catalog import Name, Ref
 from .choices import ExportFormat, QueueOrder, RecordState, TaskKind  # noqa: F401 - importable with the bodies
 
+QUEUE_MAX = 500  # the most records a page of a task's queue holds
+
 # a class, second-level class or keypoint name: printable, no surrounding spaces, at most 100 characters
 CLASS_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,98}[^\s\x00-\x1f\x7f])?$"
 # a user as the hub (or the single-user server) names them

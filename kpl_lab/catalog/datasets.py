@@ -17,6 +17,8 @@ from urllib.parse import quote, urlencode
 from ..errors import BadRequest
 from .storage import CopyResult, Storage, check_name, link_files
 
+THUMBNAIL_MIN, THUMBNAIL_MAX = 16, 1024  # the pixels a record field's thumbnail may ask for
+
 if TYPE_CHECKING:
     from .datasets_view import DatasetView
     from .models import DatasetVersion

@@ -27,7 +27,7 @@ import kpl_dataset
 from kpl_dataset import KPLDatasetError, ReadOnlyDataset
 
 from ..errors import BadRequest, KPLError, NotFound
-from .datasets import part_order
+from .datasets import THUMBNAIL_MAX, THUMBNAIL_MIN, part_order
 
 STRING_DISTINCT_CAP = 1000  # distinct strings counted per field before saying "capped"
 CLASS_CAP = 100_000  # distinct classes kept while counting
@@ -35,7 +35,6 @@ CLASS_CAP = 100_000  # distinct classes kept while counting
 SCORE_BANDS = 21
 STATS_FORMAT = 2  # in the cached file's name: stats of an older format are computed again
 READER_CACHE = 32  # open readers kept (manifests parsed, shards mapped)
-THUMBNAIL_MIN, THUMBNAIL_MAX = 16, 1024
 _PLAIN_MODES = {"1", "L", "LA", "P", "RGB", "RGBA"}
 
 # (bytes prefix, offset, content type) of the formats a browser can show

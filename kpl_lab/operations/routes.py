@@ -7,9 +7,9 @@ the REST handlers of both hosts (`kpl_lab.server_ext.routes`) and of the in-proc
 
 from __future__ import annotations
 
-from ..annotation.labels import QUEUE_MAX
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
 from ..api.annotation import (
+    QUEUE_MAX,
     AnnotationRecord,
     AnnotationTask,
     AnnotationTaskList,
@@ -85,8 +85,7 @@ from ..api.profiles import Profiles, ProfilesRequest
 from ..api.quotas import Quota, QuotaRequest
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
-from ..catalog.datasets import FORMATS
-from ..catalog.datasets_view import THUMBNAIL_MAX, THUMBNAIL_MIN
+from ..catalog.datasets import FORMATS, THUMBNAIL_MAX, THUMBNAIL_MIN
 from ..experiments.compare import IDS_PATTERN
 from . import (
     algorithms,

@@ -23,14 +23,18 @@ from ..api.deployments import (
 )
 from ..catalog.serialize import utc
 from ..errors import BadRequest, ModelFailed
-from ..serving import history
-from ..serving.describe import deployment_model
-from ..serving.gateway import VERSION_HEADER
 from .caller import Caller
 from .spec import Raw
 from .uploads import Upload
 
 DEFAULT_SPAN = timedelta(hours=1)  # of the metrics history without ?since=
+
+
+def deployment_model(service, row, with_metrics: bool = True) -> Deployment:
+    """Return a deployment as the API answers it (the serving package is loaded when a deployment is asked)."""
+    from ..serving.describe import deployment_model as describe
+
+    return describe(service, row, with_metrics)
 
 
 def list_deployments(caller: Caller) -> DeploymentList:
@@ -95,12 +99,16 @@ def since_time(text: str | None) -> datetime:
         raise BadRequest(
             f"since: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field="since"
         ) from None
+    from ..serving import history
+
     moment = utc(moment)
     return moment.replace(second=moment.second - moment.second % history.BUCKET_SECONDS, microsecond=0)
 
 
 def metrics(caller: Caller, name: str, since: str | None) -> DeploymentMetricsHistory:
     """Answer the request metrics per model version over time (10 s intervals) since a time."""
+    from ..serving import history
+
     start = since_time(since)
     row = caller.platform.deployments.get(caller.project, name)
     series, totals = history.series(caller.platform, row.id, start)
@@ -146,6 +154,8 @@ def _model_error(body: bytes) -> str:
 
 async def predict(caller: Caller, name: str, upload: Upload) -> Raw:
     """Send one request body to a ready replica; answer the model's JSON with the version that served it."""
+    from ..serving.gateway import VERSION_HEADER
+
     prediction = await caller.gateway.predict(
         caller.project, name, upload.read(), upload.content_type, upload.header
     )

@@ -2,8 +2,8 @@
 
 Each command runs `--runs` times in a fresh interpreter (`python -m kpl_lab.cli`, as the
 `kpl-lab` script does) on a home of its own; the child's user + system CPU time is read
-from `os.wait4`. Prints the median per command and its ratio to an interpreter that imports
-nothing (the floor every command pays). `--importtime` adds the modules that took longest
+from `resource.getrusage(RUSAGE_CHILDREN)`. Prints the median per command and its ratio to
+an interpreter that imports nothing (the floor every command pays). `--importtime` adds the modules that took longest
 to import, cumulative, from `python -X importtime`.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,14 +27,14 @@ COMMANDS = {
 
 def cpu_seconds(arguments: list[str], env: dict[str, str]) -> float:
     """Return the user + system CPU seconds of one run of the interpreter with `arguments`."""
-    process = subprocess.Popen(  # noqa: S603 - our own interpreter
-        [sys.executable, *arguments], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, *arguments], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
     )
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(arguments)} failed: {process.stderr.read().decode()[-2000:]}")
-    process.stderr.close()
-    return usage.ru_utime + usage.ru_stime
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(arguments)} failed: {done.stderr.decode()[-2000:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def slowest_imports(arguments: list[str], env: dict[str, str], count: int) -> list[tuple[int, str]]:

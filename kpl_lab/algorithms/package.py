@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..api.catalog import NAME_PATTERN
 from .errors import AlgorithmError, ArchiveError, Problem
 from .parameters import PARAMETER_FILE, Parameters, load_parameters
 from .spec import ENVIRONMENT_FILE, EnvironmentSpec, load_environment
@@ -21,7 +22,7 @@ from .spec import ENVIRONMENT_FILE, EnvironmentSpec, load_environment
 IGNORED = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
 _NOT_ROOT = frozenset({"__MACOSX"})  # folders archivers add beside the real top folder
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-NAME_PATTERN = re.compile(r"^\w[\w.\-]{0,99}$")
+NAME_RE = re.compile(NAME_PATTERN)  # the catalog's names: an algorithm's name is one
 _CHUNK = 1 << 20
 
 
@@ -158,9 +159,12 @@ def read_algorithm(folder: str | Path, name: str | None = None) -> Algorithm:
 
 def check_algorithm_name(name: str) -> str:
     """Return `name` if it can name an algorithm (and a folder), else raise AlgorithmError."""
-    if not NAME_PATTERN.match(name) or name in {".", ".."}:
+    if not NAME_RE.fullmatch(name) or name in {".", ".."}:
         raise AlgorithmError(
-            Problem("name", f"{name!r} is not a valid algorithm name: use letters, digits, '_', '-' or '.'")
+            Problem(
+                "name",
+                f"{name!r} is not a valid algorithm name: use 1-100 ASCII letters, digits, '_', '-' or '.'",
+            )
         )
     return name
 

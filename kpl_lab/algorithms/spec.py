@@ -26,7 +26,7 @@ _IMAGE_KEYS = ("from_image", "runs")
 _FUNCTION_KEYS = ("resource", "inputs", "outputs", "cmd", "output")
 _RESOURCE_KEYS = ("limits", "requests", "workers")
 _AMOUNT_KEYS = ("cpu", "gpu", "npu", "memory", "shm")
-_PORT_KEYS = ("key", "name")
+_PORT_KEYS = ("key", "name", "optional")
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,11 @@ class Resource:
 
 @dataclass(frozen=True)
 class Port:
-    """One input or output of a function: `key` (the folder name) and a display `name`."""
+    """One input or output of a function: `key` (the folder name), a display `name`; an input may be `optional`."""
 
     key: str
     name: str
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -387,7 +388,7 @@ class _Checker:
         seen: dict[str, int] = {}
         for index, item in enumerate(node.value):
             item_path = f"{path}[{index}]"
-            items = self.mapping(item, item_path, _PORT_KEYS, "a mapping with key and name")
+            items = self.mapping(item, item_path, _PORT_KEYS, "a mapping with key, name and optional")
             if items is None:
                 continue
             if "key" not in items:
@@ -422,7 +423,17 @@ class _Checker:
                     )
                 else:
                     name = value
-            ports.append(Port(key=key, name=name))
+            optional = False
+            if "optional" in items:
+                optional = node_value(items["optional"])
+                if not isinstance(optional, bool):
+                    self.problem(
+                        f"{item_path}.optional",
+                        f"expected true or false, got {shown(optional)}",
+                        items["optional"],
+                    )
+                    continue
+            ports.append(Port(key=key, name=name, optional=optional))
         return tuple(ports)
 
 

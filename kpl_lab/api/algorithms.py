@@ -19,10 +19,16 @@ class AlgorithmVersion(CatalogVersion):
 
 
 class Port(Body):
-    """An input or output of a function."""
+    """An output of a function."""
 
     key: str
     name: str
+
+
+class InputPort(Port):
+    """An input of a function."""
+
+    optional: bool = Field(False, description="a job may go without it (environment.yml `optional: true`)")
 
 
 class ResourceAmounts(Body):
@@ -48,7 +54,7 @@ class FunctionSpec(Body):
 
     cmd: str
     resource: FunctionResource
-    inputs: list[Port]
+    inputs: list[InputPort]
     outputs: list[Port]
 
 
@@ -57,6 +63,11 @@ class ImageSpec(Body):
 
     from_image: str | None
     runs: list[str]
+    used: bool = Field(
+        False,
+        description="jobs here run in from_image (the Kubernetes executor); locally `runs` build a "
+        "virtual environment and from_image is not used",
+    )
 
 
 class AlgorithmVersionDetail(AlgorithmVersion):

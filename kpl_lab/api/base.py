@@ -1,8 +1,9 @@
-"""The base of every response body (every field always present), and strings that match a pattern."""
+"""The base of every response body (every field always present), its times, and strings that match a pattern."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
@@ -13,6 +14,13 @@ class Body(BaseModel):
     """A JSON body the server answers."""
 
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+def utc(moment: datetime | None) -> datetime | None:
+    """Return a time in UTC (SQLite gives naive datetimes back): a `date-time` of RFC 3339 has its zone."""
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment
 
 
 def matching(pattern: str) -> Any:

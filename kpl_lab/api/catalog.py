@@ -9,14 +9,16 @@ from pydantic import Field
 
 from .base import Body, matching
 
-# a name of a project, dataset, model, algorithm or version: one safe path component
-# (`\w` is Unicode in Python: names in any language)
-NAME_PATTERN = r"^\w[\w.\-]{0,99}$"
+# a name of a project, dataset, model, algorithm or version: one safe path component, in ASCII
+# spelled out: every regex engine reads it alike (`\w` is ASCII in the JSON Schema (ECMA-262)
+# reading of the document and Unicode in Python's, and Unicode classes differ between engines)
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}"
+NAME_PATTERN = rf"^{_NAME}$"
 NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 100}
 # NAME or NAME:VERSION
-REF_PATTERN = r"^\w[\w.\-]{0,99}(:\w[\w.\-]{0,99})?$"
+REF_PATTERN = rf"^{_NAME}(:{_NAME})?$"
 # a model also answers to NAME@ALIAS (production, canary, ...)
-MODEL_REF_PATTERN = r"^\w[\w.\-]{0,99}([:@]\w[\w.\-]{0,99})?$"
+MODEL_REF_PATTERN = rf"^{_NAME}([:@]{_NAME})?$"
 Name = matching(NAME_PATTERN)
 Ref = matching(REF_PATTERN)
 ModelRef = matching(MODEL_REF_PATTERN)

@@ -72,6 +72,10 @@ LARGEST = 10**15
 MAX_VALUES = 10_000
 
 
+# a rule across two fields, which JSON Schema cannot state: the server checks it
+AT_LEAST_LOW = "at least low (else 400 naming this field, e.g. `space.lr.high`)"
+
+
 def _bound(**more: Any) -> Any:
     """Return a Field of a finite number within ±LARGEST."""
     return Field(ge=-LARGEST, le=LARGEST, allow_inf_nan=False, **more)
@@ -96,13 +100,13 @@ def _log_needs_positive_low(log: bool, info: ValidationInfo) -> bool:
 
 
 class FloatRange(BaseModel):
-    """A float parameter drawn from [low, high], on a log scale or in steps."""
+    """A float drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["float"]
     low: float = _bound()
-    high: float = _bound(description="at least low")
+    high: float = _bound(description=AT_LEAST_LOW)
     log: bool = Field(default=False, description="a log scale (needs low > 0, takes no step)")
     step: float | None = Field(
         default=None,
@@ -135,13 +139,13 @@ class FloatRange(BaseModel):
 
 
 class IntRange(BaseModel):
-    """An integer parameter drawn from [low, high], on a log scale or in steps."""
+    """An integer drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["int"]
     low: int = _bound()
-    high: int = _bound(description="at least low")
+    high: int = _bound(description=AT_LEAST_LOW)
     log: bool = Field(default=False, description="a log scale (needs low > 0, takes no step)")
     step: int = Field(default=1, gt=0, le=LARGEST)
 

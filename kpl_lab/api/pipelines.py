@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import Body
+from .base import Body, utc
 
 NodeState = Literal["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"]
 RunState = Literal["running", "succeeded", "failed", "stopped"]
@@ -182,16 +182,16 @@ def run_body(run) -> PipelineRun:
         reason=run.reason,
         from_node=run.from_node,
         fresh=run.fresh,
-        created=run.created,
-        finished=run.finished,
+        created=utc(run.created),
+        finished=utc(run.finished),
         nodes=[
             PipelineNodeRun(
                 node=n.node,
                 type=n.type,
                 state=n.state,
                 cached=n.cached,
-                started=n.started,
-                finished=n.finished,
+                started=utc(n.started),
+                finished=utc(n.finished),
                 rows_in=n.rows_in,
                 rows_out=n.rows_out,
                 job_id=n.job_id,

@@ -46,11 +46,13 @@ def check_import(form: str, part: str | None, split: str | None) -> None:
     if split:
         if form != "imagefolder":
             raise BadRequest("split: only the imagefolder format splits records into parts", field="split")
+        if part is not None:
+            raise BadRequest("split: give part or split, not both (split names the parts)", field="split")
         try:
             parse_split(split)
         except KPLDatasetError as error:
             raise BadRequest(f"split: {error}", field="split") from None
-    if part:
+    if part is not None:  # `?part=` is no name
         check_name(part, "part")
 
 

@@ -6,10 +6,10 @@ Handlers answer these models; the CLI's `--json` prints the same bodies (`*_json
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
 from typing import Any
 
 from ..api.algorithms import Algorithm, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.base import utc
 from ..api.catalog import CatalogVersion
 from ..api.datasets import Dataset, DatasetVersion, DatasetVersionDetail
 from ..api.jobs import FigureLabels, Job, Metrics
@@ -20,13 +20,6 @@ from .datasets import part_order
 KIND_PARENT = {"dataset": "dataset", "model": "model", "algorithm": "algorithm"}
 VERSION_MODELS = {"dataset": DatasetVersion, "model": ModelVersion, "algorithm": AlgorithmVersion}
 NAMED_MODELS = {"dataset": Dataset, "model": Model, "algorithm": Algorithm}
-
-
-def utc(moment: datetime | None) -> datetime | None:
-    """Return a time in UTC (SQLite gives naive datetimes back)."""
-    if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment
 
 
 def version_model(kind: str, row: Any) -> CatalogVersion:
@@ -71,22 +64,29 @@ def dataset_detail_model(row: Any, schemas: dict) -> DatasetVersionDetail:
     return DatasetVersionDetail.model_validate(version_json("dataset", row) | {"schemas": schemas})
 
 
-def algorithm_detail_model(row: Any, algorithm: Any) -> AlgorithmVersionDetail:
-    """Return an algorithm version with its functions, resources, ports and parameter schema."""
+def algorithm_detail_model(row: Any, algorithm: Any, image_used: bool = False) -> AlgorithmVersionDetail:
+    """Return an algorithm version with its functions, resources, ports and parameter schema.
+
+    `image_used`: whether this platform's jobs run in the algorithm's image (`Executor.uses_images`).
+    """
     spec = algorithm.spec
     functions = {
         name: {
             "cmd": function.cmd,
             "resource": dataclasses.asdict(function.resource),
             "inputs": [dataclasses.asdict(port) for port in function.inputs],
-            "outputs": [dataclasses.asdict(port) for port in function.outputs],
+            "outputs": [{"key": port.key, "name": port.name} for port in function.outputs],
         }
         for name, function in spec.functions.items()
     }
     return AlgorithmVersionDetail.model_validate(
         version_json("algorithm", row)
         | {
-            "image": {"from_image": spec.image.from_image, "runs": list(spec.image.runs)},
+            "image": {
+                "from_image": spec.image.from_image,
+                "runs": list(spec.image.runs),
+                "used": image_used,
+            },
             "function_specs": functions,
             "parameter_descriptions": algorithm.parameters.descriptions,
             "parameter_schema": algorithm.parameters.schema(),

@@ -32,8 +32,8 @@ def check_name(name: str, what: str = "name") -> str:
     """Return `name` if it is a safe single path component, else raise BadRequest."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise BadRequest(
-            f"{what} {name!r} is not valid: use 1-100 letters, digits, '_', '-' or '.', "
-            "starting with a letter or digit",
+            f"{what} {name!r} is not valid: use 1-100 ASCII letters, digits, '_', '-' or '.', "
+            "starting with a letter, digit or '_'",
             field=what,
         )
     return name

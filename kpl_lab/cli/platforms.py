@@ -132,9 +132,11 @@ class LocalPlatform:
     def algorithm_detail(self, ref: str) -> dict:
         """Return an algorithm version with its functions' inputs, outputs and resources."""
         row = self.platform.catalog.get_algorithm(self.project, ref)
-        return serialize.algorithm_detail_model(row, self.platform.catalog.read_algorithm(row)).model_dump(
-            mode="json"
-        )
+        return serialize.algorithm_detail_model(
+            row,
+            self.platform.catalog.read_algorithm(row),
+            image_used=self.platform.jobs.executor.uses_images,
+        ).model_dump(mode="json")
 
     # jobs
 

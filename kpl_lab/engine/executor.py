@@ -29,6 +29,8 @@ class Executor(LoggingConfigurable):
     re-attach after a restart (`attach`).
     """
 
+    uses_images = False  # jobs run in their algorithm's `image.from_image` (a cluster), not on this machine
+
     async def before_start(self, launch: JobLaunch) -> None:
         """Prepare what the job needs (run folder, environment) before it starts."""
 

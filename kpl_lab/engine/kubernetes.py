@@ -149,6 +149,8 @@ def _relative(root: Path, path: Path, what: str) -> str:
 class KubernetesExecutor(Executor):
     """Run each job as a `batch/v1` Job; files through the shared storage PVC."""
 
+    uses_images = True
+
     namespace = Unicode(
         "kpl-{project}", config=True, help="Namespace of a job's Kubernetes objects; {project} is replaced."
     )

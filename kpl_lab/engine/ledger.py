@@ -181,6 +181,15 @@ class Ledger(LoggingConfigurable):
         """Return the total cpu, memory and device indexes by kind."""
         return self.machine().capacity()
 
+    def room(self, session: Session, project: str) -> dict:
+        """Return what a project may have: capacity, what all projects and it hold, its quota (`kpl_lab.fit.room`)."""
+        return {
+            "capacity": self.machine(session).capacity(),
+            "used": self.usage(session).to_json(),
+            "project_used": self.usage(session, project).to_json(),
+            "quota": self.quota(session, project) or None,
+        }
+
     def check(self, project: str, resources: Resources, session: Session | None = None) -> None:
         """Refuse a request that could never fit: larger than the machine or the project quota.
 

@@ -1,4 +1,10 @@
-"""The admin page at /services/kpl/admin: users, projects and quotas, reservations, live use, history."""
+"""The admin page at /services/kpl/admin and its API: users, projects and quotas, reservations, monitoring.
+
+Monitoring: live use and the usage history per machine, project and user, the platform's
+totals, alert rules and alerts, the audit log (filtered, exported as JSON lines) and the log
+search; and `/services/kpl/metrics` in Prometheus' format. All of it is platform data, for
+hub admins only (the metrics: for tokens with the scope `read:metrics`, as the hub's own).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from jupyterhub.utils import url_path_join
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from sqlalchemy import select
 from tornado import web
 
@@ -20,6 +28,9 @@ from ..catalog.serialize import utc
 from ..catalog.storage import check_name
 from ..charts import UPLOT_CSS, UPLOT_SCRIPT, asset
 from ..errors import BadRequest, Forbidden, KPLError
+from ..monitoring import history
+from ..monitoring.audit import OK, REFUSED
+from ..monitoring.logs import SOURCES
 from ..server_ext.base import KPLHandler
 from .directory import HubDirectory
 
@@ -27,6 +38,9 @@ if TYPE_CHECKING:
     from .service import KPLService
 
 STATIC = Path(__file__).parent / "static"
+METRICS_SCOPE = "read:metrics"  # the hub's own scope for its /metrics
+PERIOD_MAX = 31 * 24 * 3600
+JSON_LINES = "application/jsonl; charset=utf-8"
 CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 
@@ -142,14 +156,16 @@ class OverviewHandler(AdminMixin, KPLHandler):
                 ],
                 "reservations": await self.blocking(reservations, self.platform),
                 "capacity": self.platform.jobs.ledger.capacity(),
-                "live": service.last_sample,
-                "history": await self.blocking(service.history.series),
+                "live": service.monitor.live,
+                "totals": service.monitor.snapshot.totals() if service.monitor.snapshot else None,
             }
         )
 
 
 class QuotaHandler(AdminMixin, KPLHandler):
     """PUT: a project's quota, written into its group properties in the hub."""
+
+    audited = {"put": "quota.set"}
 
     @web.authenticated
     async def put(self, project: str) -> None:
@@ -161,6 +177,7 @@ class QuotaHandler(AdminMixin, KPLHandler):
             raise BadRequest('the body must be a JSON object such as {"cpu": 8, "gpu": 1}', field="body")
         checked = await self.as_caller().set_quota(project, quota)
         await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, project, checked, sourced=True)
+        self.audit_detail = {"quota": checked}
         self.reply({"project": project, "quota": checked})
 
 
@@ -174,17 +191,22 @@ def _name(body: Any, key: str) -> str:
 class UsersHandler(AdminMixin, KPLHandler):
     """POST {"name"}: create a hub user."""
 
+    audited = {"post": "user.create"}
+
     @web.authenticated
     async def post(self) -> None:
         """Create the user and answer its name."""
         self.check_admin()
         name = _name(self.json_body(), "name")
         await self.as_caller().create_user(name)
+        self.audit_target = name
         self.reply({"name": name}, status=201)
 
 
 class ProjectsHandler(AdminMixin, KPLHandler):
     """POST {"name", "quota"}: create a project (a hub group) with its quota."""
+
+    audited = {"post": "project.create"}
 
     @web.authenticated
     async def post(self) -> None:
@@ -197,11 +219,14 @@ class ProjectsHandler(AdminMixin, KPLHandler):
             raise BadRequest('"quota" must be a JSON object such as {"cpu": 8, "gpu": 1}', field="quota")
         created = await self.as_caller().create_project(name, quota)
         await self.blocking(self.platform.jobs.ledger.rules.set, QUOTA, name, created["quota"], sourced=True)
+        self.audit_target, self.audit_detail = name, {"quota": created["quota"]}
         self.reply(created, status=201)
 
 
 class MembersHandler(AdminMixin, KPLHandler):
     """POST {"user"}: add an existing user to a project."""
+
+    audited = {"post": "project.member.add"}
 
     @web.authenticated
     async def post(self, project: str) -> None:
@@ -209,7 +234,152 @@ class MembersHandler(AdminMixin, KPLHandler):
         self.check_admin()
         user = _name(self.json_body(), "user")
         await self.as_caller().add_member(project, user)
+        self.audit_target = f"{project}/{user}"
         self.reply({"project": project, "user": user}, status=201)
+
+
+class AlertsHandler(AdminMixin, KPLHandler):
+    """GET: the alert rules, the alerts pending, firing and lately resolved, the latest deliveries, the signals."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer the alerts."""
+        self.check_admin()
+        self.reply(await self.blocking(self.platform.alerts.overview))
+
+
+class AlertRulesHandler(AdminMixin, KPLHandler):
+    """POST: add an alert rule."""
+
+    audited = {"post": "alert.rule.create"}
+
+    @web.authenticated
+    async def post(self) -> None:
+        """Check and add the rule; answer it."""
+        self.check_admin()
+        rule = await self.blocking(self.platform.alerts.create, self.json_body())
+        self.audit_target, self.audit_detail = rule.name, rule.model_dump(mode="json")
+        self.reply(rule, status=201)
+
+
+class AlertRuleHandler(AdminMixin, KPLHandler):
+    """PUT: replace an alert rule; DELETE: delete it with its alerts."""
+
+    audited = {"put": "alert.rule.replace", "delete": "alert.rule.delete"}
+
+    @web.authenticated
+    async def put(self, rule_id: str) -> None:
+        """Check and write the rule; answer it."""
+        self.check_admin()
+        rule = await self.blocking(self.platform.alerts.replace, int(rule_id), self.json_body())
+        self.audit_target, self.audit_detail = rule.name, rule.model_dump(mode="json")
+        self.reply(rule)
+
+    @web.authenticated
+    async def delete(self, rule_id: str) -> None:
+        """Delete the rule."""
+        self.check_admin()
+        self.audit_target = await self.blocking(self.platform.alerts.delete, int(rule_id))
+        self.reply({"deleted": self.audit_target})
+
+
+class AuditHandler(AdminMixin, KPLHandler):
+    """GET: audit events, newest first, filtered; `format=jsonl` exports every match as JSON lines."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer a page of events, or stream the export."""
+        self.check_admin()
+        outcome = self.get_query_argument("outcome", "") or None
+        if outcome not in (None, OK, REFUSED):
+            raise BadRequest(f"outcome: expected {OK} or {REFUSED}, got {outcome!r}", field="outcome")
+        filters = {
+            "user": self.get_query_argument("user", "") or None,
+            "action": self.get_query_argument("action", "") or None,
+            "project": self.get_query_argument("project", "") or None,
+            "outcome": outcome,
+            "since": self.query_time("since"),
+            "until": self.query_time("until"),
+        }
+        if self.get_query_argument("format", "") == "jsonl":
+            self.set_header("Content-Type", JSON_LINES)
+            self.set_header("Content-Disposition", 'attachment; filename="kpl-audit.jsonl"')
+            lines = self.platform.audit.export(**filters)
+            while True:
+                batch = await self.blocking(_next_batch, lines)
+                if not batch:
+                    break
+                self.write("".join(batch))
+                await self.flush()
+            self.finish(set_content_type=JSON_LINES)
+            return
+        limit = self.query_int("limit", 100, 1, 1000)
+        before = self.query_int("before", 0, 0, 2**62) or None
+        self.reply(await self.blocking(self.platform.audit.page, limit=limit, before=before, **filters))
+
+
+def _next_batch(lines, size: int = 1000) -> list[str]:
+    """Return the next lines of an export (on a worker thread: each batch reads the database)."""
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= size:
+            break
+    return batch
+
+
+class LogsHandler(AdminMixin, KPLHandler):
+    """GET: search the platform's log, or the jobs' or replicas' output, by project, user, time and text."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer the matching lines."""
+        self.check_admin()
+        source = self.get_query_argument("source", "platform")
+        if source not in SOURCES:
+            raise BadRequest(f"source: expected one of {', '.join(SOURCES)}, got {source!r}", field="source")
+        found = await self.blocking(
+            self.app.logs.search,
+            source=source,
+            text=self.get_query_argument("q", "")[:200],
+            project=self.get_query_argument("project", ""),
+            user=self.get_query_argument("user", ""),
+            since=self.query_time("since"),
+            until=self.query_time("until"),
+            limit=self.query_int("limit", 200, 1, 2000),
+        )
+        self.reply(found)
+
+
+class UsageHandler(AdminMixin, KPLHandler):
+    """GET: the use of a machine, project or user over a period (`period` seconds), from the usage history."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """Answer the points and the names on record."""
+        self.check_admin()
+        scope = self.get_query_argument("scope", "machine")
+        if scope not in history.SCOPES:
+            raise BadRequest(
+                f"scope: expected one of {', '.join(history.SCOPES)}, got {scope!r}", field="scope"
+            )
+        period = self.query_int("period", 24 * 3600, 60, PERIOD_MAX)
+        name = self.get_query_argument("name", "")
+        self.reply(await self.blocking(history.series, self.platform, scope, name, period))
+
+
+class MetricsHandler(KPLHandler):
+    """GET: the metrics in Prometheus' text format, for a token with the scope `read:metrics` (as the hub's)."""
+
+    @allow_unauthenticated  # a Prometheus server's token is a service's, not a user's: checked here
+    async def get(self) -> None:
+        """Answer the metrics."""
+        model = await self.settings["identity_provider"].hub_model(self)
+        if model is None:
+            raise web.HTTPError(403, "the metrics need a hub token")
+        if METRICS_SCOPE not in (model.get("scopes") or []):
+            raise web.HTTPError(403, f"Access to metrics requires scope '{METRICS_SCOPE}'")
+        self.finish(generate_latest(REGISTRY), set_content_type=CONTENT_TYPE_LATEST)
 
 
 class AssetHandler(ExtensionHandlerMixin, APIHandler):
@@ -228,8 +398,31 @@ class AssetHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(text, set_content_type=CONTENT_TYPES[Path(name).suffix])
 
 
+# the admin API's routes under the service prefix: {project} one name, {rule} a number
+ADMIN_API = [
+    ("admin/api/overview", OverviewHandler),
+    ("admin/api/projects/{project}/quota", QuotaHandler),
+    ("admin/api/users", UsersHandler),
+    ("admin/api/projects", ProjectsHandler),
+    ("admin/api/projects/{project}/members", MembersHandler),
+    ("admin/api/alerts", AlertsHandler),
+    ("admin/api/alerts/rules", AlertRulesHandler),
+    ("admin/api/alerts/rules/{rule}", AlertRuleHandler),
+    ("admin/api/audit", AuditHandler),
+    ("admin/api/logs", LogsHandler),
+    ("admin/api/usage", UsageHandler),
+    ("metrics", MetricsHandler),
+]
+for _template, _handler in ADMIN_API:
+    _handler.route = "/" + _template  # the metrics' route label
+
+
+def _pattern(template: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: "([0-9]+)" if m.group(1) == "rule" else "([^/]+)", template)
+
+
 def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
-    """Return the admin page's routes under the service prefix."""
+    """Return the admin page's and its API's routes under the service prefix."""
     return [
         # the hub's Services menu links to the service's root
         (
@@ -238,11 +431,7 @@ def admin_handlers(prefix: str, kwargs: dict[str, Any]) -> list[tuple]:
             {"url": url_path_join(prefix, "admin"), "permanent": False},
         ),
         (url_path_join(prefix, "admin/?"), AdminPageHandler, kwargs),
-        (url_path_join(prefix, "admin/api/overview"), OverviewHandler, kwargs),
-        (url_path_join(prefix, "admin/api/projects/([^/]+)/quota"), QuotaHandler, kwargs),
-        (url_path_join(prefix, "admin/api/users"), UsersHandler, kwargs),
-        (url_path_join(prefix, "admin/api/projects"), ProjectsHandler, kwargs),
-        (url_path_join(prefix, "admin/api/projects/([^/]+)/members"), MembersHandler, kwargs),
+        *((url_path_join(prefix, _pattern(template)), handler, kwargs) for template, handler in ADMIN_API),
         (
             url_path_join(prefix, f"admin/(admin\\.js|{re.escape(UPLOT_SCRIPT)}|{re.escape(UPLOT_CSS)})"),
             AssetHandler,

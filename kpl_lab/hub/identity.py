@@ -25,15 +25,20 @@ class ServiceIdentityProvider(JupyterHubIdentityProvider):
 
     directory: HubDirectory | None = None
 
+    async def hub_model(self, handler: web.RequestHandler) -> dict | None:
+        """Return the hub's model of the caller's token or cookie (a user's or a service's, with its scopes), or None."""
+        found = await super().get_user(handler)
+        return None if found is None else found.hub_user
+
     async def get_user(self, handler: web.RequestHandler) -> KPLUser | None:
         """Return the caller with admin flag and projects, or None."""
         if hasattr(handler, "_kpl_user"):
             return handler._kpl_user
         handler._kpl_user = None
-        hub_user = await super().get_user(handler)
-        if hub_user is None or hub_user.hub_user.get("kind", "user") != "user":
+        hub_user = await self.hub_model(handler)
+        if hub_user is None or hub_user.get("kind", "user") != "user":
             return None
-        found = await access.member(self.directory, hub_user.username)
+        found = await access.member(self.directory, hub_user["name"])
         if found is None:
             return None
         handler._kpl_user = KPLUser(

@@ -19,7 +19,6 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -71,18 +70,12 @@ class KPLService(Application):
     poll_seconds = Float(2.0, help="Seconds between rounds of job events, scheduling and quota refresh.").tag(
         config=True
     )
-    history_seconds = Float(
-        60.0, help="Seconds between the samples kept for the 24-hour chart (live use is sampled every round)."
-    ).tag(config=True)
     worker_threads = Integer(4, help="Threads for database and file work.").tag(config=True)
     import_workers = Integer(
         2, help="Dataset imports that run at once, on threads of their own; more wait queued."
     ).tag(config=True)
     import_queue = Integer(
         32, help="Dataset imports that may wait for a worker; further uploads are refused (503)."
-    ).tag(config=True)
-    npu_reader = Unicode(
-        "", help="Dotted name of a callable returning the NPUs' use as a list of dicts (empty: no NPUs)."
     ).tag(config=True)
     service_url = Unicode(help="URL the service listens on; default $JUPYTERHUB_SERVICE_URL.").tag(
         config=True
@@ -130,31 +123,23 @@ class KPLService(Application):
 
     def setup(self) -> None:
         """Open the platform and the hub directory (the heavy imports happen here, not at import)."""
-        from traitlets.utils.importstring import import_item
-
+        from ..monitoring.logs import PlatformLogs
+        from ..monitoring.monitor import Monitor
         from ..platform import Platform, with_moved_settings
         from ..server_ext.imports import ImportQueue
         from .directory import HubDirectory
-        from .usage import UsageHistory
 
         self.read_environment()
         self.platform = Platform(config=with_moved_settings(self.config, "KPLService", self.log))
         self.pool = ThreadPoolExecutor(max_workers=self.worker_threads, thread_name_prefix="kpl-service")
         self.imports = ImportQueue(self.import_workers, self.import_queue)
         self.directory = HubDirectory(self.hub_api_url, self.api_token)
-        self.history = UsageHistory(Path(self.platform.home) / "hub" / "usage.sqlite")
-        self.last_sample: dict | None = None
-        self._last_kept = 0.0
-        self.npu = import_item(self.npu_reader) if self.npu_reader else None
+        self.monitor = Monitor(self.platform, imports=self.imports)
+        self.logs = PlatformLogs(self.platform)
 
-    def record_usage(self) -> None:
-        """Sample the machine's use now; keep one sample a minute (history_seconds) in the history."""
-        from .usage import sample
-
-        self.last_sample = sample(npu_reader=self.npu)
-        if self.last_sample["time"] - self._last_kept >= self.history_seconds:
-            self.history.add(self.last_sample)
-            self._last_kept = self.last_sample["time"]
+    def http_server(self, app: web.Application) -> HTTPServer:
+        """Return the service's HTTP server: callers' addresses from the proxy's X-Forwarded-For, as the hub's."""
+        return HTTPServer(app, max_body_size=self.max_upload_bytes + 1, xheaders=True)
 
     def web_app(self) -> web.Application:
         """Return the tornado application: the REST API under <prefix>api/, OAuth callback, admin page."""
@@ -208,7 +193,7 @@ class KPLService(Application):
         self._loop.call_soon_threadsafe(self._stop.set)
 
     def rounds(self, loop: asyncio.AbstractEventLoop):
-        """Return the platform's rounds as this service runs them: the hub's quotas first, then its metrics and use.
+        """Return the platform's rounds as this service runs them: the hub's quotas first, then its metrics and monitoring.
 
         A round runs on its own thread; the quotas are read on `loop`, the service's.
         """
@@ -217,7 +202,7 @@ class KPLService(Application):
         return Rounds(
             self.platform,
             first=[lambda: asyncio.run_coroutine_threadsafe(self.refresh_quotas(), loop).result(HUB_SECONDS)],
-            last=[self._flush_gateway, self.record_usage],
+            last=[self._flush_gateway, *self.monitor.steps()],
             log=self.log,
         )
 
@@ -235,7 +220,7 @@ class KPLService(Application):
         # listening before the slow part (imports, the database): the hub sees the service up in a
         # second, busy machine or not; what comes meanwhile is told to try again
         starting = web.Application([(r".*", Starting, {"prefix": self.prefix})])
-        server = HTTPServer(starting, max_body_size=self.max_upload_bytes + 1)
+        server = self.http_server(starting)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
         self.log.info("kpl service: listening on %s%s, starting", self.service_url.rstrip("/"), self.prefix)
         try:
@@ -246,6 +231,9 @@ class KPLService(Application):
         rounds = None
         try:
             # this service hosts the platform: its settings, and the hub's groups' quotas, are the rules
+            from ..monitoring.logs import LOGGERS
+
+            self.logs.start("service", (*LOGGERS, self.log.name))
             await loop.run_in_executor(self.pool, self.platform.jobs.load_config)
             await self.refresh_quotas()
             outcome = await loop.run_in_executor(self.pool, self.platform.jobs.reconcile)
@@ -265,8 +253,9 @@ class KPLService(Application):
             self.pool.shutdown(wait=True, cancel_futures=True)
             if "gateway" in self.__dict__:
                 self.gateway.close()  # writes the requests counted since the last round
-            self.history.close()
+            self.monitor.close()
             self.platform.close()
+            self.logs.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,6 @@ import os
 import pwd
 import re
 import secrets
-import shutil
 import signal
 import socket
 import stat
@@ -56,8 +55,9 @@ SERVICE_ACCOUNT = "kpl"
 # what the platform service's own hub token may do: read users (admin flag, groups), groups (quotas), servers
 SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers"]
 # what a browser's OAuth token for the service may carry, of what its user holds: an admin's makes the
-# admin page's changes (users, projects, members, quotas); a member's gets none of them
-ADMIN_PAGE_SCOPES = ["admin:users", "admin:groups", "groups", "list:users", "list:groups"]
+# admin page's changes (users, projects, members, quotas) and reads /services/kpl/metrics (as the hub's
+# /hub/metrics); a member's gets none of them
+ADMIN_PAGE_SCOPES = ["admin:users", "admin:groups", "groups", "list:users", "list:groups", "read:metrics"]
 HELPER_START_SECONDS = 30.0
 # how long the hub waits for a service to answer (JupyterHub's default is 30 s); the platform service
 # answers within a second of its start and loads the platform after (kpl_lab.hub.service.Starting)
@@ -228,13 +228,17 @@ def render_config(
         f"c.ConfigurableHTTPProxy.pid_file = {str(hub_dir / 'proxy.pid')!r}",
         f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{proxy_api_port}'",
         # --proxy-timeout=0: no limit, as the Node proxy; the Python one otherwise cuts every answer at
-        # 20 s (tornado's default): the spawn page's progress stream of a slow start, long uploads
-        f"c.ConfigurableHTTPProxy.command = [{proxy_command(python)!r}, '--proxy-timeout=0']",
+        # 20 s (tornado's default): the spawn page's progress stream of a slow start, long uploads.
+        # kpl_lab.hub.proxy: that Python proxy, answering a websocket's subprotocol (kernels ask one)
+        f"c.ConfigurableHTTPProxy.command = [{python!r}, '-m', 'kpl_lab.hub.proxy', '--proxy-timeout=0']",
         "",
         "# who may log in",
         f"c.JupyterHub.authenticator_class = {authenticator!r}",
         f"c.Authenticator.admin_users = {{{creds['admin']!r}}}",
         "c.Authenticator.allow_all = True",
+        "# each login goes to the platform's audit log (who, when, from where)",
+        "from kpl_lab.monitoring.audit import login_hook  # noqa: E402",
+        "c.Authenticator.post_auth_hook = login_hook",
     ]
     if args.authenticator == "shared":
         lines += [
@@ -289,7 +293,9 @@ def render_config(
         f"        'oauth_client_allowed_scopes': {ADMIN_PAGE_SCOPES!r},",
         "    },",
         "    # predictions with deployment keys or users' API tokens: the gateway process the service starts",
-        f"    {{'name': 'kpl-gateway', 'url': 'http://127.0.0.1:{gateway_port}', 'api_token': {gateway_token!r}}},",
+        # not in the hub's Services menu: it serves predictions' POSTs, no page
+        f"    {{'name': 'kpl-gateway', 'url': 'http://127.0.0.1:{gateway_port}', 'api_token': {gateway_token!r},",
+        "     'display': False},",
         "]",
         "c.JupyterHub.load_roles = [",
         f"    {{'name': 'user', 'scopes': ['self', 'access:services!service=kpl', {GATEWAY_ACCESS!r}]}},",
@@ -554,14 +560,6 @@ def hub_environment(home: Path, service: pwd.struct_passwd | None) -> dict[str, 
     if service is not None:
         env = environment.for_account(env, service.pw_name, str(home / "hub"))
     return env
-
-
-def proxy_command(python: str) -> str:
-    """Return the `configurable-http-proxy` beside `python` (its environment's), else the one on PATH."""
-    beside = Path(python).parent / "configurable-http-proxy"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("configurable-http-proxy") or "configurable-http-proxy"
 
 
 def set_up_demo(

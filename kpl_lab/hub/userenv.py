@@ -268,6 +268,7 @@ def build(
     }
     stamp = env / STAMP
     if not force and stamp.is_file() and json.loads(stamp.read_text()) == wanted:
+        add_scripts(env)  # an environment built before it had them
         return python_of(env)
     started = time.monotonic()
     log(
@@ -287,6 +288,7 @@ def build(
         if to_install:
             _pip_install(env, to_install, log)
         _add_platform(env)
+        add_scripts(env)
         stamp.write_text(json.dumps(wanted))
     finally:
         os.umask(previous)
@@ -413,6 +415,26 @@ def _site_packages(env: Path) -> Path:
             text=True,
         ).stdout.strip()
     )
+
+
+def add_scripts(env: Path, distribution: str = DISTRIBUTION) -> list[Path]:
+    """Write the distribution's commands (`kpl-lab`, `kpl-dataset`, `khelper`) into `env`'s bin, run by `env`'s Python.
+
+    The platform's own scripts name the administrator's Python, which users' accounts may not run.
+    """
+    written = []
+    for entry in importlib.metadata.distribution(distribution).entry_points.select(group="console_scripts"):
+        module, _, function = entry.value.partition(":")
+        script = env / "bin" / entry.name
+        text = (
+            f"#!{python_of(env)}\nimport sys\nfrom {module} import {function.split('.')[0]}\n"
+            f"sys.exit({function}())\n"
+        )
+        if not (script.is_file() and script.read_text() == text):
+            script.write_text(text)
+        script.chmod(0o755)
+        written.append(script)
+    return written
 
 
 def _add_platform(env: Path) -> None:

@@ -276,15 +276,7 @@ class KPLMagics(Magics):
             for kind in ("cpu", "memory", "shm", "gpu", "npu", "workers")
             if getattr(args, kind) is not None
         }
-        resource = ((detail.get("function_specs") or {}).get(function) or {}).get("resource") or {}
-        limits = {
-            **(resource.get("limits") or {}),
-            "workers": resources.get("workers", resource.get("workers")),
-        }
-        capped, notes = fit_now(limits, self.client.devices(), given=resources)
-        resources |= capped
-        for note in notes:  # the defaults of environment.yml, lowered to what is free now
-            print(f"note: {note}")
+        resources |= self._fitted(detail, function, resources)
         job = self.client.submit(detail["ref"], function, inputs, parameters, resources, args.priority)
         if self.use_widgets:
             from .widgets import JobMonitor
@@ -302,6 +294,15 @@ class KPLMagics(Magics):
             self._summary(job["id"])
         else:
             print(f"follow it with %kpl_logs {job['id']} -f, %kpl_metrics {job['id']}")
+
+    def _fitted(self, detail: dict, function: str, given: dict) -> dict:
+        """Return the function's environment.yml defaults the user did not give, lowered to what is free now; say so."""
+        resource = ((detail.get("function_specs") or {}).get(function) or {}).get("resource") or {}
+        limits = {**(resource.get("limits") or {}), "workers": given.get("workers", resource.get("workers"))}
+        capped, notes = fit_now(limits, self.client.devices(), given=given)
+        for note in notes:
+            print(f"note: {note}")
+        return capped
 
     def _wait(self, job_id: str, tick: Callable[[], bool]) -> None:
         """Call `tick` until it says the job ended; Ctrl-C stops waiting, never the job."""
@@ -605,6 +606,8 @@ class KPLMagics(Magics):
             "parallelism": args.parallelism,
             "sampler": {"name": args.sampler, "seed": args.seed},
             "pruner": {"name": args.pruner} if args.pruner else None,
+            # each trial is a job: capped at what is free now as %kpl_train is (your notebook holds a core)
+            "resources": self._fitted(detail, args.function, {}) or None,
         }
         experiment = self.client.create_experiment(body)
         for warning in experiment["warnings"]:

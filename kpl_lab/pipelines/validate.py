@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from ..algorithms.spec import Port
 
 from . import sql
 from .format import PipelineSyntaxError, Problem, Spec, parse
@@ -312,7 +315,7 @@ class PlatformCatalog:
         except KPLError as err:
             raise LookupError(err.message) from None
 
-    def algorithm(self, ref: str, function: str) -> tuple[str, list[str], list[str]]:
+    def algorithm(self, ref: str, function: str) -> tuple[str, list[Port], list[str]]:
         from ..errors import KPLError
 
         try:
@@ -325,4 +328,4 @@ class PlatformCatalog:
             raise LookupError(
                 f"algorithm {row.ref} has no {function} function (functions: {', '.join(spec.functions)})"
             )
-        return row.ref, [p.key for p in fn.inputs], [p.key for p in fn.outputs]
+        return row.ref, list(fn.inputs), [p.key for p in fn.outputs]

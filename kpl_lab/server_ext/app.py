@@ -11,6 +11,8 @@ from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from traitlets import Float, Integer, List, Unicode
 
+from ..monitoring.logs import LOGGERS, PlatformLogs
+from ..monitoring.monitor import Monitor
 from ..platform import Platform, with_moved_settings
 from ..rounds import Rounds
 from .imports import ImportQueue
@@ -78,7 +80,9 @@ class KPLLab(ExtensionApp):
         restarted = self.platform.deployments.reconcile()
         if restarted:
             self.log.info("kpl_lab: replicas restarted at start (their supervisors were gone): %s", restarted)
-        self.rounds = Rounds(self.platform, last=[self._flush_gateway], log=self.log)
+        self.monitor = Monitor(self.platform, imports=self.imports)
+        self.logs = PlatformLogs(self.platform)
+        self.rounds = Rounds(self.platform, last=[self._flush_gateway, *self.monitor.steps()], log=self.log)
         self.rounds.start(self.poll_seconds)  # from here on this server schedules its home
 
     def publish_api_url(self) -> None:
@@ -101,6 +105,7 @@ class KPLLab(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         """Publish the URL again once the server listens (its port may have moved); register the token."""
+        self.logs.start("server", (*LOGGERS, self.serverapp.log.name))
         self.publish_api_url()
         self._registered = None
         token = self.serverapp.identity_provider.token
@@ -126,7 +131,9 @@ class KPLLab(ExtensionApp):
             self.gateway.close()
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.platform.experiments.release()  # the next server drives them at once, not after the lease
+        self.monitor.close()
         self.platform.close()
+        self.logs.stop()
         for key, value in self._saved_environ.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
@@ -25,6 +26,8 @@ from ..api.errors import Error
 from ..catalog.storage import check_name
 from ..documents import DocumentError, load_json
 from ..errors import BadRequest, Forbidden, KPLError, validation_error
+from ..monitoring.audit import note_request
+from ..monitoring.metrics import observe_request
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -35,10 +38,30 @@ T = TypeVar("T")
 
 
 FORWARDED_API_BASE = "X-KPL-API-Base"
+OFFSET_MAX = 2**62  # the largest `offset` a query takes (a record index or a byte of a log)
+
+
+def _only_whole_floats(error: ValidationError) -> bool:
+    """Say whether strict validation refused nothing but whole numbers written as floats for integers."""
+    return all(
+        e["type"] == "int_type" and isinstance(e["input"], float) and e["input"].is_integer()
+        for e in error.errors()
+    )
 
 
 class KPLHandler(ExtensionHandlerMixin, APIHandler):
     """An API handler of the kpl_lab extension."""
+
+    refusal = ""  # the message of the error answered, for the audit log
+    audit_target = ""  # what an audited request changed, where its path and ?name= do not say it
+    audit_detail: dict | None = None  # what else its audit event keeps (a quota's new value, ...)
+
+    def on_finish(self) -> None:
+        """Count the request in the metrics; queue its audit event when it changed something or looked like an attack."""
+        observe_request(self)
+        platform = getattr(self.app, "platform", None)
+        if platform is not None:
+            note_request(self, platform.audit)
 
     @property
     def app(self) -> KPLLab:
@@ -94,7 +117,7 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
     def query_int(self, name: str, default: int, low: int, high: int) -> int:
         """Return an integer query argument within [low, high], or refuse it naming the argument."""
         text = self.get_query_argument(name, None)
-        if text is None or text == "":
+        if text is None:  # `?limit=` is no integer: the document says so
             return default
         try:
             value = int(text)
@@ -103,6 +126,19 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         if not low <= value <= high:
             raise BadRequest(f"{name}: must be between {low} and {high}, got {value}", field=name)
         return value
+
+    def query_time(self, name: str) -> datetime | None:
+        """Return an ISO 8601 time query argument in UTC (None when absent), or refuse it naming the argument."""
+        text = self.get_query_argument(name, None)
+        if not text:
+            return None
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise BadRequest(
+                f"{name}: expected an ISO 8601 time such as 2026-11-26T12:00:00Z, got {text!r}", field=name
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
     def json_body(self) -> Any:
         """Return the request body parsed as JSON (an empty body is None), nesting bounded."""
@@ -116,21 +152,38 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
             raise BadRequest(f"the request body is not valid JSON: {error}", field="body") from None
 
     def body_as(self, model: type[Model], **fixed: Any) -> Model:
-        """Return the JSON body checked by a pydantic model (an empty body gives the defaults)."""
+        """Return the JSON body checked by a pydantic model (no body: the defaults, where the route allows it)."""
         data = self.json_body()
-        if data is None:
+        if not self.request.body:
+            if self.body_required():
+                raise BadRequest(
+                    f"the request body is required: a JSON object of {model.__name__}", field="body"
+                )
             data = {}
         if not isinstance(data, dict):
-            raise BadRequest(
-                f"the request body must be a JSON object, got {type(data).__name__}", field="body"
-            )
+            shown = json.dumps(data)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise BadRequest(f"the request body must be a JSON object, got {shown}", field="body")
         for key in fixed:
             if key in data:
                 raise BadRequest(f"{key}: give it in the query (?{key}=), not in the body", field=key)
-        try:
-            return model.model_validate({**data, **fixed})
+        text = json.dumps({**data, **fixed})
+        try:  # strict, as JSON Schema reads the document: no `false` for 0, no "1" for 1, no 1 for true
+            return model.model_validate_json(text, strict=True)
         except ValidationError as error:  # the request's fault; elsewhere a ValidationError is a bug
+            if not _only_whole_floats(error):
+                raise validation_error(error) from None
+        try:  # but 2.0 is an integer to JSON Schema, as it was to pydantic's lax reading
+            return model.model_validate_json(text)
+        except ValidationError as error:
             raise validation_error(error) from None
+
+    def body_required(self) -> bool:
+        """Say whether the routes table declares this request's body required."""
+        from .routes import operation_of  # the routes table imports the handlers
+
+        operation = operation_of(type(self), self.request.method)
+        return operation is not None and operation.body_required
 
     def reply(self, body: BaseModel | dict, status: int = 200) -> None:
         """Answer a response model of `kpl_lab.api` as JSON (a dict only for the hub's admin page)."""
@@ -147,8 +200,13 @@ class KPLHandler(ExtensionHandlerMixin, APIHandler):
         if isinstance(error, KPLError):
             self.set_status(error.status)
             body = Error.model_validate(error.to_json())
+            self.refusal = error.message
         elif isinstance(error, web.HTTPError):
-            body = Error(error="HTTPError", message=error.log_message or self._reason, field=None, errors=[])
+            message = (
+                error.log_message % error.args if error.log_message and error.args else error.log_message
+            )
+            body = Error(error="HTTPError", message=message or self._reason, field=None, errors=[])
+            self.refusal = body.message
         else:
             body = Error(
                 error="InternalError",

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import Unavailable
+from ..monitoring.metrics import IMPORT_WAIT, IMPORTS
 
 QUEUED, IMPORTING = "queued", "importing"
 
@@ -64,7 +65,14 @@ class ImportQueue:
         def run() -> Any:
             with self._lock:
                 item.state, item.started_at = IMPORTING, datetime.now(timezone.utc)
-            return function(*args)
+            IMPORT_WAIT.observe((item.started_at - item.queued_at).total_seconds())
+            try:
+                found = function(*args)
+            except BaseException:
+                IMPORTS.labels("failed").inc()
+                raise
+            IMPORTS.labels("ok").inc()
+            return found
 
         with self._lock:
             self._imports[item.id] = item
@@ -79,6 +87,12 @@ class ImportQueue:
     def _forget(self, import_id: str) -> None:
         with self._lock:
             self._imports.pop(import_id, None)
+
+    def counts(self) -> dict[str, int]:
+        """Return how many imports are queued and importing now."""
+        with self._lock:
+            states = [item.state for item in self._imports.values()]
+        return {QUEUED: states.count(QUEUED), IMPORTING: states.count(IMPORTING)}
 
     def list(self, project: str) -> list[dict]:
         """Return the project's imports in flight, oldest first."""

@@ -66,9 +66,8 @@ lists every one. A request without valid credentials answers 403, as Jupyter Ser
 (not 401). A path under /kpl/api/ that no route takes answers 404, and a method a path
 does not take answers 405 with an `Allow` header, both in the `Error` shape.
 
-Names of projects, datasets, models, algorithms and versions are 1-100 letters, digits,
-`_`, `-` or `.`, starting with a letter, digit or `_` (the `pattern` of each; `\\w` is
-Unicode, as in Python).
+Names of projects, datasets, models, algorithms and versions are 1-100 ASCII letters,
+digits, `_`, `-` or `.`, starting with a letter, digit or `_` (the `pattern` of each).
 """
 UPLOAD_TYPES = ("application/zip", "application/x-tar", "application/octet-stream")
 

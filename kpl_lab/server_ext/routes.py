@@ -5,6 +5,7 @@ This table is the one source of docs/openapi.yaml (`python -m kpl_lab.server_ext
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
@@ -69,7 +70,7 @@ from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
 from ..experiments.compare import IDS_PATTERN
-from .base import NotFoundHandler
+from .base import OFFSET_MAX, NotFoundHandler
 from .handlers import (
     algorithms,
     datasets,
@@ -95,8 +96,8 @@ PART = Query(
 )
 
 
-def _delete(what: str) -> Operation:
-    return Operation(f"Delete {what} (409 while a job uses it)", Deleted)
+def _delete(what: str, audit: str) -> Operation:
+    return Operation(f"Delete {what} (409 while a job uses it)", Deleted, audit=audit)
 
 
 ROUTES: list[Route] = [
@@ -114,6 +115,7 @@ ROUTES: list[Route] = [
                 "Upload a zip or tar and import it as a new dataset version",
                 DatasetVersion,
                 status=201,
+                audit="dataset.upload",
                 description="The body is the archive itself, streamed (no multipart). It is written to a "
                 "temporary file (refused past the configured size limit), then imported with the "
                 "hostile-safe importers: path traversal, links and zip bombs are refused with 400 naming "
@@ -128,9 +130,14 @@ ROUTES: list[Route] = [
                         {"type": "string", "enum": list(FORMATS), "default": "import"},
                         "import: every file becomes a path/contentType/content record",
                     ),
-                    Query("part"),
+                    Query("part", NAME_SCHEMA, "the part the records go to (default `root`)"),
                     Query("filename", description="the uploaded file's name, used in error messages"),
-                    Query("split", description="imagefolder only: e.g. test=0.2"),
+                    Query(
+                        "split",
+                        description="with `format=imagefolder` only, and without `part` (else 400 naming "
+                        "`split`): NAME=FRACTION[,NAME=FRACTION...], each 0 < FRACTION < 1, e.g. `test=0.2`; "
+                        "each class is cut alike and `train` takes the rest",
+                    ),
                 ),
             ),
         },
@@ -140,7 +147,7 @@ ROUTES: list[Route] = [
         datasets.DatasetHandler,
         {
             "get": Operation("A dataset and its versions", Dataset),
-            "delete": _delete("every version of a dataset"),
+            "delete": _delete("every version of a dataset", "dataset.delete"),
         },
     ),
     Route(
@@ -150,7 +157,7 @@ ROUTES: list[Route] = [
             "get": Operation(
                 "One dataset version with its parts, schemas, record count and size", DatasetVersionDetail
             ),
-            "delete": _delete("one dataset version"),
+            "delete": _delete("one dataset version", "dataset.delete"),
         },
     ),
     Route(
@@ -163,7 +170,7 @@ ROUTES: list[Route] = [
                 description="Only the columns named are read from disk; bytes values become BytesRef objects.",
                 query=(
                     PART,
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {"type": "integer", "minimum": 1, "maximum": datasets.PAGE_MAX, "default": 50},
@@ -223,6 +230,7 @@ ROUTES: list[Route] = [
                 "Upload an algorithm archive (zip or tar with environment.yml) as a new version",
                 AlgorithmVersion,
                 status=201,
+                audit="algorithm.upload",
                 description="Same content again answers the same version.",
                 upload=True,
                 query=(
@@ -237,7 +245,7 @@ ROUTES: list[Route] = [
         algorithms.AlgorithmHandler,
         {
             "get": Operation("An algorithm and its versions", Algorithm),
-            "delete": _delete("every version of an algorithm"),
+            "delete": _delete("every version of an algorithm", "algorithm.delete"),
         },
     ),
     Route(
@@ -248,7 +256,7 @@ ROUTES: list[Route] = [
                 "One algorithm version with functions, resources, inputs, outputs and the parameter schema",
                 AlgorithmVersionDetail,
             ),
-            "delete": _delete("one algorithm version"),
+            "delete": _delete("one algorithm version", "algorithm.delete"),
         },
     ),
     Route(
@@ -260,6 +268,7 @@ ROUTES: list[Route] = [
                 "Upload a model file, or a zip or tar of its folder, as a new model version",
                 ModelVersion,
                 status=201,
+                audit="model.upload",
                 description="The body is the file itself, streamed (no multipart). An archive is unpacked "
                 "with the algorithm upload's checks: path traversal, links and zip bombs are refused with "
                 "400 naming the entry. Same content again answers the same version.",
@@ -275,14 +284,17 @@ ROUTES: list[Route] = [
     Route(
         "/models/{name}",
         models.ModelHandler,
-        {"get": Operation("A model and its versions", Model), "delete": _delete("every version of a model")},
+        {
+            "get": Operation("A model and its versions", Model),
+            "delete": _delete("every version of a model", "model.delete"),
+        },
     ),
     Route(
         "/models/{name}/versions/{version}",
         models.ModelVersionHandler,
         {
             "get": Operation("One model version with its files and lineage", ModelVersion),
-            "delete": _delete("one model version"),
+            "delete": _delete("one model version", "model.delete"),
         },
     ),
     Route(
@@ -317,11 +329,12 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Point an alias (production, canary, any name) at a version",
                 Model,
+                audit="model.alias.set",
                 body=AliasRequest,
                 description="Moves the alias when it pointed elsewhere. `NAME@ALIAS` then resolves wherever "
                 "a model reference is accepted (deployments, job inputs, the CLI).",
             ),
-            "delete": Operation("Remove an alias", Model),
+            "delete": Operation("Remove an alias", Model, audit="model.alias.remove"),
         },
     ),
     Route(
@@ -392,7 +405,7 @@ ROUTES: list[Route] = [
                 "(long poll). With `follow=1`: a `text/plain` chunked stream from `offset` that sends new "
                 "output as it is written and ends when the job ends (bounded memory).",
                 query=(
-                    Query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+                    Query("offset", {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX, "default": 0}),
                     Query(
                         "limit",
                         {
@@ -468,9 +481,12 @@ ROUTES: list[Route] = [
                 "Deploy a model version as an HTTP API (its replicas start at once)",
                 Deployment,
                 status=201,
+                audit="deployment.create",
                 description="Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds "
                 "its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm "
-                "defaults to the one whose job made the model. 503 when the replicas do not fit now.",
+                "defaults to the one whose job made the model; one that cannot serve it (no `deploy` "
+                "function, or no job made the model and none is named) answers 400 naming `algorithm`. "
+                "503 when the replicas do not fit now.",
                 body=DeploymentRequest,
                 body_required=True,
                 errors=("503",),
@@ -482,7 +498,11 @@ ROUTES: list[Route] = [
         deployments.DeploymentHandler,
         {
             "get": Operation("One deployment with its replicas and request metrics per version", Deployment),
-            "delete": Operation("Stop a deployment's replicas, free their resources and forget it", Deleted),
+            "delete": Operation(
+                "Stop a deployment's replicas, free their resources and forget it",
+                Deleted,
+                audit="deployment.delete",
+            ),
         },
     ),
     Route(
@@ -492,6 +512,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Serve a canary version to `weight` percent of the requests",
                 Deployment,
+                audit="deployment.canary",
                 description="A new canary version replaces the old canary's replicas; the same version only "
                 "changes the weight. With `sticky_header`, a caller's header value keeps it on one version.",
                 body=CanaryRequest,
@@ -507,6 +528,7 @@ ROUTES: list[Route] = [
             "post": Operation(
                 "Make the canary production: its replicas are ready before the old ones stop",
                 Deployment,
+                audit="deployment.promote",
                 description="Answers once the switch is done; no request fails during it. 409 without a "
                 "canary, 503 when the canary's replicas do not become ready.",
                 errors=("503",),
@@ -553,6 +575,7 @@ ROUTES: list[Route] = [
                 "Make an API key for callers outside JupyterLab: it opens this deployment's predict only",
                 DeploymentKeyCreated,
                 status=201,
+                audit="deployment.key.create",
                 description="The answer holds the key this once; the platform keeps only its SHA-256 "
                 "digest. Callers send it as `Authorization: Bearer <key>` or `X-KPL-API-Key: <key>`.",
             ),
@@ -565,6 +588,7 @@ ROUTES: list[Route] = [
             "delete": Operation(
                 "Revoke an API key of the deployment",
                 Deleted,
+                audit="deployment.key.revoke",
                 description="Callers using it get 403 from now on (within 2 s on other servers of "
                 "the same platform, which remember keys that long).",
             )
@@ -601,6 +625,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the project's quota (administrators); every next reservation decides with it",
                 Quota,
+                audit="quota.set",
                 body=QuotaRequest,
                 body_required=True,
             ),
@@ -614,6 +639,7 @@ ROUTES: list[Route] = [
             "put": Operation(
                 "Replace the notebook profiles (administrators); every next spawn form and spawn decides with them",
                 Profiles,
+                audit="profiles.set",
                 description="Each entry has the fields of `c.KPLSpawner.profiles` (docs/multi-user.md); a "
                 "mistake answers 400 naming the entry and field. The edit stands until the hub's configured "
                 "profiles themselves change.",
@@ -779,6 +805,16 @@ def tornado_pattern(path: str) -> str:
     index = "[0-9]+"
     pattern = re.sub(r"\{(\w+)\}", lambda m: f"({index if m.group(1) == 'index' else _SEGMENT})", path)
     return f"{API_PREFIX}{pattern}/?"
+
+
+@functools.cache
+def _operations() -> dict[type, dict[str, Operation]]:
+    return {route.handler: route.operations for route in ROUTES}
+
+
+def operation_of(handler: type, method: str) -> Operation | None:
+    """Return what the routes table declares for a handler's method (None: no route declares it)."""
+    return _operations().get(handler, {}).get(method.lower())
 
 
 def handlers() -> list[tuple[str, type]]:

@@ -41,6 +41,7 @@ class Operation:
     errors: tuple[
         str, ...
     ] = ()  # error statuses besides 400, 403, 404 and 409 (keys of openapi.MORE_STATUSES)
+    audit: str = ""  # the audit log's action for a success (kpl_lab.monitoring.audit), e.g. model.upload
 
 
 class Route(NamedTuple):

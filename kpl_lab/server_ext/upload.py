@@ -113,6 +113,7 @@ class UploadHandler(KPLHandler):
     def on_finish(self) -> None:
         """Remove the temporary file."""
         self._discard()
+        super().on_finish()
 
     def on_connection_close(self) -> None:
         """Remove the temporary file of an upload the client abandoned (once no worker reads it)."""

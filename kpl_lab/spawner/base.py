@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tornado import web
 from traitlets import List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..errors import KPLError
+from ..fit import fit_now
 from .form import options_from_form, render_form
 from .profiles import Choice, Profile, parse_profiles, resolve
 from .quota import hub_quota
@@ -74,18 +77,45 @@ class KPLSpawner(LoggingConfigurable):
         """Refuse bad options before anything starts (the hub's apply_user_options hook)."""
         spawner.choose()
 
-    def used_by_project(self, projects: list[str]) -> dict[str, dict]:
-        """Return what each project holds now (for the form's quota lines); empty when unknown."""
-        return {}
+    def room(self, project: str) -> dict:
+        """Return what the project may have now (`Ledger.room`); here its quota alone: the machine is unknown."""
+        return {"quota": self.quota(project)}
+
+    def fit_choice(self, choice: Choice) -> Choice:
+        """Return the choice with the amounts the user left out capped at what is free now (`kpl_lab.fit`).
+
+        The form's fields start so; a spawn through the REST API that names no amounts gets the same.
+        """
+        accelerator = choice.profile.accelerator
+        options = self.user_options or {}
+        given = {
+            accelerator if name == "accelerators" else name: options[name]
+            for name in ("cpu", "memory", "accelerators")
+            if options.get(name) not in (None, "")
+        }
+        asked = {"cpu": choice.cpu, "memory": choice.memory}
+        if accelerator:
+            asked[accelerator] = choice.accelerators
+        fitted, notes = fit_now(
+            asked, self.room(choice.project), given=given, asker=f"profile {choice.profile.slug}"
+        )
+        for note in notes:
+            self.log.info("%s: %s", self._log_name, note)
+        return replace(
+            choice,
+            cpu=fitted.get("cpu", choice.cpu),
+            memory=int(fitted.get("memory", choice.memory)),
+            accelerators=int(fitted.get(accelerator, choice.accelerators))
+            if accelerator
+            else choice.accelerators,
+        )
 
     def render_options_form(self, spawner) -> str:
         """Return the spawn form for this user."""
         projects = self.user_projects() or [self.default_project]
-        quotas = {project: self.quota(project) for project in projects}
         return render_form(
             self.parsed_profiles(),
             projects,
-            quotas,
-            self.used_by_project(projects),
+            {project: self.room(project) for project in projects},
             previous=self.user_options or None,
         )

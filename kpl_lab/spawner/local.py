@@ -39,9 +39,24 @@ from ..platform import Platform
 from ..privileged.client import HelperClient, HelperError
 from .base import KPLSpawner, http_error
 from .profiles import Choice, Profile, parse_profiles
-from .quota import devices_of, load_hub_quotas, release_notebook, reserve_notebook
+from .quota import count_notebooks, devices_of, load_hub_quotas, release_notebook, reserve_notebook
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# a terminal's shell is no login shell: /etc/profile would put back the system's PATH, without the
+# users' Python (`kpl-lab`, `python`) that the server's environment names first
+TERMINALS = '--ServerApp.terminado_settings={"shell_command": ["/bin/bash"]}'
+
+
+def users_path(programs: str, path: str, only_reachable: bool = False) -> str:
+    """Return PATH with `programs` (the users' Python's folder) first; `only_reachable`: without folders others cannot enter."""
+    folders = [programs]
+    for folder in path.split(os.pathsep):
+        if not folder or folder in folders:
+            continue
+        if only_reachable and not (os.path.isdir(folder) and reachable_by_others(folder)):
+            continue  # e.g. the administrator's venv under /root: its scripts cannot run as the user
+        folders.append(folder)
+    return os.pathsep.join(folders)
 
 
 class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
@@ -86,6 +101,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         self.limits: JobLimits | None = None
         self.pid_start: int | None = None  # with `pid`: the very process started (pids are reused)
         self.account_info: dict = {}  # the helper's answer: account, home, workspace
+        self.programs = ""  # the folder of the server's Python: first on PATH (kpl-lab, python, pip)
 
     @property
     def owner_id(self) -> str:
@@ -147,17 +163,13 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         with self.platform.session() as session:
             return self.ledger.quota(session, project)
 
-    def used_by_project(self, projects: list[str]) -> dict[str, dict]:
-        """Return each project's cpu, memory, devices and notebook count held now."""
-        used = {}
+    def room(self, project: str) -> dict:
+        """Return what the project may have now: the machine's capacity and use, its quota and notebooks."""
+        self.quota(project)  # the user's groups' quotas loaded into the rules first
         with self.platform.session() as session:
-            for project in projects:
-                usage = self.ledger.usage(session, project)
-                used[project] = {"cpu": usage.cpu, "memory": usage.memory}
-                used[project].update(
-                    {k: len(v) for k, v in usage.devices.items() if k in VISIBLE_DEVICES_VARIABLE}
-                )
-        return used
+            found = self.ledger.room(session, project)
+            found["notebooks"] = count_notebooks(session, project)
+        return found
 
     # state: what a restarted hub needs to know about a running notebook
 
@@ -224,6 +236,10 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
 
     def get_env(self) -> dict:
         env = super().get_env()
+        if self.programs:
+            env["PATH"] = users_path(
+                self.programs, env.get("PATH", ""), only_reachable=self.helper is not None
+            )
         env["KPL_PROJECT"] = self.project
         env["KPL_PROFILE"] = self.profile_slug
         env["KPL_LAB_HOME"] = self.platform.home
@@ -234,6 +250,14 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             env["KPL_LIMITS"] = self.limits.enforcement
             env.setdefault("OMP_NUM_THREADS", str(max(1, int(self.limits.cpu))))
         return env
+
+    def get_args(self) -> list[str]:
+        args = super().get_args()
+        if not any(
+            arg.startswith(("--ServerApp.terminado_settings", "--NotebookApp.terminado")) for arg in args
+        ):
+            args.append(TERMINALS)
+        return args
 
     def notebook_cmd(self, profile: Profile) -> list[str]:
         """Return the command of the single-user server in the profile's Python environment."""
@@ -338,6 +362,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
         self._reset()
         choice = self.choose()
         self.quota(choice.project)  # the user's groups' quotas loaded into the rules the ledger decides with
+        choice = self.fit_choice(choice)
         try:
             reservation = await asyncio.to_thread(
                 reserve_notebook,
@@ -357,6 +382,7 @@ class KPLLocalSpawner(KPLSpawner, LocalProcessSpawner):
             if self.orm_spawner is not None:
                 self.orm_spawner.user_options = self.user_options  # the hub commits after start()
             cmd = self.notebook_cmd(choice.profile)
+            self.programs = str(Path(shutil.which(cmd[0]) or cmd[0]).parent)
             if self.helper is not None:
                 await asyncio.to_thread(self.prepare_account, choice.project)
                 self.check_runnable(cmd[0])

@@ -126,6 +126,15 @@ def _machine_refusal(session: Session, ledger: Ledger, resources: Resources) -> 
     return MachineFull("the machine is busy: no free device fits; try again later")
 
 
+def count_notebooks(session: Session, project: str) -> int:
+    """Return how many notebooks of the project hold a reservation."""
+    return session.scalar(
+        select(func.count())
+        .select_from(Reservation)
+        .where(Reservation.project == project, Reservation.owner_kind == OWNER_KIND)
+    )
+
+
 def try_reserve_notebook(
     session: Session,
     ledger: Ledger,
@@ -139,11 +148,7 @@ def try_reserve_notebook(
     ledger.release(OWNER_KIND, owner_id, session)
     quota = ledger.quota(session, project)
     mine = ledger.usage(session, project)
-    running = session.scalar(
-        select(func.count())
-        .select_from(Reservation)
-        .where(Reservation.project == project, Reservation.owner_kind == OWNER_KIND)
-    )
+    running = count_notebooks(session, project)
     if "notebooks" in quota and running + 1 > quota["notebooks"]:
         raise _refusal(project, "notebooks", 1, running, quota["notebooks"])
     for kind, used, asked in (("cpu", mine.cpu, resources.cpu), ("memory", mine.memory, resources.memory)):

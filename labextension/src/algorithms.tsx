@@ -50,7 +50,10 @@ function AlgorithmDetails(props: {
     <div className="kpl-algorithm-details">
       <div className="kpl-meta">
         {detail.ref} · {formatBytes(detail.size_bytes)}
-        {detail.image?.from_image ? ` · image ${detail.image.from_image}` : ''}
+        {/* only where jobs run in it (Kubernetes): a local run builds a virtual environment */}
+        {detail.image?.used && detail.image.from_image
+          ? ` · image ${detail.image.from_image}`
+          : ''}
       </div>
       {detail.description && <p>{detail.description}</p>}
       {Object.entries(detail.function_specs ?? {}).map(([fn, spec]) => (

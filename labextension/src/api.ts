@@ -46,6 +46,7 @@ export type Comparison = Required<Schemas['Comparison']>;
 export type Experiment = Required<Schemas['Experiment']>;
 export type Trial = Required<Schemas['Trial']>;
 export type ResumeExperimentRequest = Schemas['ResumeExperimentRequest'];
+export type ExperimentRequest = Schemas['ExperimentRequest'];
 export type ComparedJob = Comparison['jobs'][number];
 export type JobRequest = Schemas['JobRequest'];
 export type Resources = NonNullable<JobRequest['resources']>;

@@ -26,16 +26,42 @@ export function chartData(series: Record<string, [number, number][]>): {
 }
 
 /**
- * A uPlot axis in the theme's colors (a canvas cannot read CSS variables).
+ * Tick steps of an axis whose values are whole numbers (epochs, trials): never 1.1, 1.2.
  */
-function axis(): uPlot.Axis {
+export const WHOLE_STEPS = [
+  1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000
+];
+
+/**
+ * Whether every x of the data is a whole number.
+ */
+export function wholeX(data: uPlot.AlignedData): boolean {
+  return data[0].length > 0 && data[0].every(x => Number.isInteger(x));
+}
+
+/**
+ * The y axis title: the figure's one series name (`train_loss`), else its title (`accuracy`
+ * for `train_accuracy` and `eval_accuracy`, which the legend names).
+ */
+export function yTitle(title: string, yNames: ReadonlyArray<string>): string {
+  const names = yNames.filter(name => name);
+  return names.length === 1 ? names[0] : title;
+}
+
+/**
+ * A uPlot axis in the theme's colors (a canvas cannot read CSS variables), with its title.
+ */
+function axis(label: string, whole = false): uPlot.Axis {
   const style = getComputedStyle(document.body);
   const color = (name: string, fallback: string) =>
     style.getPropertyValue(name).trim() || fallback;
   return {
+    label,
+    labelSize: 20,
     stroke: color('--jp-ui-font-color1', '#333'),
     grid: { stroke: color('--jp-border-color2', '#e0e0e0'), width: 1 },
-    ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 }
+    ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 },
+    ...(whole ? { incrs: WHOLE_STEPS } : {})
   };
 }
 
@@ -46,16 +72,20 @@ export function MetricChart(props: {
   title: string;
   series: Record<string, [number, number][]>;
   xName: string;
+  /** the y axis title (default: the chart's title) */
+  yName?: string;
   width: number;
   /** series drawn as dots, not lines (one value per x, e.g. per trial) */
   dots?: string[];
-  /** x ticks on whole numbers only (trial numbers) */
+  /** x ticks on whole numbers only (trial numbers); otherwise so when every x is whole */
   integerX?: boolean;
 }): JSX.Element {
   const box = useRef<HTMLDivElement>(null);
   const chart = useRef<{ key: string; plot: uPlot } | null>(null);
   const { names, data } = chartData(props.series);
-  const key = names.join('\u0000');
+  const whole = props.integerX || wholeX(data);
+  // a new chart when the series or the x axis's kind of ticks change
+  const key = names.join('\u0000') + (whole ? '\u0000whole' : '');
   useEffect(() => {
     if (chart.current && chart.current.key === key) {
       chart.current.plot.setData(data);
@@ -90,12 +120,7 @@ export function MetricChart(props: {
                   }
             )
           ],
-          axes: [
-            props.integerX
-              ? { ...axis(), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }
-              : axis(),
-            axis()
-          ]
+          axes: [axis(props.xName, whole), axis(props.yName ?? props.title)]
         },
         data,
         box.current!

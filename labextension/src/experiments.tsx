@@ -6,7 +6,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 import React from 'react';
 
-import { Experiment, KPLClient } from './api';
+import { Experiment, Job, KPLClient } from './api';
 import { MetricChart } from './charts';
 import { historySeries, trialRows, trialsDone } from './experiment';
 import { formatTime } from './format';
@@ -25,16 +25,25 @@ function formatBest(value: number | null): string {
 function ExperimentsList(props: {
   model: PollingListModel<Experiment>;
   openExperiment: (name: string) => void;
+  newSearch: () => void;
 }): JSX.Element {
-  const { model, openExperiment } = props;
+  const { model, openExperiment, newSearch } = props;
   return (
     <>
+      <div className="kpl-ExperimentsPanel-actions">
+        <Button
+          className="jp-mod-styled jp-mod-accept kpl-ExperimentsPanel-new"
+          onClick={newSearch}
+        >
+          New search
+        </Button>
+      </div>
       <div className="kpl-error">{model.error?.message ?? ''}</div>
       <ul className="kpl-list">
         {model.loaded && model.items.length === 0 && !model.error && (
           <li className="kpl-empty">
-            No experiments yet: start one with `kpl-lab experiment create` or
-            %kpl_tune.
+            No experiments yet: start one with New search, %kpl_tune or `kpl-lab
+            experiment create`.
           </li>
         )}
         {model.items.map(experiment => (
@@ -74,7 +83,8 @@ export class ExperimentsPanel extends KPLSidePanel<Experiment> {
   constructor(
     client: KPLClient,
     interval: number,
-    openExperiment: (name: string) => void
+    openExperiment: (name: string) => void,
+    newSearch: () => void
   ) {
     super({
       id: 'kpl-lab-experiments',
@@ -88,7 +98,11 @@ export class ExperimentsPanel extends KPLSidePanel<Experiment> {
     this.addContent(
       <UseSignal signal={this.model.changed}>
         {() => (
-          <ExperimentsList model={this.model} openExperiment={openExperiment} />
+          <ExperimentsList
+            model={this.model}
+            openExperiment={openExperiment}
+            newSearch={newSearch}
+          />
         )}
       </UseSignal>
     );
@@ -119,6 +133,8 @@ export class ExperimentView extends ReactWidget {
   readonly changed = new Signal<this, void>(this);
   readonly poll: Poll;
   experiment: Experiment | null = null;
+  // the queued jobs of the project: a running trial whose job waits says why
+  queued: Job[] = [];
   error = '';
 
   /**
@@ -196,6 +212,13 @@ export class ExperimentView extends ReactWidget {
       this.experiment = await this.client.GET('/experiments/{name}', {
         params: { path: { name: this.experimentName } }
       });
+      this.queued = this.experiment.trials.some(t => t.state === 'running')
+        ? (
+            await this.client.GET('/jobs', {
+              params: { query: { state: 'queued' } }
+            })
+          ).jobs
+        : [];
       this.error = '';
     } catch (error) {
       this.error = (error as Error).message;
@@ -267,7 +290,7 @@ export class ExperimentView extends ReactWidget {
             </tr>
           </thead>
           <tbody>
-            {trialRows(experiment).map(row => (
+            {trialRows(experiment, this.queued).map(row => (
               <tr
                 key={row.number}
                 data-trial={row.number}
@@ -276,6 +299,11 @@ export class ExperimentView extends ReactWidget {
                 <td>{row.number}</td>
                 <td>
                   <StateBadge state={row.state} />
+                  {row.queue && (
+                    <div className="kpl-queue" role="status">
+                      {row.queue}
+                    </div>
+                  )}
                 </td>
                 <td>{row.params}</td>
                 <td>{row.value}</td>

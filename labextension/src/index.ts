@@ -45,6 +45,7 @@ import { DeploymentView, deploymentWidget } from './deploymentView';
 import { ServicesPanel } from './services';
 import { ModelsPanel } from './models';
 import { ModelView, modelWidget } from './modelView';
+import { NewSearchForm } from './searchForm';
 import { SubmitJobForm } from './submitForm';
 
 // The bundler resolves this at build time; an `import` would put package.json outside rootDir.
@@ -272,10 +273,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.shell.activateById(widget.id);
       return widget;
     };
+    let searchForm: MainAreaWidget<NewSearchForm> | null = null;
+    const newSearch = () => {
+      if (!searchForm || searchForm.isDisposed) {
+        searchForm = new MainAreaWidget({
+          content: new NewSearchForm(client, experiment => {
+            void experimentsPanel.model.refresh();
+            searchForm?.close();
+            openExperiment(experiment.name);
+          })
+        });
+        searchForm.id = 'kpl-new-search';
+        searchForm.title.closable = true;
+        searchForm.title.icon = experimentsIcon;
+        app.shell.add(searchForm, 'main');
+      }
+      app.shell.activateById(searchForm.id);
+      return searchForm;
+    };
     const experimentsPanel = new ExperimentsPanel(
       client,
       settings.refreshInterval * 2,
-      openExperiment
+      openExperiment,
+      newSearch
     );
     const servicesPanel = new ServicesPanel(
       client,

@@ -90,7 +90,8 @@ export function jobFormSchema(
     const refs = inputChoices(port, available);
     inputs[key] = {
       type: 'string',
-      title: key,
+      // environment.yml's `optional: true`: the one rule pipelines check inputs by too
+      title: port.optional ? `${key} (optional)` : key,
       description: port.name,
       enum: ['', ...refs]
     };

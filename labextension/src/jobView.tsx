@@ -7,7 +7,7 @@ import { Widget } from '@lumino/widgets';
 import React, { useLayoutEffect, useRef, useState } from 'react';
 
 import { canStop, hasEnded, IMetrics, Job, KPLClient } from './api';
-import { MetricChart } from './charts';
+import { MetricChart, yTitle } from './charts';
 import { formatSeconds, formatTime } from './format';
 import { ProgressBar, QueueNote, StateBadge } from './jobs';
 import { PollingListModel } from './model';
@@ -357,6 +357,10 @@ export class JobView extends ReactWidget {
                 title={title}
                 series={series}
                 xName={metrics?.labels?.[title]?.x_name || 'x'}
+                yName={yTitle(title, [
+                  metrics?.labels?.[title]?.y1_name ?? '',
+                  metrics?.labels?.[title]?.y2_name ?? ''
+                ])}
                 width={width}
               />
             ))}

@@ -10,9 +10,10 @@ import type {
 } from './api';
 
 /**
- * A name the server accepts: 1-100 letters, digits, `_`, `.`, `-`, not starting with `.`/`-`.
+ * A name the server accepts (the `pattern` of names in docs/openapi.yaml): 1-100 ASCII letters,
+ * digits, `_`, `.`, `-`, not starting with `.`/`-`.
  */
-export const NAME_RE = /^[\p{L}\p{N}_][\p{L}\p{N}_.-]{0,99}$/u;
+export const NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$/;
 
 /**
  * One input of the job that made a version: its key and the NAME:VERSION it used.
@@ -158,7 +159,7 @@ export function deployRequest(
 ): DeploymentRequest | string {
   const name = fields.name.trim();
   if (!NAME_RE.test(name)) {
-    return `deployment name "${name}": use 1-100 letters, digits, _, . or -, starting with a letter or digit`;
+    return `deployment name "${name}": use 1-100 ASCII letters, digits, _, . or -, starting with a letter, digit or _`;
   }
   const replicas = Number(fields.replicas);
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 64) {

@@ -51,7 +51,7 @@ import {
   IPipelineDoc,
   paramSchema,
   parsePipeline,
-  PORT,
+  sourcePorts,
   toGraph,
   withoutDefaults
 } from './pipelineGraph';
@@ -66,6 +66,7 @@ export const PIPELINE_FACTORY = 'KPL Pipeline Editor';
 const MIME_NODE_TYPE = 'application/x-kpl-node-type';
 const VALIDATE_DELAY_MS = 500;
 const RUN_POLL_MS = 1000;
+const MIN_FIT_ZOOM = 0.75;
 
 const validator = customizeValidator<ReadonlyJSONObject>();
 
@@ -273,7 +274,7 @@ function Editor(props: IEditorProps): JSX.Element {
         problems: (check?.problems ?? []).map(p =>
           p.parameter ? `${p.parameter}: ${p.message}` : p.message
         ),
-        outputs: ports.length ? ports : [PORT],
+        outputs: sourcePorts(node.id, ports, graph.edges),
         run: run?.nodes.find(n => n.node === node.id),
         onOpenOutput: openOutput
       }
@@ -519,7 +520,8 @@ function Editor(props: IEditorProps): JSX.Element {
               onConnect={onConnect}
               onPaneClick={() => setSelected(null)}
               fitView
-              fitViewOptions={{ maxZoom: 1 }}
+              // A large graph is not shrunk below readable labels: the rest is a pan away.
+              fitViewOptions={{ maxZoom: 1, minZoom: MIN_FIT_ZOOM }}
               deleteKeyCode={['Delete', 'Backspace']}
             >
               <Background />

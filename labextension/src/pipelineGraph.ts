@@ -61,8 +61,23 @@ export interface IGraphEdge {
  */
 export const PORT = 'out';
 
-const STEP_X = 220;
-const STEP_Y = 110;
+const STEP_X = 190;
+const STEP_Y = 100;
+// Columns of a band: a long chain wraps into bands below one another, so that the canvas
+// fits it at a zoom whose labels are readable (ten columns side by side would not).
+const BAND_COLUMNS = 4;
+const BAND_GAP = 40;
+
+/**
+ * The node types of an algorithm's functions (kpl_lab/pipelines/nodes.py ALGORITHM_FUNCTIONS).
+ */
+export const ALGORITHM_TYPES: ReadonlyArray<string> = [
+  'train',
+  'test',
+  'infer',
+  'deploy',
+  'compile'
+];
 
 /**
  * Read a pipeline file's text (YAML 1.2: only true/false are booleans, `on` stays a key).
@@ -132,17 +147,104 @@ export function toGraph(
     }
   }
   const depth = depths(Object.keys(doc.nodes), edges);
-  const row = new Map<number, number>();
-  const nodes = Object.entries(doc.nodes).map(([id, settings]) => {
+  const rows = new Map<number, number>(); // nodes at each depth so far
+  const place = new Map<string, [number, number]>(); // id -> [depth, row]
+  for (const id of Object.keys(doc.nodes)) {
     const d = depth.get(id) ?? 0;
-    const r = row.get(d) ?? 0;
-    row.set(d, r + 1);
+    const r = rows.get(d) ?? 0;
+    rows.set(d, r + 1);
+    place.set(id, [d, r]);
+  }
+  // Each band is as tall as its deepest column.
+  const bandTop = [0];
+  const bands = Math.ceil((Math.max(0, ...rows.keys()) + 1) / BAND_COLUMNS);
+  for (let b = 1; b <= bands; b++) {
+    let tallest = 1;
+    for (let d = (b - 1) * BAND_COLUMNS; d < b * BAND_COLUMNS; d++) {
+      tallest = Math.max(tallest, rows.get(d) ?? 0);
+    }
+    bandTop.push(bandTop[b - 1] + tallest * STEP_Y + BAND_GAP);
+  }
+  const nodes = Object.entries(doc.nodes).map(([id, settings]) => {
+    const [d, r] = place.get(id) ?? [0, 0];
+    const band = Math.floor(d / BAND_COLUMNS);
     const position = settings.ui
       ? { x: settings.ui.x, y: settings.ui.y }
-      : { x: d * STEP_X, y: r * STEP_Y };
+      : { x: (d % BAND_COLUMNS) * STEP_X, y: bandTop[band] + r * STEP_Y };
     return { id, position, data: { settings } };
   });
   return { nodes, edges };
+}
+
+/**
+ * The output handles a node shows: the ports validation found, and any port an edge
+ * leaves it from (a node that failed validation still shows the edges the file names),
+ * else the single port.
+ */
+export function sourcePorts(
+  node: string,
+  validated: ReadonlyArray<string>,
+  edges: ReadonlyArray<Pick<IGraphEdge, 'source' | 'sourceHandle'>>
+): string[] {
+  const ports = [...validated];
+  for (const edge of edges) {
+    if (edge.source === node && !ports.includes(edge.sourceHandle)) {
+      ports.push(edge.sourceHandle);
+    }
+  }
+  return ports.length ? ports : [PORT];
+}
+
+/**
+ * What a template asks for: the dataset of each dataset node and the algorithm of each
+ * algorithm node, with the template's own names.
+ */
+export interface ITemplateChoice {
+  node: string;
+  key: 'dataset' | 'algorithm';
+  value: string;
+}
+
+/**
+ * The choices of a template, in the order of its nodes.
+ */
+export function templateChoices(doc: IPipelineDoc): ITemplateChoice[] {
+  const choices: ITemplateChoice[] = [];
+  for (const [node, settings] of Object.entries(doc.nodes)) {
+    if (settings.type === 'dataset' && typeof settings.dataset === 'string') {
+      choices.push({ node, key: 'dataset', value: settings.dataset });
+    } else if (
+      ALGORITHM_TYPES.includes(settings.type) &&
+      typeof settings.algorithm === 'string'
+    ) {
+      choices.push({ node, key: 'algorithm', value: settings.algorithm });
+    }
+  }
+  return choices;
+}
+
+/**
+ * A template with the names chosen (node -> name). A dataset node given another dataset
+ * forgets the template's `part`, which that dataset may not have (the node then reads its
+ * root, or its first part).
+ */
+export function withChoices(
+  doc: IPipelineDoc,
+  chosen: { [node: string]: string }
+): IPipelineDoc {
+  const nodes = { ...doc.nodes };
+  for (const { node, key, value } of templateChoices(doc)) {
+    const name = chosen[node];
+    if (!name || name === value) {
+      continue;
+    }
+    const settings: INodeSettings = { ...nodes[node], [key]: name };
+    if (key === 'dataset') {
+      delete settings.part;
+    }
+    nodes[node] = settings;
+  }
+  return { ...doc, nodes };
 }
 
 /**

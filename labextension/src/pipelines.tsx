@@ -1,3 +1,4 @@
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { Contents } from '@jupyterlab/services';
 import { Button, UseSignal } from '@jupyterlab/ui-components';
 import React, { useEffect, useState } from 'react';
@@ -6,8 +7,15 @@ import { KPLClient, PipelineRun, PipelineTemplate } from './api';
 import { formatTime } from './format';
 import { pipelinesIcon } from './icons';
 import { StateBadge } from './jobs';
+import { FieldsForm, IField } from './modelDialogs';
 import { PollingListModel } from './model';
 import { PIPELINE_SUFFIX } from './pipelineEditor';
+import {
+  dumpPipeline,
+  parsePipeline,
+  templateChoices,
+  withChoices
+} from './pipelineGraph';
 import { KPLSidePanel } from './sidePanel';
 
 /**
@@ -37,6 +45,58 @@ async function freePath(
   return path;
 }
 
+/**
+ * A template's text with the project's dataset and algorithm of each node it asks for; the
+ * template's own names are chosen where the project has them. Null when cancelled.
+ */
+async function askTemplateChoices(
+  client: KPLClient,
+  template: PipelineTemplate
+): Promise<string | null> {
+  const doc = parsePipeline(template.text);
+  const asked = templateChoices(doc);
+  if (!asked.length) {
+    return template.text;
+  }
+  const [datasets, algorithms] = await Promise.all([
+    client.GET('/datasets').then(list => list.datasets.map(d => d.name)),
+    client.GET('/algorithms').then(list => list.algorithms.map(a => a.name))
+  ]);
+  const fields: IField<string>[] = [];
+  const values: Record<string, string> = {};
+  for (const { node, key, value } of asked) {
+    const names = key === 'dataset' ? datasets : algorithms;
+    if (!names.length) {
+      continue; // none in the project yet: the template's name stays, for the user to edit
+    }
+    fields.push({
+      key: node,
+      label:
+        key === 'dataset' ? `Input dataset (${node})` : `Algorithm (${node})`,
+      className: `kpl-TemplateDialog-${key}`,
+      choices: names.map(name => ({ value: name, label: name }))
+    });
+    values[node] = names.includes(value) ? value : names[0];
+  }
+  if (!fields.length) {
+    return template.text;
+  }
+  const result = await showDialog({
+    title: `New ${template.name} pipeline`,
+    body: new FieldsForm(fields, values, ''),
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Create' })],
+    focusNodeSelector: 'select'
+  });
+  if (!result.button.accept || !result.value) {
+    return null;
+  }
+  const chosen = withChoices(doc, result.value);
+  // The template's own text (its layout) where nothing changed.
+  return JSON.stringify(chosen) === JSON.stringify(doc)
+    ? template.text
+    : dumpPipeline(chosen);
+}
+
 function PipelinesList(props: {
   client: KPLClient;
   files: IPipelineFiles;
@@ -53,7 +113,16 @@ function PipelinesList(props: {
       .then(answer => setTemplates(answer.templates))
       .catch(reason => setError(String(reason)));
   }, [client]);
-  // The files are listed again whenever the runs are (each refresh of the panel).
+  // The files are listed again whenever the runs are (each refresh of the panel), and at
+  // once when a file is made, renamed, saved or deleted (the file browser, a notebook, here).
+  const [changes, setChanges] = useState(0);
+  useEffect(() => {
+    const changed = () => setChanges(n => n + 1);
+    files.contents.fileChanged.connect(changed);
+    return () => {
+      files.contents.fileChanged.disconnect(changed);
+    };
+  }, [files]);
   useEffect(() => {
     files.contents
       .get('', { content: true })
@@ -66,15 +135,19 @@ function PipelinesList(props: {
         )
       )
       .catch(reason => setError(String(reason)));
-  }, [files, model.items]);
+  }, [files, model.items, changes]);
 
   const fromTemplate = async (template: PipelineTemplate) => {
     try {
+      const text = await askTemplateChoices(client, template);
+      if (text === null) {
+        return;
+      }
       const path = await freePath(files.contents, template.name);
       await files.contents.save(path, {
         type: 'file',
         format: 'text',
-        content: template.text
+        content: text
       });
       files.open(path);
       void model.refresh();

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
 
 from .conftest import Hub, wait_for
 
@@ -122,3 +125,27 @@ def test_a_restarted_hub_keeps_the_devices_of_running_notebooks(make_hub):
     assert not notebook.is_running() or notebook.status() == psutil.STATUS_ZOMBIE
     assert hub.spawn("kim", profile="gpu").status_code in (201, 202)
     assert hub.wait_ready("kim")["state"]["kpl"]["devices"] == {"gpu": [0]}
+
+
+def test_a_kernels_websocket_gets_the_subprotocol_it_asks_through_the_proxy(hub: Hub):
+    hub.add_project("sockets", ["wendy"], {})
+    assert hub.spawn("wendy").status_code in (201, 202)
+    server = hub.wait_ready("wendy")
+    token = hub.user_token("wendy")
+    kernel = hub.http.post(
+        f"{hub.url}{server['url']}api/kernels", headers={"Authorization": f"token {token}"}, timeout=60
+    )
+    assert kernel.status_code == 201, kernel.text
+    url = f"ws://127.0.0.1:{hub.port}{server['url']}api/kernels/{kernel.json()['id']}/channels"
+
+    async def chosen(subprotocols: list[str]) -> str | None:
+        request = HTTPRequest(url, headers={"Authorization": f"token {token}"})
+        socket = await websocket_connect(request, subprotocols=subprotocols)
+        try:
+            return socket.selected_subprotocol
+        finally:
+            socket.close()
+
+    # as JupyterLab connects a kernel: the server's answer passes the proxy, no failed handshake
+    assert asyncio.run(chosen(["v1.kernel.websocket.jupyter.org"])) == "v1.kernel.websocket.jupyter.org"
+    assert asyncio.run(chosen([])) is None  # the legacy protocol, as before

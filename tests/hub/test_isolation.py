@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import json
 import pwd
+import re
+import subprocess
 import textwrap
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
+import requests
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
@@ -232,3 +237,108 @@ def test_notebooks_and_jobs_run_as_their_users(isolated_hub: Hub):
             f"{api}/probe?project=vision", headers={"Authorization": f"token {token}"}, timeout=60
         )
         assert deleted.status_code == 200, deleted.text
+
+
+async def run_in_terminal(hub: Hub, server_url: str, token: str, line: str, until: str) -> str:
+    """Open a terminal in the user's server, type `line`, return what it shows once `until` is shown."""
+    made = hub.http.post(
+        f"{hub.url}{server_url}api/terminals", headers={"Authorization": f"token {token}"}, timeout=60
+    )
+    assert made.status_code == 200, made.text
+    url = f"ws://127.0.0.1:{hub.port}{server_url}terminals/websocket/{made.json()['name']}"
+    socket = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"}))
+    socket.write_message(json.dumps(["stdin", line + "\r"]))
+    shown = ""
+    try:
+        while until not in shown:
+            message = await asyncio.wait_for(socket.read_message(), 120)
+            assert message is not None, f"the terminal closed; it showed:\n{shown}"
+            kind, *content = json.loads(message)
+            if kind == "stdout":
+                shown += content[0]
+    except TimeoutError:
+        raise AssertionError(f"the terminal never showed {until!r}; it showed:\n{shown}") from None
+    finally:
+        socket.close()
+    return shown
+
+
+def test_kpl_lab_and_python_are_the_users_own_in_notebooks_and_terminals(isolated_hub: Hub, user_python: str):
+    hub = isolated_hub
+    hub.start()
+    hub.add_project("vision", ["alice"], {})
+    assert hub.spawn("alice").status_code in (201, 202)
+    server = hub.wait_ready("alice")
+    token = hub.user_token("alice")
+    programs = str(Path(user_python).parent)
+
+    # a notebook's `!` commands: the users' Python's folder first, its kpl-lab run by that Python
+    printed = asyncio.run(
+        run_in_kernel(
+            hub,
+            server["url"],
+            token,
+            "import os\nprint('PATH0', os.environ['PATH'].split(':')[0])\n"
+            "!kpl-lab --help | head -n 1\n!python -c 'import kpl_lab, sys; print(\"SYS\", sys.executable)'\n"
+            "!head -n 1 $(which kpl-lab)",
+        )
+    )
+    assert f"PATH0 {programs}" in printed, printed
+    assert "usage: kpl-lab" in printed and "Permission denied" not in printed, printed
+    assert f"SYS {programs}/python" in printed, printed
+    assert f"#!{user_python}" in printed, printed
+
+    # a terminal's shell keeps the server's PATH: kpl-lab and python are found there too
+    shown = asyncio.run(
+        run_in_terminal(
+            hub,
+            server["url"],
+            token,
+            "kpl-lab --help | head -n 1; python -c 'import kpl_lab; print(6 * 7, \"found\")'",
+            until="42 found",
+        )
+    )
+    assert "usage: kpl-lab" in shown and "command not found" not in shown, shown
+
+
+def test_an_account_of_another_home_is_refused_on_the_spawn_page_then_adopted_once_that_home_is_gone(
+    isolated_hub: Hub, open_folder: Path
+):
+    hub = isolated_hub
+    other = open_folder / "another-home"
+    other.mkdir()
+    name = account_name("carol", hub.account_prefix)
+    subprocess.run(["useradd", "--no-create-home", "--comment", f"kpl-lab {other}", name], check=True)
+    hub.start()
+    hub.add_project("vision", ["carol"], {})
+
+    # carol starts her notebook from the spawn form in her browser: the page says why it cannot start
+    with requests.Session() as browser:
+        login = browser.get(f"{hub.url}/hub/login", timeout=60)
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', login.text).group(1)
+        signed_in = browser.post(
+            f"{hub.url}/hub/login", data={"username": "carol", "password": "x", "_xsrf": xsrf}, timeout=60
+        )
+        assert signed_in.status_code == 200, signed_in.text[-2000:]
+        form = browser.get(f"{hub.url}/hub/spawn/carol", timeout=60).text
+        posted = {"project": "vision", "profile": re.findall(r'name="profile" value="([^"]+)" checked', form)}
+        posted |= dict(re.findall(r'<input type="number" name="([^"]+)" value="([^"]*)"', form))
+        action = html.unescape(re.search(r'id="spawn_form"\s+action="([^"]+)"', form).group(1))
+        page = browser.post(hub.url + action, data=posted, timeout=60)  # its _xsrf in the action's query
+        shown = page.text
+        if name not in shown:  # a slower refusal: the spawn-pending page shows its progress events' last
+            shown = hub.api("GET", "users/carol/server/progress").text
+    for said in (name, f"KPL Lab home {other}", f"userdel {name}", "--account-prefix"):
+        assert said in shown, shown[-6000:]
+    assert "didn't respond" not in shown
+    assert hub.server("carol") is None
+
+    other.rmdir()  # that home is gone (a reinstall): the account is taken over and the notebook starts
+    assert hub.spawn("carol").status_code in (201, 202)
+    server = hub.wait_ready("carol")
+    account = pwd.getpwnam(name)
+    assert account.pw_dir == str(hub.home / "users" / "carol")
+    assert account.pw_gecos == f"kpl-lab {hub.home}"
+    assert psutil.Process(server["state"]["pid"]).uids().real == account.pw_uid
+    answer = hub.get(f"{server['url']}api/status", hub.user_token("carol"))
+    assert answer.status_code == 200, answer.text

@@ -181,7 +181,8 @@ def test_job_submit_logs_metrics_progress(kpl_server, kpl_data, wait_job_end):
 
     with pytest.raises(Conflict):
         client.stop(job["id"])
-    version = done["outputs"]["model"]["registered"].rsplit(":", 1)[1]  # not the newest: other tests train too
+    # not the newest: other tests train too
+    version = done["outputs"]["model"]["registered"].rsplit(":", 1)[1]
     model = client.model_version("toy-model", version)
     assert model["lineage"]["job_id"] == job["id"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -125,3 +126,26 @@ def test_an_unbounded_space_is_refused_from_python_naming_the_field(kpl_server, 
     assert refused.field == "sampler.seed"
     names = {experiment["name"] for experiment in kpl_server.client().experiments()}
     assert not names & {"grid-3m", "tiny-step", "far", "seeded"}
+
+
+def test_tune_trials_are_capped_to_what_is_free_now_as_train_is(shell, kpl_server):
+    client = kpl_server.client()
+    total = client.devices()["capacity"]["cpu"]
+    blocker = client.submit(
+        "toy", "train", {"data": "shapes"}, {"steps": 100000, "pause": 0.1}, {"cpu": total - 0.5}
+    )
+    try:
+        while client.job(blocker["id"])["state"] != "running":
+            time.sleep(0.1)
+        line = (
+            "%kpl_tune capped-search toy --input data=shapes --space steps=int:2:3 --sampler grid "
+            "--objective training/accuracy --trials 2"
+        )
+        result, out, err, _ = run(shell, line)
+        assert result.success, err
+        assert "note: cpu capped at 0.5: environment.yml asks 1 CPU, 0.5 free now" in out.splitlines()
+        trials = client.experiment("capped-search")["trials"]
+        assert trials and all(client.job(t["job_id"])["limits"]["cpu"] == 0.5 for t in trials)
+    finally:
+        client.stop_experiment("capped-search")
+        client.stop(blocker["id"])

@@ -108,7 +108,7 @@ def main():
         print(f"resumed from {checkpoint_path} after epoch {start_epoch}")
 
     loss_figure = metric.MetricFigure("loss", y1_name="heatmap_loss", y2_name="box_loss")
-    map_figure = metric.MetricFigure("mAP@0.5", y1_name="eval_mAP")
+    map_figure = metric.MetricFigure("mAP@0.5", y1_name="eval_mAP", x_name="epoch")
     generator = torch.Generator().manual_seed(parameter.seed)
     steps_per_epoch = (len(images) + parameter.batch_size - 1) // parameter.batch_size
     total_steps = max(1, (parameter.epochs - start_epoch) * steps_per_epoch)

@@ -86,7 +86,9 @@ def main():
     batch = parameter.batch_size // world
 
     loss_figure = metric.MetricFigure("loss", y1_name="train_loss")
-    accuracy_figure = metric.MetricFigure("accuracy", y1_name="train_accuracy", y2_name="eval_accuracy")
+    accuracy_figure = metric.MetricFigure(
+        "accuracy", y1_name="train_accuracy", y2_name="eval_accuracy", x_name="epoch"
+    )
     loss_function = nn.CrossEntropyLoss()
     # one shuffled order per epoch for all workers; worker r takes every world-th image of it
     sampler = KPLDistributedSampler(len(images), num_replicas=world, rank=rank, seed=parameter.seed)

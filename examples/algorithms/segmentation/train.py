@@ -79,7 +79,7 @@ def main():
         print(f"resumed from {checkpoint_path} after epoch {start_epoch}")
 
     loss_figure = metric.MetricFigure("loss", y1_name="train_loss")
-    iou_figure = metric.MetricFigure("mIoU", y1_name="train_mIoU", y2_name="eval_mIoU")
+    iou_figure = metric.MetricFigure("mIoU", y1_name="train_mIoU", y2_name="eval_mIoU", x_name="epoch")
     # rare classes weigh more (square root of median-frequency balancing): shapes are few pixels
     counts = (
         torch.bincount(masks[masks != IGNORE_INDEX].flatten(), minlength=num_classes).double().clamp(min=1)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from alembic import context
 
+import kpl_lab.catalog.alerts  # noqa: F401  (registers the alert tables)
+import kpl_lab.catalog.audit  # noqa: F401  (registers the audit log)
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
 import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job and ledger tables)
 import kpl_lab.catalog.models  # noqa: F401  (registers the catalog tables)
 import kpl_lab.catalog.pipelines  # noqa: F401  (registers the pipeline run tables)
+import kpl_lab.catalog.rules  # noqa: F401  (registers the rules)
+import kpl_lab.catalog.usage  # noqa: F401  (registers the usage history)
 from kpl_lab.catalog.db import Base
 
 config = context.config

@@ -39,10 +39,12 @@ class AlgorithmNode(PlatformNode):
 
     def check(self, p, inputs, catalog, report):
         try:
-            _, wanted, outputs = catalog.algorithm(p.algorithm, self.name)
+            _, ports, outputs = catalog.algorithm(p.algorithm, self.name)
         except LookupError as err:
             report("algorithm", str(err))
             return None
+        wanted = [port.key for port in ports]
+        optional = {port.key for port in ports if port.optional}
         ok = True
         for key in p.inputs:
             if key not in wanted:
@@ -51,7 +53,7 @@ class AlgorithmNode(PlatformNode):
                     f"is not an input of {self.name} in environment.yml (inputs: {', '.join(wanted) or 'none'})",
                 )
                 ok = False
-        missing = [k for k in wanted if k not in p.inputs]
+        missing = [k for k in wanted if k not in p.inputs and k not in optional]
         if missing:
             report("inputs", f"environment.yml's {self.name} also needs: {', '.join(missing)}")
             ok = False

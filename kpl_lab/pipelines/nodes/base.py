@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from ..schema import Output, names
 
 if TYPE_CHECKING:
+    from ...algorithms.spec import Port
     from ..fuse import Query, Relation
     from ..processors import Settings, Source, _Sink
     from ..validate import Node
@@ -45,7 +46,7 @@ class Catalog(Protocol):
 
     def model(self, ref: str) -> str: ...
 
-    def algorithm(self, ref: str, function: str) -> tuple[str, list[str], list[str]]: ...
+    def algorithm(self, ref: str, function: str) -> tuple[str, list[Port], list[str]]: ...
 
 
 class Params(BaseModel):

@@ -27,14 +27,14 @@ class AlgorithmsHandler(UploadHandler):
     def check_upload_query(self) -> None:
         """Check the name before the body is stored."""
         name = self.get_query_argument("name", None)
-        if name:
+        if name is not None:  # `?name=` is no name
             check_name(name)
         self.project  # noqa: B018 - refuse a forbidden project before the body arrives
 
     @web.authenticated
     async def post(self) -> None:
         """Install the uploaded archive and answer the new version."""
-        name = self.get_query_argument("name", None) or None
+        name = self.get_query_argument("name", None)
         archive = self.finish_upload(name or "algorithm")
         if archive.name == "upload":
             raise BadRequest("the upload is not a zip or tar archive", field="body")
@@ -71,7 +71,9 @@ class AlgorithmHandler(KPLHandler):
 def algorithm_detail(platform, project: str, ref: str) -> AlgorithmVersionDetail:
     """Return a version with its functions, resources, inputs, outputs and parameter schema."""
     row = platform.catalog.get_algorithm(project, ref)
-    return algorithm_detail_model(row, platform.catalog.read_algorithm(row))
+    return algorithm_detail_model(
+        row, platform.catalog.read_algorithm(row), image_used=platform.jobs.executor.uses_images
+    )
 
 
 class AlgorithmVersionHandler(KPLHandler):

@@ -17,7 +17,7 @@ from ...catalog.datasets_view import DatasetView
 from ...catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
-from ..base import KPLHandler
+from ..base import OFFSET_MAX, KPLHandler
 from ..imports import DatasetImport
 from ..upload import UploadHandler
 
@@ -181,7 +181,7 @@ class RecordsHandler(VersionBase):
     @web.authenticated
     async def get(self, name: str, version: str) -> None:
         """Answer a page of records."""
-        offset = self.query_int("offset", 0, 0, 2**62)
+        offset = self.query_int("offset", 0, 0, OFFSET_MAX)
         limit = self.query_int("limit", 50, 1, PAGE_MAX)
         columns_text = self.get_query_argument("columns", "")
         columns = [c.strip() for c in columns_text.split(",") if c.strip()] or None

@@ -61,6 +61,7 @@ class DeploymentsHandler(KPLHandler):
             )
             return deployment_model(service, row, with_metrics=False)
 
+        self.audit_target = request.name
         self.reply(await self.blocking(create), status=201)
 
 
@@ -166,6 +167,7 @@ class DeploymentKeysHandler(KPLHandler):
         """Create a key."""
         user = self.current_user.username if self.current_user is not None else ""
         row, key = await self.blocking(self.platform.deployments.keys.create, self.project, name, user)
+        self.audit_target = f"{name}/{row.id}"  # the key's id, never the key
         self.reply(DeploymentKeyCreated(**_key(row).model_dump(), key=key), status=201)
 
 

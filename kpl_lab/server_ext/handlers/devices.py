@@ -14,9 +14,7 @@ def devices_model(platform, project: str) -> Devices:
     """Return capacity, use (all projects and this one), the project's quota, and each device's holder."""
     ledger = platform.jobs.ledger
     with platform.session() as session:
-        machine, quota = ledger.machine(session), ledger.quota(session, project)
-        used = ledger.usage(session).to_json()
-        project_used = ledger.usage(session, project).to_json()
+        machine, room = ledger.machine(session), ledger.room(session, project)
         holders = {}
         for row in session.scalars(select(Reservation)):
             for kind, indexes in (row.devices or {}).items():
@@ -28,13 +26,7 @@ def devices_model(platform, project: str) -> Devices:
         for kind in sorted(machine.inventory)
         for device in machine.inventory[kind]
     ]
-    return Devices(
-        capacity=machine.capacity(),
-        used=used,
-        project_used=project_used,
-        quota=quota or None,
-        devices=devices,
-    )
+    return Devices(**room, devices=devices)
 
 
 class DevicesHandler(KPLHandler):

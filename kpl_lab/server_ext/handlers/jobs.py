@@ -26,7 +26,7 @@ from ...api.jobs import (
 from ...catalog.serialize import job_model, metrics_model, usage_model
 from ...engine.runfolder import Refused, open_in
 from ...errors import BadRequest, Forbidden, NotFound
-from ..base import KPLHandler
+from ..base import OFFSET_MAX, KPLHandler
 
 LOG_CHUNK = 64 * 1024
 LOG_CHUNK_MAX = 1 << 20
@@ -85,7 +85,7 @@ class JobsHandler(JobBase):
     @web.authenticated
     async def get(self) -> None:
         """List jobs."""
-        state = self.get_query_argument("state", None) or None
+        state = self.get_query_argument("state", None)
         if state is not None and state not in JOB_STATES:
             raise BadRequest(f"state: {state!r} is not one of {', '.join(JOB_STATES)}", field="state")
 
@@ -173,7 +173,7 @@ class JobLogsHandler(KPLHandler):
     @web.authenticated
     async def get(self, job_id: str) -> None:
         """Answer a chunk of the log, or stream it."""
-        offset = self.query_int("offset", 0, 0, 2**62)
+        offset = self.query_int("offset", 0, 0, OFFSET_MAX)
         follow = self.query_int("follow", 0, 0, 1)
         limit = self.query_int("limit", LOG_CHUNK, 1, LOG_CHUNK_MAX)
         wait = self.query_int("wait", 0, 0, WAIT_MAX_SECONDS)

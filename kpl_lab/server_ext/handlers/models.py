@@ -33,7 +33,7 @@ class ModelsHandler(UploadHandler):
         """Check the names before the body is stored."""
         check_name(self.get_query_argument("name", ""), "name")
         filename = self.get_query_argument("filename", None)
-        if filename:
+        if filename is not None:  # `?filename=` is no name
             check_name(filename, "filename")
         self.project  # noqa: B018 - refuse a forbidden project before the body arrives
 
@@ -148,8 +148,6 @@ class ModelAliasHandler(KPLHandler):
     @web.authenticated
     async def put(self, name: str, alias: str) -> None:
         """Point the alias at a version and answer the model with its aliases."""
-        if self.request.body.strip() and self.json_body() is None:  # `null` is not an object
-            raise BadRequest("the request body must be a JSON object", field="body")
         body = self.body_as(AliasRequest)
         check_name(name, "name")
         ref = f"{name}:{body.version}" if body.version else name

@@ -1,5 +1,12 @@
 import type { Experiment, Trial } from '../api';
-import { historySeries, trialRows, trialsDone } from '../experiment';
+import {
+  historySeries,
+  searchParameters,
+  searchSpace,
+  trialRows,
+  trialsDone
+} from '../experiment';
+import { searchRequest } from '../searchForm';
 
 function trial(
   number: number,
@@ -80,6 +87,7 @@ describe('trialRows', () => {
     expect(rows[1]).toEqual({
       number: 1,
       state: 'pruned',
+      queue: '',
       params: 'lr=0.1000',
       value: '0.2000',
       jobId: 'job-1',
@@ -109,5 +117,118 @@ describe('trialRows', () => {
 describe('trialsDone', () => {
   it('counts every trial that is not running', () => {
     expect(trialsDone({ trials })).toBe(5);
+  });
+});
+
+describe('a trial whose job waits', () => {
+  it('shows queued and why, not running', () => {
+    const queued = [
+      {
+        id: 'job-4',
+        queue: {
+          message: 'waits for 2 CPUs (1 free of 2); held by notebook alice/',
+          position: 1,
+          queued: 1,
+          limit: 'machine',
+          needs: {},
+          free: {},
+          holders: [],
+          behind: null
+        }
+      }
+    ] as unknown as Parameters<typeof trialRows>[1];
+    const rows = trialRows({ trials, best_trial: 3 }, queued);
+    const waiting = rows.find(r => r.number === 4)!;
+    expect(waiting.state).toBe('queued');
+    expect(waiting.queue).toBe(
+      'waits for 2 CPUs (1 free of 2); held by notebook alice/'
+    );
+    expect(rows.find(r => r.number === 3)).toMatchObject({
+      state: 'complete',
+      queue: ''
+    });
+    // its job started since: running again, no reason
+    expect(
+      trialRows({ trials, best_trial: 3 }).find(r => r.number === 4)
+    ).toMatchObject({ state: 'running', queue: '' });
+  });
+});
+
+describe('the new search form', () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      epochs: { type: 'integer', default: 6 },
+      lr: { type: 'number', default: 0.002 },
+      momentum: { type: 'number', default: 0 },
+      optimizer: { type: 'string', default: 'adam' },
+      augment: { type: 'boolean', default: true },
+      model: {
+        type: 'object',
+        properties: { depth: { type: 'integer', default: 3 } }
+      }
+    }
+  };
+
+  it("offers parameter.yml's numbers as ranges around their defaults and the rest as choices", () => {
+    const rows = searchParameters(schema);
+    expect(rows.map(r => [r.name, r.kind])).toEqual([
+      ['epochs', 'int'],
+      ['lr', 'float'],
+      ['momentum', 'float'],
+      ['optimizer', 'categorical'],
+      ['augment', 'categorical'],
+      ['model.depth', 'int']
+    ]);
+    expect(rows[0]).toMatchObject({ low: '3', high: '12', searched: false });
+    expect(rows[1]).toMatchObject({ low: '0.0002', high: '0.02', log: true });
+    expect(rows[2]).toMatchObject({ low: '0', high: '1', log: false });
+    expect(rows[4].choices).toBe('true, false');
+  });
+
+  it('sends the searched parameters as the space of POST /experiments', () => {
+    const rows = searchParameters(schema).map(r =>
+      ['lr', 'optimizer', 'augment'].includes(r.name)
+        ? { ...r, searched: true }
+        : r
+    );
+    rows[3].choices = 'adam, sgd, 0.5';
+    const body = searchRequest(
+      {
+        name: ' lr-search ',
+        algorithm: 'image-classification',
+        fn: 'train',
+        inputs: { data: 'dataset:digits:1', checkpoint: '' },
+        metric: 'accuracy/eval_accuracy',
+        direction: 'maximize',
+        sampler: 'tpe',
+        pruner: '',
+        trials: '8',
+        parallelism: '2'
+      },
+      rows,
+      'image-classification:abc',
+      { cpu: 0.5 }
+    );
+    expect(body).toEqual({
+      name: 'lr-search',
+      algorithm: 'image-classification:abc',
+      function: 'train',
+      inputs: { data: 'dataset:digits:1' },
+      space: {
+        lr: { type: 'float', low: 0.0002, high: 0.02, log: true },
+        optimizer: { type: 'categorical', choices: ['adam', 'sgd', 0.5] },
+        augment: { type: 'categorical', choices: [true, false] }
+      },
+      objective: { metric: 'accuracy/eval_accuracy', direction: 'maximize' },
+      budget: { trials: 8 },
+      parallelism: 2,
+      sampler: { name: 'tpe' },
+      pruner: null,
+      resources: { cpu: 0.5 }
+    });
+    expect(searchSpace([{ ...rows[1], low: 'x' }]).lr).toMatchObject({
+      low: 'x' // not a number: sent as typed, for the server to refuse by name
+    });
   });
 });

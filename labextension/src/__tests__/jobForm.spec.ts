@@ -23,7 +23,7 @@ const detail = {
       resource: { limits: { cpu: 1, memory: 512, gpu: 0 } },
       inputs: [
         { key: 'data', name: 'training dataset' },
-        { key: 'init', name: 'starting model' }
+        { key: 'init', name: 'starting model', optional: true }
       ],
       outputs: [{ key: 'model', name: 'trained model' }]
     }
@@ -58,6 +58,11 @@ describe('jobFormSchema', () => {
       '(none)',
       'dataset:digits:1'
     ]);
+    // environment.yml marks `init` optional: the form says so, `data` is needed
+    expect((inputs.properties!.data as RJSFSchema).title).toBe('data');
+    expect((inputs.properties!.init as RJSFSchema).title).toBe(
+      'init (optional)'
+    );
     // `init` is a "starting model": it offers models, not datasets
     expect((inputs.properties!.init as RJSFSchema).enum).toEqual([
       '',

@@ -125,6 +125,9 @@ describe('dialog requests', () => {
     expect(deployRequest('net:3f2a', { name: '-api', replicas: '1' })).toMatch(
       /^deployment name "-api"/
     );
+    expect(
+      deployRequest('net:3f2a', { name: 'modèle', replicas: '1' })
+    ).toMatch(/^deployment name "modèle": use 1-100 ASCII letters/);
     expect(deployRequest('net:3f2a', { name: 'api', replicas: '0' })).toMatch(
       /^replicas "0"/
     );

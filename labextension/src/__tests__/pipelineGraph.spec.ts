@@ -6,7 +6,10 @@ import {
   INodeType,
   paramSchema,
   parsePipeline,
+  sourcePorts,
+  templateChoices,
   toGraph,
+  withChoices,
   withoutDefaults
 } from '../pipelineGraph';
 
@@ -27,6 +30,7 @@ const TYPES: { [type: string]: INodePorts } = {
   parse_voc: { inputs: ['input'], named_inputs: false },
   save_dataset: { inputs: ['input'], named_inputs: false },
   save_model: { inputs: ['input'], named_inputs: false },
+  sql: { inputs: [], named_inputs: true },
   train: { inputs: [], named_inputs: true }
 };
 
@@ -53,6 +57,48 @@ describe('pipeline graph', () => {
     }
   );
 
+  it('gives every edge its source handle, even from a node that failed validation', () => {
+    const { edges } = toGraph(parsePipeline(template('classification')), TYPES);
+    // the train node's validation failed (no outputs known): the edge to `model` still has its handle
+    expect(sourcePorts('train', [], edges)).toEqual(['model']);
+    expect(sourcePorts('train', ['model'], edges)).toEqual(['model']);
+    expect(sourcePorts('labels', [], edges)).toEqual(['out']);
+    expect(sourcePorts('model', [], edges)).toEqual(['out']);
+    for (const edge of edges) {
+      expect(sourcePorts(edge.source, [], edges)).toContain(edge.sourceHandle);
+    }
+  });
+
+  it.each(['segmentation', 'classification', 'detection'])(
+    'lays out the %s template at most four columns wide, readable at full size',
+    name => {
+      const { nodes } = toGraph(parsePipeline(template(name)), TYPES);
+      const xs = new Set(nodes.map(n => n.position.x));
+      expect(xs.size).toBeLessThanOrEqual(4);
+      expect(Math.max(...xs)).toBeLessThan(600);
+      const spots = new Set(nodes.map(n => `${n.position.x},${n.position.y}`));
+      expect(spots.size).toBe(nodes.length); // no two nodes on one spot
+    }
+  );
+
+  it("asks a template's datasets and algorithms and writes the names chosen", () => {
+    const doc = parsePipeline(template('classification'));
+    expect(templateChoices(doc)).toEqual([
+      { node: 'raw', key: 'dataset', value: 'digits' },
+      { node: 'train', key: 'algorithm', value: 'image-classification' }
+    ]);
+    const mine = withChoices(doc, { raw: 'fruit-upload', train: 'my-cnn' });
+    expect(mine.nodes.raw).toEqual({
+      type: 'dataset',
+      dataset: 'fruit-upload'
+    }); // its part was the digits'
+    expect(mine.nodes.train.algorithm).toBe('my-cnn');
+    expect(mine.nodes.images).toEqual(doc.nodes.images);
+    expect(withChoices(doc, { raw: 'digits' }).nodes.raw).toEqual(
+      doc.nodes.raw
+    ); // the template's own: as it is
+  });
+
   it('reads ports and named inputs as edges', () => {
     const { edges } = toGraph(parsePipeline(template('detection')), TYPES);
     expect(edges).toContainEqual(
@@ -66,7 +112,7 @@ describe('pipeline graph', () => {
     expect(edges).toContainEqual(
       expect.objectContaining({
         source: 'train',
-        sourceHandle: 'save',
+        sourceHandle: 'model',
         target: 'model',
         targetHandle: 'input'
       })

@@ -537,7 +537,7 @@ export interface paths {
         put?: never;
         /**
          * Deploy a model version as an HTTP API (its replicas start at once)
-         * @description Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm defaults to the one whose job made the model. 503 when the replicas do not fit now.
+         * @description Each replica runs the algorithm's `deploy` function (docs/serving.md) and holds its resources in the ledger; poll the deployment until `state` is `ready`. The algorithm defaults to the one whose job made the model; one that cannot serve it (no `deploy` function, or no job made the model and none is named) answers 400 naming `algorithm`. 503 when the replicas do not fit now.
          */
         post: operations["postDeployments"];
         delete?: never;
@@ -1638,7 +1638,7 @@ export interface components {
         };
         /**
          * FloatRange
-         * @description A float parameter drawn from [low, high], on a log scale or in steps.
+         * @description A float drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both.
          */
         FloatRange: {
             /**
@@ -1647,7 +1647,7 @@ export interface components {
              */
             type: "float";
             low: number;
-            /** @description at least low */
+            /** @description at least low (else 400 naming this field, e.g. `space.lr.high`) */
             high: number;
             /**
              * @description a log scale (needs low > 0, takes no step)
@@ -1680,7 +1680,7 @@ export interface components {
         FunctionSpec: {
             cmd: string;
             resource: components["schemas"]["FunctionResource"];
-            inputs: components["schemas"]["Port"][];
+            inputs: components["schemas"]["InputPort"][];
             outputs: components["schemas"]["Port"][];
         };
         /**
@@ -1716,6 +1716,11 @@ export interface components {
         ImageSpec: {
             from_image: string | null;
             runs: string[];
+            /**
+             * @description jobs here run in from_image (the Kubernetes executor); locally `runs` build a virtual environment and from_image is not used
+             * @default false
+             */
+            used: boolean;
         };
         /**
          * ImportList
@@ -1725,8 +1730,21 @@ export interface components {
             imports: components["schemas"]["DatasetImport"][];
         };
         /**
+         * InputPort
+         * @description An input of a function.
+         */
+        InputPort: {
+            key: string;
+            name: string;
+            /**
+             * @description a job may go without it (environment.yml `optional: true`)
+             * @default false
+             */
+            optional: boolean;
+        };
+        /**
          * IntRange
-         * @description An integer parameter drawn from [low, high], on a log scale or in steps.
+         * @description An integer drawn from [low, high] (low <= high), on a log scale (low > 0) or in steps, not both.
          */
         IntRange: {
             /**
@@ -1735,7 +1753,7 @@ export interface components {
              */
             type: "int";
             low: number;
-            /** @description at least low */
+            /** @description at least low (else 400 naming this field, e.g. `space.lr.high`) */
             high: number;
             /**
              * @description a log scale (needs low > 0, takes no step)
@@ -2227,7 +2245,7 @@ export interface components {
         };
         /**
          * Port
-         * @description An input or output of a function.
+         * @description An output of a function.
          */
         Port: {
             key: string;
@@ -2844,10 +2862,11 @@ export interface operations {
                 description?: string;
                 /** @description import: every file becomes a path/contentType/content record */
                 format?: "import" | "imagefolder" | "voc" | "coco" | "labelme";
+                /** @description the part the records go to (default `root`) */
                 part?: string;
                 /** @description the uploaded file's name, used in error messages */
                 filename?: string;
-                /** @description imagefolder only: e.g. test=0.2 */
+                /** @description with `format=imagefolder` only, and without `part` (else 400 naming `split`): NAME=FRACTION[,NAME=FRACTION...], each 0 < FRACTION < 1, e.g. `test=0.2`; each class is cut alike and `train` takes the rest */
                 split?: string;
             };
             header?: never;

@@ -259,6 +259,16 @@ def test_unicode_names_and_executable_bit_survive(tmp_path):
         info = zipfile.ZipInfo("脚本/run.sh")
         info.external_attr = (stat.S_IFREG | 0o755) << 16
         zf.writestr(info, "#!/bin/sh\n")
-    algorithm = install_algorithm(archive, tmp_path / "store", name="算法")
+    algorithm = install_algorithm(archive, tmp_path / "store", name="suanfa")
     script = algorithm.path / "脚本" / "run.sh"
-    assert algorithm.name == "算法" and os.access(script, os.X_OK)
+    assert algorithm.name == "suanfa" and os.access(script, os.X_OK)
+
+
+def test_an_algorithm_is_named_as_the_catalog_names_things(tmp_path):
+    archive = tmp_path / "u.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in BASE.items():
+            zf.writestr(name, data)
+    with pytest.raises(AlgorithmError, match="'算法' is not a valid algorithm name: use 1-100 ASCII letters"):
+        install_algorithm(archive, tmp_path / "store", name="算法")
+    assert not (tmp_path / "store" / "算法").exists()

@@ -174,8 +174,27 @@ def test_inputs_keys_must_be_unique_and_well_formed():
         "infer.inputs[2].key: missing; every input and output needs a key (environment.yml:5)",
         'infer.inputs[3].key: duplicate key "data" (first used at line 3) (environment.yml:6)',
         "infer.inputs[4].name: expected a display name as text, got 42 (environment.yml:8)",
-        'infer.inputs[5]: expected a mapping with key and name, got "just text" (environment.yml:9)',
+        'infer.inputs[5]: expected a mapping with key, name and optional, got "just text" (environment.yml:9)',
     ]
+
+
+def test_an_input_may_be_optional():
+    spec = parse_environment(
+        "train:\n  inputs:\n    - key: data\n    - key: checkpoint\n      optional: true\n  cmd: run\n"
+    )
+    assert [(p.key, p.optional) for p in spec.function("train").inputs] == [
+        ("data", False),
+        ("checkpoint", True),
+    ]
+    assert problems_of(
+        """\
+        train:
+          inputs:
+            - key: checkpoint
+              optional: maybe
+          cmd: run
+        """
+    ) == ['train.inputs[0].optional: expected true or false, got "maybe" (environment.yml:4)']
 
 
 def test_image_and_version_and_cmd_types():

@@ -12,12 +12,15 @@ from alembic.runtime.migration import MigrationContext
 from optuna.storages._rdb.models import BaseModel as OptunaBase
 from sqlalchemy import inspect
 
+import kpl_lab.catalog.alerts  # noqa: F401  (registers the alert tables)
+import kpl_lab.catalog.audit  # noqa: F401  (registers the audit log)
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
 import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)
 import kpl_lab.catalog.jobs  # noqa: F401  (registers the job tables)
 import kpl_lab.catalog.models  # noqa: F401
 import kpl_lab.catalog.pipelines  # noqa: F401  (registers the pipeline run tables)
 import kpl_lab.catalog.rules  # noqa: F401  (registers the rules table)
+import kpl_lab.catalog.usage  # noqa: F401  (registers the usage history)
 from kpl_lab.catalog.db import Base
 from kpl_lab.catalog.migrate import HEAD, alembic_config, current_revision, head_revision, upgrade
 from kpl_lab.platform import Platform

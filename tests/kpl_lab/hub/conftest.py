@@ -247,7 +247,7 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_
     app = KPLService(config=config)
     app.setup()
     web = app.web_app()
-    server = HTTPServer(web)
+    server = app.http_server(web)
     server.add_sockets(sockets)
     try:
         yield Service(app, web, f"http://127.0.0.1:{port}/services/kpl/", fake_hub)
@@ -255,5 +255,5 @@ async def service(fake_hub, tmp_path, monkeypatch, restore_xsrf_patch, database_
         await stop(server)
         app.imports.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, app.pool.shutdown)
-        app.history.close()
+        app.monitor.close()
         app.platform.close()

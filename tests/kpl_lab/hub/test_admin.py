@@ -16,7 +16,7 @@ pytestmark = pytest.mark.databases
 
 
 async def test_overview_lists_users_projects_quotas_and_capacity(service):
-    service.app.record_usage()
+    service.app.monitor.sample(force=True)
     status, body, _ = await service.call("GET", "admin/api/overview", token=service.hub.token("admin"))
     assert status == 200, body
     users = {user["name"]: user for user in body["users"]}
@@ -32,7 +32,7 @@ async def test_overview_lists_users_projects_quotas_and_capacity(service):
     assert body["capacity"]["memory"] == 4096
     assert body["reservations"] == []
     assert body["live"]["cpu_count"] >= 1
-    assert len(body["history"]) == 1
+    assert body["totals"]["jobs_running"] == 0
 
 
 async def test_a_reservation_is_listed_with_its_time_in_utc(service):
@@ -45,13 +45,20 @@ async def test_a_reservation_is_listed_with_its_time_in_utc(service):
     assert held["since"].endswith("+00:00")  # the same on SQLite (naive) and PostgreSQL (aware)
 
 
-async def test_history_keeps_one_sample_a_period_and_live_use_every_round(service):
-    service.app.history_seconds = 3600.0
-    service.app.record_usage()
-    first = service.app.last_sample
-    service.app.record_usage()
-    assert service.app.last_sample is not first
-    assert len(service.app.history.series()) == 1
+async def test_history_keeps_one_row_a_period_and_live_use_every_round(service):
+    monitor = service.app.monitor
+    monitor.history_seconds = 3600.0
+    for _ in range(2):
+        monitor.sample(force=True)
+        monitor.keep_history()
+    first = monitor.live
+    monitor.sample()
+    assert monitor.live is not first
+    status, body, _ = await service.call(
+        "GET", "admin/api/usage?period=3600", token=service.hub.token("admin")
+    )
+    assert status == 200, body
+    assert len(body["points"]) == 1
 
 
 async def test_overview_is_for_admins_only(service):
@@ -197,4 +204,5 @@ async def test_a_background_round_reads_quotas_runs_jobs_and_samples(service, ca
     rules = service.app.platform.jobs.ledger.rules
     assert rules.read(QUOTA, "audio") == {"gpu": 2}
     assert rules.read(QUOTA, "demo")["notebooks"] == 3
-    assert service.app.last_sample["cpu_count"] >= 1
+    assert service.app.monitor.live["cpu_count"] >= 1
+    assert service.app.monitor.snapshot is not None

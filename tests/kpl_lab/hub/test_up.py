@@ -96,6 +96,13 @@ def test_generated_config_loads_with_the_choices_made(tmp_path):
     # the gateway process the service starts, on the port the proxy routes /services/kpl-gateway/ to
     gateway_port = int(gateway["url"].rsplit(":", 1)[1])
     assert gateway["name"] == "kpl-gateway" and "command" not in gateway
+    assert (
+        gateway["display"] is False and service["display"] is True
+    )  # the Services menu: the admin page only
+    assert config.ConfigurableHTTPProxy.command[1:3] == [
+        "-m",
+        "kpl_lab.hub.proxy",
+    ]  # kernels' subprotocol answered
     # which checks users' API tokens with its own hub token, given to it through the service's environment
     assert len(gateway["api_token"]) == 64 and service["environment"][TOKEN_ENV] == gateway["api_token"]
     assert ACCESS_SCOPE in config.Spawner.server_token_scopes
@@ -613,7 +620,7 @@ async def test_kpl_lab_up_end_to_end(tmp_path, database_url, user_python, open_f
         # the one root process besides `up` itself is the privileged helper; the platform is its account's
         for part, uid in (
             ("-m jupyterhub", account.pw_uid),
-            ("configurable-http-proxy", account.pw_uid),
+            ("kpl_lab.hub.proxy", account.pw_uid),
             ("kpl_lab.hub.service", account.pw_uid),
             ("kpl_lab.privileged.helper", 0),
         ):

@@ -66,6 +66,19 @@ def test_a_built_environment_is_reused_while_its_stamp_matches(user_python):
     assert userenv.reachable_by_others(user_python)
 
 
+def test_the_users_python_has_the_platforms_commands_run_by_itself(user_python):
+    env = Path(user_python).parents[1]
+    script = env / "bin" / "kpl-lab"
+    script.unlink()  # an environment built before it had them gets them at the next start
+    userenv.build(env, log=lambda line: None)
+    assert script.read_text().splitlines()[0] == f"#!{user_python}"
+    assert userenv.reachable_by_others(script)
+    for command in ("kpl-lab", "kpl-dataset", "khelper"):
+        done = subprocess.run([str(env / "bin" / command), "--help"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert "usage" in done.stdout.lower()
+
+
 def declares(monkeypatch, *texts: str) -> None:
     """Make kpl-lab declare these requirements (as its installed metadata would)."""
     monkeypatch.setattr(

@@ -17,7 +17,7 @@ def test_fluent_detection_is_the_detection_template(tmp_path):
     images = extract.select("type = 'JPEGImages'", id="images")
     boxes = extract.select("type = 'Annotations'", id="annotations").parse_voc(id="boxes")
     saved = images.left_join(boxes, on="id", fields=["object"], id="joined").save("fruit-detection-train")
-    saved.train("detector", parameters={}, id="train")["save"].save("fruit-detector", id="model")
+    saved.train("detection", parameters={}, id="train")["model"].save("fruit-detector", id="model")
     assert p.spec().to_dict() == parse(template_text("detection")).to_dict()
     again = Pipeline.load(p.write(tmp_path / "d.kpl-pipeline.yaml"))
     assert again.to_yaml() == p.to_yaml() and again.nodes == p.nodes

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from kpl_dataset import ReadOnlyDataset
+from kpl_dataset import ReadOnlyDataset, WriteOnlyDataset
 from kpl_lab.pipelines.templates import template_text
+from kpl_lab.testing.fruit import RAW_TYPE
 
 PATTERN = r"^[^/]+/(?P<type>[^/]+)/(?P<id>[^/]+)\.[A-Za-z]+$"
 
@@ -73,20 +74,26 @@ def test_classification_flow_numbers_labels_trains_and_saves_the_model(lab, frui
     from kpl_lab.pipelines.runner import PipelineRunner
 
     files = fruit.files("classification", 18)
-    fruit.add("fruit-classification", files)
-    folder = fruit.tmp_path / "classifier"
+    # labels of its own (as the demo's digits have): the template derives them again from the folders
+    upload = fruit.tmp_path / "upload" / "digits"
+    labelled = {**RAW_TYPE, "class_name": "String", "class_id": "Int"}
+    with WriteOnlyDataset(upload, "train", labelled) as writer:
+        for record in files:
+            writer.write({**record, "class_name": "x", "class_id": 7})
+    lab.catalog.add_dataset("p", "digits", upload)
+    folder = fruit.tmp_path / "image-classification"
     folder.mkdir()
     (folder / "environment.yml").write_text(
         "version: 1\nimage:\n  runs: []\ntrain:\n  resource:\n    limits:\n      cpu: 1\n      memory: 256\n"
-        "  inputs:\n    - key: data\n      name: data\n  outputs:\n    - key: save\n      name: model\n"
-        "  cmd: python train.py\n"
+        "  inputs:\n    - key: data\n      name: data\n    - key: checkpoint\n      name: checkpoint\n"
+        "      optional: true\n  outputs:\n    - key: model\n      name: model\n  cmd: python train.py\n"
     )
     (folder / "parameter.yml").write_text("epochs: 1\n")
     (folder / "train.py").write_text(
         "import os\nimport kpl_helper as kh\nfrom kpl_dataset import ReadOnlyDataset\n"
         "data = ReadOnlyDataset(kh.io.get_input_path('data', '/nonexistent'))\n"
         "ids = sorted({(r['class_name'], r['class_id']) for r in data if r['class_id'] is not None})\n"
-        "out = kh.io.get_output_path('save', '/nonexistent')\n"
+        "out = kh.io.get_output_path('model', '/nonexistent')\n"
         "open(os.path.join(out, 'classes.txt'), 'w').write(repr(ids))\n"
         "kh.done()\n"
     )
@@ -107,11 +114,11 @@ def test_classification_flow_numbers_labels_trains_and_saves_the_model(lab, frui
                 "class_id": names.index(cls) if m else None,
             }
         )
-    assert fruit.saved("fruit-classification-train") == expected
-    saved = lab.catalog.get_dataset("p", "fruit-classification-train")
+    assert fruit.saved("classification-train") == expected
+    saved = lab.catalog.get_dataset("p", "classification-train")
     meta = ReadOnlyDataset(lab.catalog.path(saved)).get_meta_db()
     assert meta.get("label_id.class_id") == {"field": "class_name", "labels": names}
-    model = lab.catalog.get_model("p", "fruit-classifier")
+    model = lab.catalog.get_model("p", "classifier")
     text = (lab.catalog.path(model) / "classes.txt").read_text()
     assert text == repr(sorted({(n, i) for i, n in enumerate(names)}))
     nodes = {n.node: n for n in run.nodes}

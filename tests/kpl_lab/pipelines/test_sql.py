@@ -149,7 +149,9 @@ def test_each_validation_has_an_engine_of_its_own_in_the_sandbox_closed_after(ch
 
 
 def test_names_of_saved_entries_follow_the_catalogs_rule(check, lab, plain):
-    rule = "is not valid: use 1-100 letters, digits, '_', '-' or '.', starting with a letter or digit"
+    rule = (
+        "is not valid: use 1-100 ASCII letters, digits, '_', '-' or '.', starting with a letter, digit or '_'"
+    )
     text = (
         "  save: {type: save_dataset, input: raw, name: ../../x}\n"
         "  m: {type: model, model: no-such}\n"

@@ -143,6 +143,7 @@ def test_algorithm_inputs_are_checked_against_environment_yml(check, lab, fruit)
     folder.mkdir()
     (folder / "environment.yml").write_text(
         "version: 1\nimage:\n  runs: []\ntrain:\n  inputs:\n    - key: data\n      name: data\n"
+        "    - key: checkpoint\n      name: resume from\n      optional: true\n"
         "  outputs:\n    - key: save\n      name: model\n  cmd: python train.py\n"
     )
     (folder / "train.py").write_text("")
@@ -157,8 +158,11 @@ def test_algorithm_inputs_are_checked_against_environment_yml(check, lab, fruit)
         )
     )
     problems = _problems(result)
-    assert "line 12: t1.inputs.images: is not an input of train in environment.yml (inputs: data)" in problems
-    assert "line 12: t1.inputs: environment.yml's train also needs: data" in problems
+    assert (
+        "line 12: t1.inputs.images: is not an input of train in environment.yml (inputs: data, checkpoint)"
+        in problems
+    )
+    assert "line 12: t1.inputs: environment.yml's train also needs: data" in problems  # not the optional one
     assert (
         "line 13: t2.inputs.data: a job reads catalog entries: save this input with a save_dataset node first"
         in problems
@@ -243,3 +247,22 @@ def test_keep_is_offered_to_the_editors_on_fusable_nodes_and_validated(check):
         ISSUE_FILE.replace("where: \"type = 'JPEGImages'\"}", "where: \"type = 'JPEGImages'\", keep: 1}")
     )
     assert any("images.keep" in p for p in _problems(bad)), _problems(bad)
+
+
+def test_the_classification_template_validates_on_what_kpl_lab_up_puts_in_the_demo(tmp_path, database_url):
+    from kpl_lab.hub.up import SAMPLE_PROJECT, add_sample_data
+    from kpl_lab.pipelines.templates import template_text
+    from kpl_lab.platform import Platform
+
+    assert add_sample_data(tmp_path / "home", database_url or None)
+    platform = Platform(
+        home=str(tmp_path / "home"), **({"database_url": database_url} if database_url else {})
+    )
+    try:
+        result = validate(parse(template_text("classification")), PlatformCatalog(platform, SAMPLE_PROJECT))
+    finally:
+        platform.close()
+    assert result.ok, _problems(result)
+    saved = [f["name"] for f in result.nodes["save"].to_dict()["outputs"]["out"]["fields"]]
+    assert saved == ["path", "contentType", "content", "class_name", "file_name", "class_id"]
+    assert list(result.nodes["train"].to_dict()["outputs"]) == ["model"]

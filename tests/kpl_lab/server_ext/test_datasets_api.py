@@ -161,6 +161,14 @@ async def test_bad_requests_name_the_field(api):
         (await api.upload("datasets", imagefolder_zip()), 400, "name"),
         (await api.upload("datasets", imagefolder_zip(), name="x", format="pdf"), 400, "format"),
         (await api.upload("datasets", imagefolder_zip(), name="x", split="test=0.5"), 400, "split"),
+        (
+            await api.upload(
+                "datasets", imagefolder_zip(), name="x", format="imagefolder", split="test=0.5", part="p"
+            ),
+            400,
+            "split",
+        ),
+        (await api.upload("datasets", imagefolder_zip(), name="chats_é"), 400, "name"),
         (await api.upload("datasets", imagefolder_zip(), name="../x"), 400, "name"),
         (await api.upload("datasets", b"", name="x"), 400, "body"),
         (await api.upload("datasets", b"just text", name="x"), 400, "body"),

@@ -80,6 +80,7 @@ async def test_algorithm_upload_show_and_delete(api):
     assert train["resource"]["limits"]["cpu"] == 1 and train["resource"]["workers"] == 1
     assert detail["parameter_schema"]["properties"]["epochs"]["type"] == "integer"
     assert detail["parameter_descriptions"]["epochs"] == "passes over the data"
+    assert detail["image"]["used"] is False  # local jobs: no image, whatever environment.yml names
     code, deleted = await api.delete(f"algorithms/trainer/versions/{version['version']}")
     assert (code, deleted["deleted"]) == (200, [version["ref"]])
     assert (await api.get("algorithms/trainer"))[0] == 404

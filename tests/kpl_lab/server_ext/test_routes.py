@@ -81,3 +81,52 @@ async def test_unknown_paths_and_methods_answer_the_error_shape(api):
     response = await api.raw("PUT", "datasets")
     assert response.code == 405 and response.headers["Allow"] == "GET, POST, OPTIONS"
     assert (await api.get("datasets", project=""))[0] == 400
+
+
+async def test_names_are_checked_as_the_document_states_them(api):
+    # the document's pattern is ASCII, as every JSON Schema validator reads `^[A-Za-z0-9_]...`
+    for path in ("datasets", "jobs", "quota", "deployments", "devices", "pipelines/templates"):
+        code, refused = await api.get(path, project="û")
+        assert (code, refused["field"]) == (400, "project"), (path, refused)
+        assert "ASCII letters" in refused["message"]
+    assert (await api.get("datasets", project="other"))[0] == 200
+
+
+async def test_query_arguments_are_checked_as_documented(api):
+    code, refused = await api.get("jobs", state="")
+    assert (code, refused["field"]) == (400, "state"), refused
+    code, refused = await api.get("pipelines/runs", limit="")
+    assert (code, refused["field"]) == (400, "limit"), refused
+    code, refused = await api.upload("algorithms", b"PK", name="")
+    assert (code, refused["field"]) == (400, "name"), refused
+    assert (await api.get("jobs", state="queued"))[0] == 200
+
+
+async def test_bodies_are_read_as_json_schema_reads_them(api):
+    # a required body is required: an empty PUT does not clear the quota
+    response = await api.raw("PUT", "quota", b"")
+    assert response.code == 400 and json.loads(response.body)["field"] == "body"
+    response = await api.raw("PUT", "quota", b"null")
+    refused = json.loads(response.body)
+    assert (response.code, refused["field"]) == (400, "body") and refused["message"].endswith("got null")
+    # no coercion JSON Schema does not make: false is no number, "2" no number
+    for body, field in (({"notebooks": False}, "notebooks"), ({"cpu": "2"}, "cpu")):
+        code, refused = await api.call("PUT", "quota", body)
+        assert (code, refused["field"]) == (400, field), refused
+    code, quota = await api.call("PUT", "quota", {"cpu": 2, "memory": 512.0})
+    assert code == 200 and quota["quota"]["cpu"] == 2 and quota["quota"]["memory"] == 512, quota
+    # but 2.0 is an integer, as JSON Schema says (the algorithm is looked up once the body is read)
+    code, refused = await api.post("jobs", {"algorithm": "nothing", "priority": 2.0})
+    assert code == 404, refused
+    code, refused = await api.post("jobs", {"algorithm": "nothing", "priority": True})
+    assert (code, refused["field"]) == (400, "priority"), refused
+    code, refused = await api.call("PUT", "models/m/aliases/production", {"version": 1})
+    assert (code, refused["field"]) == (400, "version"), refused
+
+
+async def test_an_unknown_path_answers_404_naming_it(api):
+    for method in ("GET", "DELETE"):
+        response = await api.raw(method, "nowhere")
+        assert response.code == 404, method
+        message = json.loads(response.body)["message"]
+        assert message.startswith("no such path in the KPL API: /") and message.endswith("/kpl/api/nowhere")

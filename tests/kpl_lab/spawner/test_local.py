@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from tornado import web
 
+from kpl_lab.engine.launch import Resources
 from kpl_lab.spawner.local import KPLLocalSpawner
 
 from .conftest import Group, make_user
@@ -244,3 +246,46 @@ async def test_a_python_the_users_account_cannot_run_is_refused(
     assert pwd.getpwnam(f"{account_prefix}alice").pw_dir == str(
         Path(spawner.platform.home) / "users" / "alice"
     )
+
+
+def form_defaults(form: str) -> dict[str, list[str]]:
+    """Return what a browser posts of the spawn form as it is: the checked profile, the selected project, every field."""
+    posted = {"profile": re.findall(r'name="profile" value="([^"]+)" checked', form)}
+    posted["project"] = re.findall(r'<option value="([^"]+)" selected', form)
+    for name, value in re.findall(r'<input type="number" name="([^"]+)" value="([^"]*)"', form):
+        posted[name] = [value]
+    return posted
+
+
+async def test_a_second_member_on_a_busy_two_core_machine_starts_with_the_forms_defaults(
+    make_spawner, config, probe_out
+):
+    config.Ledger.cpu = 2.0
+    demo = Group("demo", {"kpl_quota": {"cpu": 4, "notebooks": 3}})
+    first = make_spawner(make_user("alice", demo))
+    first.ledger.reserve("demo", "job", "gateway", Resources(cpu=0.5, memory=0))
+    first.user_options = {"profile": "cpu"}
+    await first.start()  # the profile's 1 CPU
+    second = make_spawner(make_user("bob", demo))
+    try:
+        form = await second.get_options_form()
+        assert "(max 2)" in form and "(max 4)" not in form  # the machine's 2 cores, under profile and quota
+        assert "cpu capped at 0.5: profile cpu asks 1 CPU, 0.5 free now" in form
+        second.user_options = second.options_from_form(form_defaults(form))
+        assert second.user_options["cpu"] == 0.5
+        await second.start()
+        assert second.choice.cpu == 0.5
+        assert reservations(second, "demo")["cpu"] == 2.0
+        await second.stop(now=True)
+
+        second.user_options = {}  # the REST API naming no amounts: the same defaults, capped so
+        await second.start()
+        assert second.choice.cpu == 0.5 and second.user_options["cpu"] == 0.5
+        await second.stop(now=True)
+
+        second.user_options = {"cpu": 1}  # an amount asked is never changed: refused, saying why
+        with pytest.raises(web.HTTPError) as caught:
+            await second.start()
+        assert "the machine is busy: asks 1 CPU, 1.5 of 2 in use" in caught.value.jupyterhub_message
+    finally:
+        await first.stop(now=True)

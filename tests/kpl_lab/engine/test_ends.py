@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from kpl_lab.api.experiments import ExperimentRequest
 from kpl_lab.catalog.rules import CAPACITY
 from kpl_lab.engine.launch import JobLaunch
 from kpl_lab.engine.runfolder import HOST
@@ -28,6 +29,12 @@ os.makedirs(kept, exist_ok=True)
 with open(os.path.join(kept, "weights.bin"), "w") as f:
     f.write("1")
 kh.save_model(kept, "kept", "weights")
+"""
+SCORES = """\
+import kpl_helper as kh
+from kpl_helper import metric
+p = kh.get_parameter(default="./parameter.yml")
+metric.MetricFigure("score", y1_name="accuracy").push_metric(x=1, y1=p.quality)
 """
 HELD = """\
 import os, time
@@ -57,6 +64,26 @@ def test_failing_short_job_recorded_by_the_host_keeps_its_reason(lab):
     job = lab.wait(lab.jobs.submit(JobRequest(project="p", algorithm="fails")).id)
     assert (job.state, job.exit_code, job.reason) == ("failed", 3, "exited with code 3: bad input")
     assert status(lab, job.id)["recorder"] == HOST
+
+
+def test_a_searchs_next_trial_is_submitted_on_the_last_ones_end(lab):
+    """No round comes by itself: each trial's end wakes the host, whose round records it and submits the next."""
+    lab = lab(round_seconds=HOUR, tick_seconds=HOUR)
+    lab.algorithm("scores", "python scores.py", {"scores.py": SCORES}, "quality: 0.5\n")
+    body = {
+        "name": "quick",
+        "algorithm": "scores",
+        "space": {"quality": {"type": "float", "low": 0.0, "high": 1.0}},
+        "objective": {"metric": "score/accuracy"},
+        "budget": {"trials": 3},
+        "sampler": {"name": "random", "seed": 0},
+    }
+    lab.platform.experiments.create("p", ExperimentRequest.model_validate(body))
+    lab.wait_for(lambda: lab.platform.experiments.get("p", "quick").state != "running", "the search's end")
+    experiment = lab.platform.experiments.get("p", "quick")
+    assert experiment.state == "succeeded", experiment.reason
+    assert [trial.state for trial in experiment.trials] == ["complete"] * 3
+    assert [status(lab, trial.job_id)["recorder"] for trial in experiment.trials] == [HOST] * 3
 
 
 @pytest.mark.parametrize("how", ["output", "save"])

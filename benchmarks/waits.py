@@ -9,13 +9,15 @@ settings, in a temporary home:
    Pairs, in turns first; the ratio is the median of the pairs' ratios.
 2. **Trials**: an experiment of --trials trials of a tiny objective (the script reads its
    parameter with kpl_helper, pushes 3 points, prints its value), parallelism 1, from
-   `ExperimentService.create` to the experiment's end recorded, against Optuna's
-   `study.optimize` (in-memory storage, the same random sampler) whose objective runs the
-   same script in a subprocess per trial and reads the value it prints. The overhead is the
-   difference per trial.
+   `ExperimentService.create` to the experiment's end recorded, against two peers that run
+   the same script in a subprocess per trial, one after another: a plain loop (random
+   parameters written to parameter.yml, the value read from the output), and, when Optuna
+   is installed, Optuna's `study.optimize` (in-memory storage, the same random sampler).
+   A trial's overhead is the difference to the plain loop, per trial.
 
-Every --rounds round runs --pairs job pairs, then one search of each kind (in turns first).
-Medians over the rounds; the load average is printed before and after.
+A job pair and a 2-trial search of each kind run first, not counted (the forkserver's start,
+Optuna's import). Every --rounds round runs --pairs job pairs, then one search of each kind
+(their order turning). Medians over the rounds; the load average is printed before and after.
 
     python benchmarks/waits.py                          # 3 rounds of 5 job pairs and 12 trials each way
     python benchmarks/waits.py --rounds 5 --pairs 10 --trials 12 --interval 2
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -132,8 +135,27 @@ def _number(trial) -> int:
     return trial.number
 
 
+def run_trial(script: Path, folder: Path, quality: float) -> float:
+    """Run the objective once in a subprocess with this parameter; return the value it prints."""
+    (folder / "parameter.yml").write_text(f"quality: {quality!r}\n")
+    done = subprocess.run(
+        [sys.executable, script.name], cwd=folder, capture_output=True, text=True, check=True
+    )
+    return float(done.stdout.split()[-1])
+
+
+def plain_search(script: Path, folder: Path, trials: int) -> float:
+    """Run the script once per random parameter, one after another; return the seconds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / script.name).write_text(script.read_text())
+    draw = random.Random(0)
+    start = time.perf_counter()
+    max(run_trial(script, folder, draw.random()) for _ in range(trials))
+    return time.perf_counter() - start
+
+
 def optuna_search(script: Path, folder: Path, trials: int) -> float:
-    """Run Optuna's own loop over the same script, a subprocess per trial; return its seconds."""
+    """Run Optuna's own loop over the same script, a subprocess per trial; return the seconds."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -141,17 +163,20 @@ def optuna_search(script: Path, folder: Path, trials: int) -> float:
     (folder / script.name).write_text(script.read_text())
 
     def objective(trial) -> float:
-        quality = trial.suggest_float("quality", 0.0, 1.0)
-        (folder / "parameter.yml").write_text(f"quality: {quality!r}\n")
-        done = subprocess.run(
-            [sys.executable, script.name], cwd=folder, capture_output=True, text=True, check=True
-        )
-        return float(done.stdout.split()[-1])
+        return run_trial(script, folder, trial.suggest_float("quality", 0.0, 1.0))
 
     start = time.perf_counter()
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
     study.optimize(objective, n_trials=trials)
     return time.perf_counter() - start
+
+
+def has_optuna() -> bool:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
@@ -169,46 +194,63 @@ def main() -> None:
             script = add_algorithm(platform, tmp_path / "src", "job", JOB, "x: 1\n")
             tiny = add_algorithm(platform, tmp_path / "src", "tiny", TINY, "quality: 0.5\n")
             job_pair(platform, script, True)  # the forkserver starts with the first job: not counted
-            pairs, searches, peers, parts = [], [], [], []
+            our_search(platform, "warm", 2)  # Optuna's import and first study: once a server, not counted
+            peers = {"plain": plain_search}
+            if has_optuna():
+                peers["Optuna"] = optuna_search
+            for name, search in peers.items():
+                search(tiny, tmp_path / f"{name}-warm", 2)
+            pairs, ours, theirs, parts = [], [], {name: [] for name in peers}, []
             for number in range(args.rounds):
                 for index in range(args.pairs):
                     pairs.append(job_pair(platform, script, index % 2 == 0))
-                ours_first = number % 2 == 0
-                if not ours_first:
-                    peers.append(optuna_search(tiny, tmp_path / f"optuna-{number}", args.trials))
-                seconds, where = our_search(platform, f"search-{number}", args.trials)
-                searches.append(seconds)
-                parts.append(where)
-                if ours_first:
-                    peers.append(optuna_search(tiny, tmp_path / f"optuna-{number}", args.trials))
+                kinds = ["ours", *peers]
+                for kind in kinds[number % len(kinds) :] + kinds[: number % len(kinds)]:  # turns first
+                    if kind == "ours":
+                        seconds, where = our_search(platform, f"search-{number}", args.trials)
+                        ours.append(seconds)
+                        parts.append(where)
+                    else:
+                        theirs[kind].append(peers[kind](tiny, tmp_path / f"{kind}-{number}", args.trials))
                 print(
                     f"round {number + 1}: jobs {statistics.median(o / b for o, b in pairs[-args.pairs :]):.2f}x, "
-                    f"trials {searches[-1]:.2f} s against Optuna {peers[-1]:.2f} s",
+                    f"trials {ours[-1]:.2f} s, "
+                    + ", ".join(f"{name} {seconds[-1]:.2f} s" for name, seconds in theirs.items()),
                     file=sys.stderr,
                 )
         finally:
             rounds.stop()
             platform.close()
     load_after = os.getloadavg()
-    ours_ms = statistics.median(o for o, _ in pairs) * 1000
-    bare_ms = statistics.median(b for _, b in pairs) * 1000
-    ratio = statistics.median(o / b for o, b in pairs)
-    search, peer = statistics.median(searches), statistics.median(peers)
-    overhead = statistics.median((s - p) / args.trials for s, p in zip(searches, peers, strict=True))
+    report(args, pairs, ours, theirs, parts, load_before, load_after)
+
+
+def report(args, pairs, ours, theirs, parts, load_before, load_after) -> None:
+    """Print the medians and ratios."""
     print(
         f"{os.cpu_count()} CPUs, load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
         f"host rounds every {args.interval:g} s and on wakes"
     )
+    ours_ms = statistics.median(o for o, _ in pairs) * 1000
+    bare_ms = statistics.median(b for _, b in pairs) * 1000
+    ratio = statistics.median(o / b for o, b in pairs)
     print(
         f"job submit -> success recorded  {ours_ms:.0f} ms  Popen -> exit {bare_ms:.0f} ms  "
         f"ratio {ratio:.2f}x (median of {len(pairs)} pairs)"
     )
     print(
-        f"{args.trials} trials  {search:.2f} s  Optuna, a subprocess per trial {peer:.2f} s  "
-        f"ratio {search / peer:.2f}x  overhead {overhead:.2f} s per trial (median of {args.rounds})"
+        f"{args.trials} trials, medians of {args.rounds} rounds:  KPL search {statistics.median(ours):.2f} s"
     )
+    for name, seconds in theirs.items():
+        overhead = statistics.median((o - p) / args.trials for o, p in zip(ours, seconds, strict=True))
+        ratio = statistics.median(o / p for o, p in zip(ours, seconds, strict=True))
+        what = "a plain subprocess loop" if name == "plain" else "Optuna, a subprocess per trial"
+        print(
+            f"  against {what} {statistics.median(seconds):.2f} s:  ratio {ratio:.2f}x  "
+            f"overhead {overhead:.3f} s per trial"
+        )
     for key in parts[0]:
-        print(f"  per trial, {key}: {statistics.median(p[key] for p in parts):.3f} s")
+        print(f"  KPL per trial, {key}: {statistics.median(p[key] for p in parts):.3f} s")
 
 
 if __name__ == "__main__":

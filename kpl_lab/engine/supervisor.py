@@ -6,7 +6,9 @@ worker stops the others and fails the job), with stdout and stderr going
 straight to output.log (so the job's output never passes through memory here and
 the job survives the supervisor), waits for it, enforces stop requests and the
 memory watchdog, calls the ingestion callbacks on a timer, and records the end in
-status.json before calling the finishing callback. Detached (`--detach`), it forks
+status.json before calling the finishing callback (or, for a job that ended before the
+first tick and registers nothing, leaves the end to the platform's host, which it wakes:
+`Supervisor._host_records`). Detached (`--detach`), it forks
 away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
 

@@ -57,13 +57,14 @@ POLL = 0.01  # seconds between looks at the database while waiting for an end
 
 def open_platform(home: Path, interval: float):
     """Return a platform hosted as a server hosts it (rounds every `interval` s and on wakes), and its rounds."""
+    from kpl_lab.monitoring.monitor import Monitor
     from kpl_lab.platform import Platform
     from kpl_lab.rounds import Rounds
 
     config = Config({"Ledger": {"cpu": 8.0, "memory": 1 << 16, "devices": {"gpu": []}}})
     platform = Platform(home=str(home), config=config)
     platform.jobs.load_config()
-    rounds = Rounds(platform)
+    rounds = Rounds(platform, last=Monitor(platform).steps())  # as `kpl_lab.server_ext.app` hosts it
     rounds.start(interval)
     return platform, rounds
 

@@ -31,7 +31,7 @@ MAX_YAML_CHARS = 128 * 1024
 class DocumentError(yaml.MarkedYAMLError, ValueError):
     """A user document goes past a limit, or holds a value that cannot be read; says where in YAML."""
 
-    def __init__(self, problem: str, mark: yaml.Mark | None = None) -> None:
+    def __init__(self, problem: str, mark: Any = None) -> None:  # a yaml Mark, of the C or Python loader
         super().__init__(problem=problem, problem_mark=mark)
 
 
@@ -42,7 +42,7 @@ class SafeLoader(yaml.SafeLoader):
         super().__init__(stream)
         self.depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, AliasEvent):
             raise DocumentError(

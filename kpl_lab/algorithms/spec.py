@@ -69,24 +69,6 @@ class FunctionSpec:
     outputs: tuple[Port, ...] = ()
     output: str | None = None
 
-    def launch_resources(self, defaults: Any = None) -> Any:
-        """Return the limits as `kpl_lab.engine.launch.Resources`, filling gaps from `defaults`."""
-        from kpl_lab.engine.launch import Resources
-
-        base = defaults or Resources()
-        limits = self.resource.limits
-        devices = dict(base.devices)
-        for kind in ("gpu", "npu"):
-            if getattr(limits, kind) is not None:
-                devices[kind] = getattr(limits, kind)
-        return Resources(
-            cpu=limits.cpu if limits.cpu is not None else base.cpu,
-            memory=limits.memory if limits.memory is not None else base.memory,
-            shm=limits.shm if limits.shm is not None else base.shm,
-            devices=devices,
-            workers=self.resource.workers,
-        )
-
 
 @dataclass(frozen=True)
 class Image:

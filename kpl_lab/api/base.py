@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -16,6 +16,10 @@ class Body(BaseModel):
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
 
+@overload
+def utc(moment: datetime) -> datetime: ...
+@overload
+def utc(moment: None) -> None: ...
 def utc(moment: datetime | None) -> datetime | None:
     """Return a time in UTC (SQLite gives naive datetimes back): a `date-time` of RFC 3339 has its zone."""
     if moment is not None and moment.tzinfo is None:

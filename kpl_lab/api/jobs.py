@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -14,7 +14,10 @@ from .catalog import MODEL_REF_PATTERN, Ref
 
 # dataset:NAME[:VERSION], model:NAME[:VERSION|@ALIAS] or NAME[:VERSION|@ALIAS]
 INPUT_PATTERN = r"^((dataset|model):)?" + MODEL_REF_PATTERN.removeprefix("^")
-InputRef = matching(INPUT_PATTERN)
+if TYPE_CHECKING:  # a checked string to type checkers
+    InputRef = str
+else:
+    InputRef = matching(INPUT_PATTERN)
 MAX_WORKER = 2**31 - 1  # the largest worker rank a request may name
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..algorithms.spec import FunctionSpec
 
 
 @dataclass
@@ -18,6 +22,23 @@ class Resources:
     shm: int = 64
     devices: dict[str, int] = field(default_factory=dict)  # e.g. {"gpu": 1, "npu": 0}
     workers: int = 1  # distributed training: processes (pods) started together as one job
+
+    @classmethod
+    def of(cls, function: FunctionSpec, defaults: Resources | None = None) -> Resources:
+        """Return an environment.yml function's limits, filling gaps from `defaults`."""
+        base = defaults or cls()
+        limits = function.resource.limits
+        devices = dict(base.devices)
+        for kind in ("gpu", "npu"):
+            if getattr(limits, kind) is not None:
+                devices[kind] = getattr(limits, kind)
+        return cls(
+            cpu=limits.cpu if limits.cpu is not None else base.cpu,
+            memory=limits.memory if limits.memory is not None else base.memory,
+            shm=limits.shm if limits.shm is not None else base.shm,
+            devices=devices,
+            workers=function.resource.workers,
+        )
 
     def to_json(self) -> dict:
         """Return the JSON form, which `Resources(**data)` reads."""

@@ -186,7 +186,7 @@ class Submitter:
         # the rules' defaults (a host's settings), else this process's own
         mine = {"cpu": self.default_resources.cpu, "memory": self.default_resources.memory}
         defaults = mine | (Rules.get(session, JOB_DEFAULTS) or {})
-        limits = function.launch_resources(Resources(cpu=defaults["cpu"], memory=defaults["memory"]))
+        limits = Resources.of(function, Resources(cpu=defaults["cpu"], memory=defaults["memory"]))
         overrides = request.resources.model_dump(exclude_none=True) if request.resources else {}
         for kind in ("gpu", "npu"):
             if kind in overrides:

@@ -5,7 +5,8 @@ nothing of the server side (no SQLAlchemy, DuckDB, pyarrow, engine, catalog or C
 `tests/kpl_lab/notebook/test_imports.py` checks what importing each part loads. Besides
 the standard library and the kernel's own packages (IPython, ipywidgets, anywidget), it
 may import the modules both sides share: the API's pydantic bodies (`kpl_lab.api`), the
-errors, the terminal text helpers, the command-line shorthands (`kpl_lab.arguments`), the
+errors, the terminal text helpers, the command-line shorthands (`kpl_lab.arguments`), what
+fits the project now (`kpl_lab.fit`, the spawn form's rule too), the
 pipeline file model (`kpl_lab.pipelines`, not its submodules that validate and run) and
 parameter.yml's overrides (`kpl_lab.algorithms.parameters`).
 

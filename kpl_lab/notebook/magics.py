@@ -26,6 +26,7 @@ from IPython.display import display
 from ..api.jobs import FINAL_STATES, JOB_STATES
 from ..arguments import parse_inputs, parse_space
 from ..errors import BadRequest, KPLError
+from ..fit import fit_now
 from ..text import (
     comparison_rows,
     format_number,
@@ -36,7 +37,6 @@ from ..text import (
     sparkline,
 )
 from .client import Client
-from .fit import fit_now
 
 WAIT_INTERVAL = 1.0
 

@@ -31,6 +31,7 @@ from traitlets.config import LoggingConfigurable
 from ..catalog.deployments import Deployment, DeploymentMetrics, Replica
 from ..catalog.models import Project
 from ..catalog.storage import check_name
+from ..engine.launch import Resources
 from ..engine.local import LocalExecutor
 from ..engine.runfolder import process_start_time, read_own_json
 from ..errors import BadRequest, Conflict, NotFound, Unavailable
@@ -550,7 +551,7 @@ class DeploymentService(LoggingConfigurable):
         algorithm = catalog.read_algorithm(algorithm_version)
         function = algorithm.spec.function("deploy")
         replica_id = f"d{deployment_id}-{secrets.token_hex(4)}"
-        resources = function.launch_resources()
+        resources = Resources.of(function)
         if self.ledger.reserve(project, OWNER_KIND, replica_id, resources) is None:
             raise Unavailable(
                 f"not enough free resources for a replica of {name!r} now "
@@ -656,7 +657,7 @@ class DeploymentService(LoggingConfigurable):
             model_dir=catalog.path(model_version),
             run_dir=run_dir,
             replicas=count,
-            limits=function.launch_resources(),
+            limits=Resources.of(function),
             parameters=algorithm.parameters.values,
         )
         _run(self.kubernetes.apply(served))

@@ -204,7 +204,7 @@ export function room(devices: Devices): Record<string, [number, number]> {
 
 /**
  * The form's resources capped at what is free now, with a note for each one capped
- * (kpl_lab/notebook/fit.py does the same for the magics).
+ * (kpl_lab/fit.py does the same for the magics).
  *
  * Nothing free at all: the amount stays, and the job waits in the queue saying why.
  * None ever (no GPU here): 0.

@@ -1,7 +1,7 @@
 """`kpl-lab up`'s demo: its sample data, and the sample job trained with the submit form's defaults.
 
 On a 2-CPU machine where the user's notebook holds one, the sample algorithm (numpy, one CPU)
-fits beside it as environment.yml asks: the form's defaults (kpl_lab/notebook/fit.py, as
+fits beside it as environment.yml asks: the form's defaults (kpl_lab/fit.py, as
 labextension/src/jobForm.ts) change nothing, and the job trains at once.
 """
 
@@ -15,8 +15,8 @@ from traitlets.config import Config
 
 from kpl_lab.engine.launch import Resources
 from kpl_lab.engine.service import JobRequest
+from kpl_lab.fit import fit_now
 from kpl_lab.hub.up import SAMPLE_ALGORITHM, SAMPLE_DATASET, SAMPLE_PROJECT, add_sample_data
-from kpl_lab.notebook.fit import fit_now
 from kpl_lab.platform import Platform
 from kpl_lab.server_ext.handlers.devices import devices_model
 from kpl_lab.spawner.quota import release_notebook, reserve_notebook

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kpl_lab.notebook.fit import fit_now, room
+from kpl_lab.fit import fit_now, room
 
 
 def devices(cpu=2.0, used_cpu=0.0, gpus=(), used_gpus=(), quota=None, project_cpu=0.0) -> dict:

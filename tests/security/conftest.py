@@ -166,9 +166,9 @@ class Up:
                 self.process.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def up(tmp_path_factory, user_python) -> Iterator[Up]:
-    """Return one `kpl-lab up` as root shared by a module's tests (each uses projects of its own)."""
+    """Return one `kpl-lab up` as root shared by this folder's tests (each uses projects of its own)."""
     import secrets as random
     import shutil
     import tempfile

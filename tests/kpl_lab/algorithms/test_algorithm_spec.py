@@ -118,7 +118,7 @@ def test_workers_must_be_a_positive_integer():
         "train:\n  resource:\n    limits: {cpu: 2, gpu: 1}\n    workers: 2\n  cmd: run\n"
     )
     assert spec.function("train").resource.workers == 2
-    resources = spec.function("train").launch_resources(Resources(cpu=1, memory=2048, shm=128))
+    resources = Resources.of(spec.function("train"), Resources(cpu=1, memory=2048, shm=128))
     assert resources == Resources(cpu=2.0, memory=2048, shm=128, devices={"gpu": 1}, workers=2)
     assert resources.total() == Resources(cpu=4.0, memory=4096, shm=256, devices={"gpu": 2}, workers=1)
 
@@ -261,7 +261,7 @@ def test_minimal_function_and_defaults():
 
 def test_launch_resources_fill_gaps_from_defaults():
     spec = parse_environment("train:\n  resource:\n    limits: {cpu: 2, gpu: 1}\n  cmd: run\n")
-    resources = spec.function("train").launch_resources(Resources(cpu=1, memory=2048, shm=128))
+    resources = Resources.of(spec.function("train"), Resources(cpu=1, memory=2048, shm=128))
     assert resources == Resources(cpu=2.0, memory=2048, shm=128, devices={"gpu": 1})
 
 

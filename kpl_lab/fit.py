@@ -64,7 +64,8 @@ def fit_now(
     """
     given = given or {}
     workers = max(1, int(limits.get("workers") or 1))
-    changed, notes = {}, []
+    changed: dict[str, float] = {}
+    notes: list[str] = []
     for kind, (free, most) in room(devices).items():
         asked = float(limits.get(kind) or 0)
         if kind in given or asked <= 0 or asked * workers <= free + 1e-9:

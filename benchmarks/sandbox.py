@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# a train function as the templates' algorithm nodes read it: input `data`, output `save`
+# a train function as the templates' algorithm nodes read it: input `data`, output `model`
 TRAIN = """\
 version: 1
 image:
@@ -36,7 +36,7 @@ train:
   inputs:
     - {key: data, name: data}
   outputs:
-    - {key: save, name: model}
+    - {key: model, name: model}
   cmd: python train.py
 """
 
@@ -81,20 +81,18 @@ def main() -> None:
         folder = Path(tmp)
         platform = Platform(home=str(folder / "home"))
         try:
-            datasets = {
-                "fruit-segmentation": "segmentation",
-                "fruit-classification": "classification",
-                "fruit-detection": "detection",
-            }
-            for name, kind in datasets.items():
-                raw = write_raw(folder / "upload" / name, fruit_files(kind, args.records))
-                platform.catalog.add_dataset("p", name, raw)
-            for algorithm in ("classifier", "detector"):  # what the templates' train nodes name
-                code = folder / algorithm
-                code.mkdir()
-                (code / "environment.yml").write_text(TRAIN)
-                platform.catalog.add_algorithm("p", code)
             specs = [parse(template_text(name)) for name in NAMES]
+            for name, spec in zip(NAMES, specs, strict=True):  # what each template's nodes name
+                for node in spec.nodes.values():
+                    if node["type"] == "dataset":
+                        files = fruit_files(name, args.records)
+                        raw = write_raw(folder / "upload" / node["dataset"], files, node.get("part", "root"))
+                        platform.catalog.add_dataset("p", node["dataset"], raw)
+                    elif node["type"] == "train" and not (folder / node["algorithm"]).exists():
+                        code = folder / node["algorithm"]
+                        code.mkdir()
+                        (code / "environment.yml").write_text(TRAIN)
+                        platform.catalog.add_algorithm("p", code)
             sandboxed = PlatformCatalog(platform, "p")
 
             class HereCatalog:
@@ -104,7 +102,8 @@ def main() -> None:
 
             here = HereCatalog()
             for spec in specs:  # both ways agree, and every template validates
-                assert validate(spec, here).ok and validate(spec, sandboxed).ok, spec.name
+                for result in (validate(spec, here), validate(spec, sandboxed)):
+                    assert result.ok, (spec.name, [n.problems for n in result.nodes.values() if n.problems])
             models = folder / "models"
             models.mkdir()
             files = make_models(models, args.size_mb)

@@ -6,12 +6,16 @@ so a deleted version never leaves its shared readers, thumbnails or stats behind
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote, urlencode
 
 from ..errors import BadRequest
-from .storage import Storage, check_name
+from .storage import CopyResult, Storage, check_name, link_files
 
 if TYPE_CHECKING:
     from .datasets_view import DatasetView
@@ -34,6 +38,19 @@ def part_order(parts: list[str]) -> list[str]:
 def cache_dir(storage: Storage, project: str, name: str, version: str) -> Path:
     """Return the cache folder (thumbnails, stats) of one dataset version."""
     return storage.root / "cache" / "projects" / project / "datasets" / name / version
+
+
+def field_url(api_base: str, project: str, name: str, version: str) -> Callable[[str, int, str], str]:
+    """Return (part, index, field path) -> the URL of that field of a dataset version under `api_base`."""
+    base = "/".join(
+        [api_base.rstrip("/"), "datasets", quote(name, safe=""), "versions", quote(version, safe="")]
+    )
+
+    def url(part: str, index: int, path: str) -> str:
+        query = urlencode({"part": part, "project": project})
+        return f"{base}/records/{index}/fields/{quote(path, safe='')}?{query}"
+
+    return url
 
 
 def check_import(form: str, part: str | None, split: str | None) -> None:
@@ -117,6 +134,58 @@ def import_in_worker(
             importer(archive, dest, part)
     except KPLDatasetError as error:
         raise BadRequest(str(error).replace(archive, shown_as), field="body") from None
+
+
+def link_written(src: Path, dest: Path) -> tuple[CopyResult, dict[str, int]]:
+    """Link a kpl-dataset folder the platform wrote into `dest`; return its content version and records per part.
+
+    The version hashes what the folder holds, not how or when it was written: each part's
+    records and schema (`content_hash` of its manifest: no data is read), its properties
+    (MetaDB), and the bytes of any other file (large File values, files beside the parts).
+    Manifests' times and shard names do not count: the same content gives the same version.
+    """
+    from kpl_dataset import KPLDatasetError, MetaDB, list_parts
+    from kpl_dataset.fs import resolve
+    from kpl_dataset.manifest import content_hash, load_manifest
+    from kpl_dataset.names import manifest_name, meta_name
+
+    from .service import is_dataset_scratch
+
+    try:
+        manifests = {part: load_manifest(resolve(src), part) for part in list_parts(str(src))}
+        properties = {part: _properties(MetaDB(resolve(src), part)) for part in manifests}
+    except KPLDatasetError as error:
+        raise BadRequest(f"{src}: {error}", field="path") from None
+    if not manifests:
+        raise BadRequest(f"{src}: not a kpl-dataset folder (no dataset part found)", field="path")
+    shards = {s.path: s.bytes for m in manifests.values() for s in m.shards}
+    described = {manifest_name(p) for p in manifests} | {meta_name(p) for p in manifests}
+    files, size = {}, 0
+    linked = link_files(src, dest, skip=is_dataset_scratch)
+    for rel, path in linked:
+        found = path.stat().st_size
+        size += found
+        if rel in shards:
+            if found != shards.pop(rel):
+                raise BadRequest(f"{src}: {rel} is {found} bytes, not what its manifest says", field="path")
+        elif rel not in described:
+            with open(path, "rb") as f:
+                files[rel] = hashlib.file_digest(f, "sha256").hexdigest()
+    if shards:
+        raise BadRequest(f"{src}: {', '.join(sorted(shards))} named by a manifest is missing", field="path")
+    doc = {
+        "parts": {p: {"records": content_hash(m), "properties": properties[p]} for p, m in manifests.items()},
+        "files": files,
+    }
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    counts = {part: manifests[part].num_rows for part in part_order(list(manifests))}
+    return CopyResult(digest, size, [rel for rel, _ in linked]), counts
+
+
+def _properties(meta) -> dict:
+    """Return a part's MetaDB as a dict."""
+    keys = meta.keys()
+    return {key: meta.get(key) for key in keys}
 
 
 def open_view(catalog: Catalog, project: str, name: str, version: str) -> tuple[DatasetVersion, DatasetView]:

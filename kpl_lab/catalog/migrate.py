@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # the newest revision in migrations/versions (test_migrations checks it against Alembic's)
-HEAD = "0012_operations"
+HEAD = "0013_annotation"
 # PostgreSQL: the advisory lock concurrent first uses wait on while one of them creates the schema
 UPGRADE_LOCK_KEY = 0x4B504C
 

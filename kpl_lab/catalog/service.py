@@ -272,6 +272,14 @@ class Catalog:
             if served is not None:
                 refs = ", ".join(v.ref for v in versions)
                 raise Conflict(f"model {refs} is served by deployment {served.name!r}; delete it first")
+        if kind is DATASET:
+            from .annotation import AnnotationTask
+
+            task = session.scalar(select(AnnotationTask).where(AnnotationTask.dataset_version_id.in_(ids)))
+            if task is not None:
+                raise Conflict(
+                    f"dataset {task.dataset_version.ref}: annotation task {task.name!r} labels it; delete the task first"
+                )
         active = session.scalars(
             select(Job).where(Job.project_id == project_id, Job.state.in_(ACTIVE_STATES))
         )
@@ -320,6 +328,21 @@ class Catalog:
                 description,
                 {"record_count": sum(parts.values()), "parts": parts, "lineage": lineage},
             )
+
+    def link_dataset(
+        self, project: str, name: str, src_dir: str | Path, description: str = "", lineage: dict | None = None
+    ) -> DatasetVersion:
+        """Register a kpl-dataset folder the platform wrote (a pipeline's output) as a new version, linked, not copied.
+
+        Its version is the hash of its content (`datasets.link_written`), so the same records,
+        schema and properties give the same version however and whenever they were written.
+        """
+        check_name(name)
+        with self.storage.staging(project) as tmp:
+            staged = tmp / "data"
+            found, parts = datasets.link_written(Path(src_dir), staged)
+            fields = {"record_count": sum(parts.values()), "parts": parts, "lineage": lineage}
+            return self._register(DATASET, project, name, staged, found, description, fields)
 
     def get_dataset(self, project: str, ref: str) -> DatasetVersion:
         """Return a dataset version: `NAME` (the latest) or `NAME:VERSION`."""

@@ -199,6 +199,33 @@ def copy_hashed(
     return CopyResult(digest.hexdigest(), total, [rel for rel, _ in entries])
 
 
+def link_files(src: Path, dest: Path, skip: Callable[[str], bool] | None = None) -> list[tuple[str, Path]]:
+    """Hard-link a folder's files into folder `dest` (copied where the filesystem refuses a link).
+
+    For folders the platform wrote itself (a pipeline node's output): no byte is read or
+    written, and the two names share the file. A file another account owns (a sandboxed
+    worker's) is copied: its owner could change a shared file's bytes later. Entries `skip`
+    accepts are left out; symbolic links and special files are refused, also one swapped in
+    while it is linked. Return each file's path relative to `src` and its new name.
+    """
+    linked = []
+    mine = os.geteuid()
+    for rel, path in sorted(_walk(src, src, skip or (lambda _name: False)), key=lambda e: e[0]):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if os.lstat(path).st_uid != mine:
+                raise PermissionError(path)
+            os.link(path, target, follow_symlinks=False)
+        except OSError:  # another owner, another filesystem, or links refused: a copy
+            shutil.copyfile(path, target, follow_symlinks=False)
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            os.unlink(target)
+            raise BadRequest(f"{rel}: symbolic links and special files are not accepted")
+        linked.append((rel, target))
+    return linked
+
+
 def _walk(root: Path, folder: Path, skip: Callable[[str], bool]) -> Iterator[tuple[str, Path]]:
     with os.scandir(folder) as scan:
         entries = list(scan)

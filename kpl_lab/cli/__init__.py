@@ -1,6 +1,7 @@
 """The `kpl-lab` command: algorithms, datasets, models and jobs from a terminal.
 
-One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`);
+One module per noun (`algorithm`, `dataset`, `model`, `job`, `pipeline`, `deployment`, `experiment`,
+`annotation`);
 text formatting lives in `kpl_lab.text`. Commands get a platform from `kpl_lab.cli.platforms`:
 this machine's, or in a notebook under the hub the shared service as the user; every command
 works the same on both.
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import KPLError
-from . import algorithm, dataset, deployment, experiment, job, model, pipeline, project
+from . import algorithm, annotation, dataset, deployment, experiment, job, model, pipeline, project
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,10 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups = parser.add_subparsers(
         dest="group",
-        metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment,project}",
+        metavar="{algorithm,dataset,model,job,pipeline,deployment,experiment,annotation,project}",
         required=True,
     )
-    for noun in (algorithm, dataset, model, job, pipeline, deployment, experiment, project):
+    for noun in (algorithm, dataset, model, job, pipeline, deployment, experiment, annotation, project):
         noun.register(groups)
     return parser
 

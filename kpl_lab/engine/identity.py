@@ -17,6 +17,7 @@ import hashlib
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -120,8 +121,18 @@ class Identity:
             )
 
 
+SBIN = ("/usr/sbin", "/sbin")
+
+
 def _run(argv: list[str], exists_code: int) -> None:
     """Run useradd/groupadd/gpasswd; an account or group made meanwhile by another process is fine."""
+    # root's PATH may lack the sbin folders (`sudo` without secure_path, `env -i`, a service unit)
+    found = shutil.which(argv[0], path=os.pathsep.join([os.environ.get("PATH", ""), *SBIN]))
+    if found is None:
+        raise OSError(
+            f"{argv[0]} not found (on PATH or in {', '.join(SBIN)}): install Debian's passwd package"
+        )
+    argv = [found, *argv[1:]]
     for attempt in range(20):
         with _accounts_lock:
             done = subprocess.run(argv, capture_output=True, text=True, check=False)

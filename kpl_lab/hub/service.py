@@ -98,6 +98,11 @@ class KPLService(Application):
         """Say whether the caller is a hub admin."""
         return bool(getattr(user, "admin", False))
 
+    async def project_members(self, project: str) -> list[str] | None:
+        """Return the hub users of a project's group (annotators and reviewers are chosen from them)."""
+        group = await self.directory.request(f"groups/{project}")
+        return sorted((group or {}).get("users") or [])
+
     def may_use_project(self, user: KPLUser, project: str) -> bool:
         """Let admins use every project and members their groups; any other project does not exist."""
         from . import access

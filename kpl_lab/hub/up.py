@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if hub_ran and not args.keep_serving:
             with _signals_ignored():  # a second Ctrl-C must not cut the shutdown short
-                stop_serving(home, args, separated.service if separated else None)
+                stop_serving(home, args, python, separated.service if separated else None)
         if separated:
             separated.stop_helper()
 
@@ -515,30 +515,31 @@ class Separation:
                 self.helper.wait()
 
 
-def stop_serving(home: Path, args: argparse.Namespace, service: pwd.struct_passwd | None) -> None:
+def stop_serving(
+    home: Path, args: argparse.Namespace, python: str, service: pwd.struct_passwd | None
+) -> None:
     """Stop the deployments' replicas and their gateway, which the platform service started (as its account).
 
     The deployments stay: the service's next start starts them again.
     """
+    urls = (args.database_url or "", args.storage_url or "")
+    if not as_account(service, home, python, "suspend_serving", str(home), *urls):
+        _say("the deployments' replicas and gateway may still run: stopping them failed (above)")
 
-    def suspend() -> None:
-        from ..platform import Platform
 
-        settings = {"home": str(home)}
-        settings |= {
-            k: v for k, v in (("database_url", args.database_url), ("storage_url", args.storage_url)) if v
-        }
-        platform = Platform(**settings)
-        try:
-            stopped = platform.deployments.suspend()
-        finally:
-            platform.close()
-        if stopped:
-            _say(
-                f"stopped the gateway and {len(stopped)} replica(s) of deployments (the next start starts them)"
-            )
+def suspend_serving(home: str, database_url: str = "", storage_url: str = "") -> None:
+    """Stop the replicas and the gateway of a home's deployments (as the account that owns them)."""
+    from ..platform import Platform
 
-    as_account(service, suspend)
+    settings = {"home": home}
+    settings |= {k: v for k, v in (("database_url", database_url), ("storage_url", storage_url)) if v}
+    platform = Platform(**settings)
+    try:
+        stopped = platform.deployments.suspend()
+    finally:
+        platform.close()
+    if stopped:
+        _say(f"stopped the gateway and {len(stopped)} replica(s) of deployments (the next start starts them)")
 
 
 @contextlib.contextmanager
@@ -571,7 +572,9 @@ def set_up_demo(
     """
     if not args.sample_data:
         return
-    as_account(service, lambda: add_sample_data(home, args.database_url, args.storage_url, python))
+    urls = (args.database_url or "", args.storage_url or "")
+    if not as_account(service, home, python, "add_sample_data", str(home), *urls, python):
+        print("kpl-lab up: no sample data: adding it failed (above)")
 
 
 def runs_torch(python: str) -> bool:
@@ -833,25 +836,27 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def as_account(account: pwd.struct_passwd | None, work: Callable[[], object]) -> None:
-    """Run `work` here, or, for `account`, in a child that became it (this process is root)."""
+def as_account(account: pwd.struct_passwd | None, home: Path, python: str, function: str, *args: str) -> bool:
+    """Run this module's `function(*args)` here, or for `account` in `python` as that account; say if it ran.
+
+    Not in a fork of this Python: it may sit where the account reads nothing (under /root), and
+    the first import there that this process has not made (sqlite3, say) would fail.
+    """
     if account is None:
-        work()
-        return
+        globals()[function](*args)
+        return True
+    code = f"import sys; from kpl_lab.hub.up import {function}; {function}(*sys.argv[1:])"
     sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
-            work()
-            code = 0
-        finally:
-            sys.stdout.flush()
-            os._exit(code)
-    os.waitpid(pid, 0)
+    done = subprocess.run(
+        [python, "-c", code, *args],
+        env=hub_environment(home, account),
+        cwd=home,
+        user=account.pw_uid,
+        group=account.pw_gid,
+        extra_groups=[],
+        check=False,
+    )
+    return done.returncode == 0
 
 
 def add_sample_data(

@@ -629,6 +629,120 @@ class Client:
             {"port": port, "limit": limit},
         )
 
+    # annotation
+
+    def annotation_tasks(self) -> list[dict]:
+        """Return the project's annotation tasks, newest first, with their progress."""
+        return self.request("GET", "annotation/tasks")["tasks"]
+
+    def project_members(self) -> list[str] | None:
+        """Return the project's members, whom tasks name as annotators and reviewers (None: no directory)."""
+        return self.request("GET", "annotation/tasks")["members"]
+
+    def create_annotation_task(
+        self,
+        name: str,
+        dataset: str,
+        kind: str,
+        classes: list[str | dict],
+        keypoints: list[str] | None = None,
+        skeleton: list[tuple[int, int]] | None = None,
+        parts: list[str] | None = None,
+        limit: int | None = None,
+        content_field: str | None = None,
+        assignees: list[str] | None = None,
+        reviewers: list[str] | None = None,
+        description: str = "",
+    ) -> dict:
+        """Create a labelling task on a dataset version (`kind`: image_class, boxes, polygons, masks,
+        keypoints, ocr, text_class or audio_class); a class is a name or {"name", "children", "color"}."""
+        body = {
+            "name": name,
+            "dataset": dataset,
+            "kind": kind,
+            "label_schema": {
+                "classes": [{"name": c} if isinstance(c, str) else c for c in classes],
+                "keypoints": list(keypoints or []),
+                "skeleton": [list(pair) for pair in skeleton or []],
+            },
+            "parts": parts,
+            "limit": limit,
+            "content_field": content_field,
+            "assignees": list(assignees or []),
+            "reviewers": list(reviewers or []),
+            "description": description,
+        }
+        return self.request("POST", "annotation/tasks", body=body)
+
+    def annotation_task(self, name: str) -> dict:
+        """Return a task with its progress per state and per person."""
+        return self.request("GET", f"annotation/tasks/{_quote(name)}")
+
+    def update_annotation_task(self, name: str, **changes: Any) -> dict:
+        """Change a task's `description`, `assignees`, `reviewers` or `label_schema` (keeping every class)."""
+        return self.request("PATCH", f"annotation/tasks/{_quote(name)}", body=changes)
+
+    def delete_annotation_task(self, name: str) -> dict:
+        """Delete a task with its labels, history and suggestions."""
+        return self.request("DELETE", f"annotation/tasks/{_quote(name)}")
+
+    def annotation_queue(
+        self,
+        name: str,
+        state: str = "unlabelled",
+        order: str = "record",
+        mine: bool = False,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> dict:
+        """Return a page of a task's records (`state`: unlabelled, labelled, accepted, rejected or all;
+        `order`: record or uncertainty); pass its `next` as `after` for the next page."""
+        params = {"state": state, "order": order, "mine": 1 if mine else None, "after": after, "limit": limit}
+        return self.request("GET", f"annotation/tasks/{_quote(name)}/queue", params)
+
+    def annotation_record(self, name: str, record: int) -> dict:
+        """Return a record of a task: its fields (bytes as URLs), its label and its suggestion."""
+        return self.request("GET", f"annotation/tasks/{_quote(name)}/records/{int(record)}")
+
+    def save_label(
+        self, name: str, record: int, value: dict, version: int, suggestion_run: int | None = None
+    ) -> dict:
+        """Save a record's label over the `version` you loaded (0: it had none); 409 when someone saved since."""
+        body = {"value": value, "version": version, "suggestion_run": suggestion_run}
+        return self.request("PUT", f"annotation/tasks/{_quote(name)}/records/{int(record)}/label", body=body)
+
+    def review_label(self, name: str, record: int, decision: str, version: int, comment: str = "") -> dict:
+        """Accept or reject (`decision`) a record's label at the `version` you reviewed."""
+        body = {"decision": decision, "version": version, "comment": comment}
+        return self.request(
+            "POST", f"annotation/tasks/{_quote(name)}/records/{int(record)}/review", body=body
+        )
+
+    def label_history(self, name: str, record: int) -> list[dict]:
+        """Return every save, import and review of a record's label, oldest first."""
+        return self.request("GET", f"annotation/tasks/{_quote(name)}/records/{int(record)}/history")["events"]
+
+    def publish_annotation(
+        self, name: str, dataset: str, test_fraction: float = 0.2, seed: int = 0, description: str = ""
+    ) -> dict:
+        """Publish a task's accepted labels as a new version of `dataset`, split into train and test parts."""
+        body = {"dataset": dataset, "test_fraction": test_fraction, "seed": seed, "description": description}
+        return self.request("POST", f"annotation/tasks/{_quote(name)}/publish", body=body)
+
+    def export_annotation(self, name: str, format: str, path: str | os.PathLike, every: bool = False) -> str:
+        """Write a task's accepted labels (`every`: every saved label) to the zip `path` in `format`:
+        coco, voc, yolo or labelme; return the path."""
+        data, _ = self.raw(
+            f"annotation/tasks/{_quote(name)}/export", {"format": format, "all": 1 if every else None}
+        )
+        with open(path, "wb") as out:
+            out.write(data)
+        return os.fspath(path)
+
+    def import_annotation(self, name: str, format: str, archive: str | os.PathLike) -> dict:
+        """Label a task's unlabelled records from a zip or tar of `format` (coco, voc, yolo or labelme)."""
+        return self._upload(f"annotation/tasks/{_quote(name)}/import", archive, {"format": format}, None)
+
     # experiments
 
     def compare(self, job_ids: list[str]) -> dict:

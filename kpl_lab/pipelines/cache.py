@@ -11,7 +11,7 @@ from typing import Any
 
 from kpl_dataset import KPLDatasetError
 from kpl_dataset.fs import resolve
-from kpl_dataset.manifest import load_manifest
+from kpl_dataset.manifest import content_hash, load_manifest
 
 MARKER = "node.json"
 
@@ -27,12 +27,7 @@ def content(folder: Path, part: str = "root") -> str:
     manifest = load_manifest(resolve(folder), part)
     if manifest is None:
         raise KPLDatasetError(f"{folder}: no part {part!r}")
-    doc = {
-        "record_type": manifest.record_type,
-        "nullable": manifest.nullable,
-        "batches": [[b.rows, b.crc, b.sum64] for s in manifest.shards for b in s.batches],
-    }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return content_hash(manifest)
 
 
 def intact(folder: Path, part: str = "root") -> bool:

@@ -24,8 +24,7 @@ import pyarrow.compute as pc
 from kpl_dataset import ReadOnlyDataset
 
 from . import sql
-from .processors import BATCH_ROWS, Log, Settings, Stopped, _sinks, engine
-from .schema import PORT
+from .processors import BATCH_ROWS, Log, Settings, Stopped, _sinks, engine, int64_array
 
 OUTPUT_BYTES = 16 << 20  # an output batch: taken from the mapped input, then written
 ORDER = "__kpl_o"
@@ -33,32 +32,56 @@ TABLE = "__kpl_t"  # the inputs' tables: no name an sql node's query gives its i
 
 
 def unwritten(checked: Any) -> set[str]:
-    """Return the relational nodes whose output is not written (read only by relational nodes, not kept)."""
+    """Return the relational nodes whose output is not written.
+
+    Those read only by relational nodes (and not kept), and those read only by one router
+    (split, sample), which then writes its ports as that unit's write.
+    """
     readers: dict[str, list[str]] = {n: [] for n in checked.order}
     for node_id in checked.order:
         for up in checked.upstream(node_id):
             readers[up].append(node_id)
-    return {
-        node_id
-        for node_id in checked.order
-        if checked.nodes[node_id].node_type.keepable
-        and not checked.nodes[node_id].keep
-        and readers[node_id]
-        and all(checked.nodes[r].node_type.fused for r in readers[node_id])
-    }
+
+    def fused(node_id: str) -> bool:
+        node, read_by = checked.nodes[node_id], readers[node_id]
+        if not node.node_type.fused or node.keep or not read_by:
+            return False
+        if len(read_by) == 1 and checked.nodes[read_by[0]].node_type.routes:
+            return True
+        return node.node_type.keepable and all(checked.nodes[r].node_type.fused for r in read_by)
+
+    return {node_id for node_id in checked.order if fused(node_id)}
+
+
+def routed(checked: Any, node_id: str, unwritten: set[str]) -> bool:
+    """Return whether a node is a router ending a unit: one whose input is not written."""
+    node = checked.nodes[node_id]
+    return node.node_type.routes and node.edges["input"][0] in unwritten
 
 
 @dataclass
 class Unit:
-    """A written node and the unwritten nodes it reads through, in run order; its outside inputs."""
+    """A written node and the unwritten nodes it reads through, in run order; its outside inputs.
+
+    `final` is written; it is the last relational node (`last`) or a router reading that one.
+    """
 
     final: str
     members: list[str]
+    last: str = ""  # the relational node whose records the unit writes (default: final)
     inputs: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (node, port) -> Source
+
+    def __post_init__(self) -> None:
+        self.last = self.last or self.final
+
+    @property
+    def relational(self) -> list[str]:
+        """Return the members that are parts of the unit's query (all but a router ending it)."""
+        return [m for m in self.members if m != self.final or self.last == self.final]
 
 
 def unit(checked: Any, final: str, unwritten: set[str]) -> Unit:
-    """Return the unit that ends at a written relational node."""
+    """Return the unit that ends at a written relational node, or at a router after an unwritten one."""
     members = {final}
     todo = [final]
     while todo:
@@ -66,7 +89,9 @@ def unit(checked: Any, final: str, unwritten: set[str]) -> Unit:
             if src in unwritten and src not in members:
                 members.add(src)
                 todo.append(src)
-    return Unit(final, [n for n in checked.order if n in members])
+    node = checked.nodes[final]
+    last = final if node.node_type.fused else node.edges["input"][0]
+    return Unit(final, [n for n in checked.order if n in members], last)
 
 
 @dataclass
@@ -97,14 +122,7 @@ def _rows(count: int) -> pa.Array:
         return pa.Array.from_buffers(
             pa.int32(), count, [None, pa.py_buffer(np.arange(count, dtype=np.int32))]
         )
-    return _int64(np.arange(count))
-
-
-def _int64(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
-    """Return an Arrow int64 array over a numpy one (pa.array() would import pandas: ~1 s)."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    valid = None if missing is None else pa.py_buffer(np.packbits(~missing, bitorder="little"))
-    return pa.Array.from_buffers(pa.int64(), len(values), [valid, pa.py_buffer(values)])
+    return int64_array(np.arange(count))
 
 
 class _Gather:
@@ -133,9 +151,9 @@ class _Gather:
             positions.append(where)
             local = index[where] - self.starts[c]
             if missing is None:
-                local = _int64(local)
+                local = int64_array(local)
             else:
-                local = _int64(np.where(missing[where], 0, local), missing[where])
+                local = int64_array(np.where(missing[where], 0, local), missing[where])
             parts.append(self.batches[c].take(local).columns)
         if not parts:
             return [pa.nulls(0, t) for t in self.types]
@@ -144,7 +162,7 @@ class _Gather:
         columns = [pa.concat_arrays([p[i] for p in parts]) for i in range(len(self.types))]
         order = np.concatenate(positions)
         if np.any(order[1:] < order[:-1]):
-            back = _int64(np.argsort(order, kind="stable"))
+            back = int64_array(np.argsort(order, kind="stable"))
             columns = [c.take(back) for c in columns]
         return columns
 
@@ -258,31 +276,50 @@ def run(
     stop: threading.Event,
     log: Log,
     settings: Settings,
-) -> tuple[int, dict[str, int | None]]:
-    """Run a unit as one query into out_dir/out; return the rows written and each member's rows out."""
-    final = checked.nodes[unit.final]
+) -> tuple[dict[str, int], dict[str, int | None]]:
+    """Run a unit as one query into out_dir/PORT for each port; return the rows of each and each member's rows out.
+
+    A router ending the unit (split, sample) sends each record of the last relational node to
+    its port as it is written: the last node's output is never written itself.
+    """
+    final, end = checked.nodes[unit.final], checked.nodes[unit.last]
+    router = None if unit.final == unit.last else final
     query = Query(checked, unit)
     with sql.checking():  # one connection parses every member's SQL
-        for member in unit.members:
+        for member in unit.relational:
             if stop.is_set():
                 raise Stopped
             query.add(member)
-    last = query.relations[unit.final]
-    numbering = final.node_type.numbering(final.params)
+    last = query.relations[unit.last]
+    numbering = end.node_type.numbering(end.params)
     labelled = numbering.field if numbering else None
     computed = {labelled} if labelled else set()
     assemble = _Assemble(query, last, computed)
-    sinks = _sinks(out_dir, {PORT: final.outputs[PORT].schema}, stop)
-    sink = sinks[PORT]
+    sinks = _sinks(out_dir, {port: out.schema for port, out in final.outputs.items()}, stop)
+    ports = list(sinks.values())
     names = [*last.names, numbering.output] if numbering else last.names
+    total = 0  # records of the last relational node so far: the router's row numbers
 
     def write(batches: Any) -> None:
-        for batch in (piece for narrow in batches for piece in assemble.slices(narrow)):
-            columns = assemble.batch(batch)
-            if labelled:
-                ids = pc.index_in(batch.column(labelled), value_set=value_set)
-                columns.append(pc.cast(ids, pa.int64()))
-            sink.write(pa.RecordBatch.from_arrays(columns, names=names))
+        nonlocal total
+        for piece in (piece for narrow in batches for piece in assemble.slices(narrow)):
+            start, total = total, total + piece.num_rows
+            if router is None:
+                routed = [(ports[0], piece)]
+            else:
+                which = router.node_type.route(router.params, np.arange(start, total, dtype=np.uint64))
+                routed = [
+                    (sink, piece.take(int64_array(np.flatnonzero(which == i))))
+                    for i, sink in enumerate(ports)
+                ]
+            for sink, batch in routed:
+                if not batch.num_rows:
+                    continue
+                columns = assemble.batch(batch)
+                if labelled:
+                    ids = pc.index_in(batch.column(labelled), value_set=value_set)
+                    columns.append(pc.cast(ids, pa.int64()))
+                sink.write(pa.RecordBatch.from_arrays(columns, names=names))
             query.drop_pages()  # written: the output follows input order, so few pages are read again
 
     try:
@@ -294,14 +331,14 @@ def run(
             for name, view in query.views.items():
                 con.sql(f"CREATE TEMP VIEW {sql.quote(name)} AS {view}")
             # a numbering unit holds its narrow result anyway: it is sorted after the engine is gone
-            text = final.node_type.unit_query(query, final.params, last, computed, not labelled)
+            text = end.node_type.unit_query(query, end.params, last, computed, not labelled)
             if labelled:  # the ids need every label first: the narrow result is small, keep it
                 narrow = con.sql(text).to_arrow_table()
                 counts = _counts(checked, unit, query, con, narrow.num_rows)
             else:
                 query.drop_pages()
                 write(con.sql(text).to_arrow_reader(BATCH_ROWS * 16))
-                counts = _counts(checked, unit, query, con, sink.rows)
+                counts = _counts(checked, unit, query, con, total)
         if labelled:  # the engine is gone (its memory with it) before the output is written
             if query.ordered:  # the engine's sort would hold its join's memory too
                 keys = [(k, "ascending", "at_start") for k in last.order]  # the engine's NULLS FIRST
@@ -310,27 +347,29 @@ def run(
             value_set = values.take(pc.sort_indices(values))  # the order of Python's sorted()
             labels = value_set.to_pylist()
             log(numbering.shown(labels))
-            # the mapping travels with the dataset: {field, labels (index = id)}
-            sink.writer.get_meta_db().put(numbering.key, {"field": labelled, "labels": labels})
+            for sink in ports:  # the mapping travels with the dataset: {field, labels (index = id)}
+                sink.writer.get_meta_db().put(numbering.key, {"field": labelled, "labels": labels})
             query.drop_pages()
             write(narrow.to_batches(BATCH_ROWS * 16))
-        sink.close()
+        for sink in ports:
+            sink.close()
     except BaseException:
-        sink.abort()
+        for sink in ports:
+            sink.abort()
         raise
-    return sink.rows, counts
+    return {port: sink.rows for port, sink in sinks.items()}, counts
 
 
 def _counts(checked: Any, unit: Unit, query: Query, con: Any, written: int) -> dict[str, int | None]:
-    """Return each member's rows out: derived where a node keeps its input's rows, else counted."""
-    counts: dict[str, int | None] = {unit.final: written}
-    final = checked.nodes[unit.final]
-    if final.node_type.keeps_rows:
-        src, _ = final.edges["input"]
+    """Return each relational member's rows out: derived where a node keeps its input's rows, else counted."""
+    counts: dict[str, int | None] = {unit.last: written}
+    last = checked.nodes[unit.last]
+    if last.node_type.keeps_rows:
+        src, _ = last.edges["input"]
         if src in query.relations:
             counts[src] = written
     wanted = []
-    for member in unit.members:
+    for member in unit.relational:
         if member in counts:
             continue
         node = checked.nodes[member]

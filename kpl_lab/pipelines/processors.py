@@ -221,6 +221,24 @@ def engine(settings: Settings, stop: threading.Event | None = None, node: str = 
             shutil.rmtree(spill, ignore_errors=True)
 
 
+def int64_array(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
+    """Return an Arrow int64 array over a numpy one, null where missing (pa.array() would import pandas: ~1 s)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    valid = None if missing is None else pa.py_buffer(np.packbits(~missing, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(values), [valid, pa.py_buffer(values)])
+
+
+def carry_meta(source: Source, sinks: dict[str, _Sink]) -> None:
+    """Give each sink's part the properties (metadata) of the source's part."""
+    from kpl_dataset import MetaDB
+    from kpl_dataset.fs import resolve
+
+    found = MetaDB(resolve(source.folder), source.part)
+    if found.keys():
+        for sink in sinks.values():
+            sink.writer.get_meta_db().merge_from(found)
+
+
 _MASK = (1 << 64) - 1
 
 

@@ -456,7 +456,8 @@ class PipelineRunner(LoggingConfigurable):
             )
             if node_id in unwritten:  # its work happens in the query of each written node reading it
                 return Result({PORT: {"fused": node_id, "content": node_key, "rows": None}})
-            unit = fuse.unit(checked, node_id, unwritten) if self._fused_here(node.node_type) else None
+            fused = self._fused_here(node.node_type) or fuse.routed(checked, node_id, unwritten)
+            unit = fuse.unit(checked, node_id, unwritten) if fused else None
             members = unit.members[:-1] if unit else []
             started = utcnow()
             self._nodes(run_id, {m: {"state": "running", "started": started} for m in [*members, node_id]})
@@ -520,7 +521,8 @@ class PipelineRunner(LoggingConfigurable):
             rows_in = None if None in rows else sum(rows)
         else:
             rows_in = sum(v["rows"] for v in inputs.values() if v.get("rows") is not None) if inputs else None
-        rows_out = sum(v["rows"] for v in result.outputs.values() if v.get("rows") is not None)
+        counted = [v["rows"] for v in result.outputs.values() if v.get("rows") is not None]
+        rows_out = sum(counted) if counted else None  # a job's model or report has no rows
         shown = {
             port: {k: v for k, v in out.items() if k in ("path", "part", "ref", "rows")}
             for port, out in result.outputs.items()
@@ -530,7 +532,7 @@ class PipelineRunner(LoggingConfigurable):
             "finished": utcnow(),
             "cache_key": node_key,
             "rows_in": rows_in,
-            "rows_out": rows_out if result.outputs else None,
+            "rows_out": rows_out,
             "log": "\n".join(lines),
             "outputs": shown,
             "job_id": job_id,
@@ -563,11 +565,11 @@ class PipelineRunner(LoggingConfigurable):
             log(f"one query for {', '.join(unit.members)}")
         staged = store.staging(node_key)
         try:
-            rows, counts, content = self._sandboxed(
+            written, counts = self._sandboxed(
                 project, "unit", checked, unit, str(staged), stop=stop, log=log, what=f"node {unit.final}"
             )
             result = {
-                "outputs": {PORT: {"rows": rows, "content": content}},
+                "outputs": {port: {"rows": n, "content": content} for port, (n, content) in written.items()},
                 "fused": {k: counts.get(m) for m, k in keys.items()},
             }
             final = store.publish(node_key, staged, result)

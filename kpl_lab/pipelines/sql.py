@@ -14,13 +14,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 
 from ..errors import KPLError
 from .schema import dataset_schema, schema_from_json, schema_json
+
+if TYPE_CHECKING:  # imported where a query runs: the platform's process checks SQL in a sandboxed worker
+    import duckdb
 
 ROW = "__kpl_row"  # the input order of a record, added while streaming so joins keep it
 
@@ -52,6 +54,8 @@ def connect(
 
     temp_directory: where it spills (None: the engine's `.tmp`; "": nowhere); threads: 0 for one per core.
     """
+    import duckdb
+
     con = duckdb.connect(":memory:")
     if memory_limit:
         con.execute(f"SET memory_limit = {string(memory_limit)}")
@@ -205,6 +209,8 @@ def _checker() -> Iterator[duckdb.DuckDBPyConnection]:
 
 def _parse(con: duckdb.DuckDBPyConnection, text: str) -> dict:
     """Return the engine's parse tree of one SELECT statement, or raise Refused."""
+    import duckdb
+
     try:
         statements = con.extract_statements(text)
     except duckdb.Error as err:
@@ -321,6 +327,8 @@ def describe(tables: dict[str, pa.Schema], query: str) -> pa.Schema | str:
     )
     if routed:
         return answer if isinstance(answer, str) else schema_from_json(answer)
+    import duckdb
+
     with _checker() as con:
         cursor = con.cursor()  # its temporary tables are its own and go with it
         try:

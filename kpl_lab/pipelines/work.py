@@ -17,7 +17,6 @@ from typing import Any
 
 from . import cache, fuse, processors
 from .processors import Settings, Source
-from .schema import PORT
 
 
 def _prepared(settings: Settings, staged: str) -> Settings:
@@ -47,9 +46,9 @@ _allocator = ""
 def unit(
     checked: Any, unit: fuse.Unit, staged: str, settings: Settings, stop: threading.Event, log: Any
 ) -> list:
-    """Run a fused unit into staged/out; return [rows written, each member's rows, the output's content hash]."""
+    """Run a fused unit into staged/PORT; return [{port: [rows, content hash]}, each member's rows]."""
     rows, counts = fuse.run(checked, unit, Path(staged), stop, log, _prepared(settings, staged))
-    return [rows, counts, cache.content(Path(staged) / PORT)]
+    return [{port: [n, cache.content(Path(staged) / port)] for port, n in rows.items()}, counts]
 
 
 def processor(

@@ -65,6 +65,10 @@ class KPLLab(ExtensionApp):
         """Say whether the user administers the platform: a single-user server's owner does."""
         return True
 
+    async def project_members(self, project: str) -> list[str] | None:
+        """Return the people of a project; None: a single-user server keeps no directory of users."""
+        return None
+
     def initialize_settings(self) -> None:
         """Open the platform, publish the API URL and token to kernels, start background work."""
         self.platform = Platform(config=with_moved_settings(self.config, "KPLLab", self.log))

@@ -41,6 +41,7 @@ PATH_PARAMETERS = {
     "key_id": {"schema": {"type": "string"}, "description": "a deployment key's id (`key list`)"},
     "alias": {"schema": NAME_SCHEMA, "description": "a model alias: production, canary or any name"},
     "index": {"schema": {"type": "integer", "minimum": 0}},
+    "record": {"schema": {"type": "integer", "minimum": 0}, "description": "a record number of the task"},
     "field": {
         "schema": {"type": "string"},
         "description": "field path: a top-level field, or e.g. object.0.mask",

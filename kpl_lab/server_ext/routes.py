@@ -8,7 +8,25 @@ from __future__ import annotations
 import functools
 import re
 
+from ..annotation.labels import QUEUE_MAX
 from ..api.algorithms import Algorithm, AlgorithmList, AlgorithmVersion, AlgorithmVersionDetail
+from ..api.annotation import (
+    AnnotationRecord,
+    AnnotationTask,
+    AnnotationTaskList,
+    ExportFormat,
+    Label,
+    LabelHistory,
+    LabelImport,
+    LabelRequest,
+    PublishRequest,
+    QueueOrder,
+    RecordQueue,
+    RecordState,
+    ReviewRequest,
+    TaskRequest,
+    TaskUpdateRequest,
+)
 from ..api.catalog import NAME_SCHEMA, Deleted
 from ..api.datasets import (
     Dataset,
@@ -69,10 +87,12 @@ from ..api.quotas import Quota, QuotaRequest
 from ..api.server import ServerVersion
 from ..api.usage import JobUsage
 from ..catalog.datasets import FORMATS
+from ..catalog.datasets_view import THUMBNAIL_MAX, THUMBNAIL_MIN
 from ..experiments.compare import IDS_PATTERN
 from .base import OFFSET_MAX, NotFoundHandler
 from .handlers import (
     algorithms,
+    annotation,
     datasets,
     deployments,
     devices,
@@ -88,6 +108,7 @@ from .version import VersionHandler
 
 API_PREFIX = "/kpl/api"
 _SEGMENT = "[^/]+"
+NUMBERS = ("index", "record")  # path parameters that are whole numbers
 
 SEARCH = Query("q", description="case-insensitive search in names and descriptions")
 PART = Query(
@@ -190,7 +211,12 @@ ROUTES: list[Route] = [
                 description="Bytes and File values are answered as they are stored with their content "
                 "type; other values as JSON. `thumbnail=N` answers an image as a PNG at most N pixels on "
                 "its longer side (cached under the storage root per dataset version and record).",
-                query=(PART, Query("thumbnail", {"type": "integer", "minimum": 1, "maximum": 1 << 20})),
+                query=(
+                    PART,
+                    Query(
+                        "thumbnail", {"type": "integer", "minimum": THUMBNAIL_MIN, "maximum": THUMBNAIL_MAX}
+                    ),
+                ),
                 content={
                     "application/json": {"schema": {}},
                     "image/png": {"schema": {"type": "string", "format": "binary"}},
@@ -800,10 +826,199 @@ ROUTES: list[Route] = [
 ]
 
 
+EXPORT_FORMAT = Query("format", {"type": "string", "enum": [f.value for f in ExportFormat]}, required=True)
+ANNOTATION_ROUTES: list[Route] = [
+    Route(
+        "/annotation/tasks",
+        annotation.AnnotationTasksHandler,
+        {
+            "get": Operation(
+                "List annotation tasks, newest first, with their progress and the project's members",
+                AnnotationTaskList,
+            ),
+            "post": Operation(
+                "Create an annotation task on a dataset version",
+                AnnotationTask,
+                status=201,
+                audit="annotation.task.create",
+                description="The label schema is checked against the kind (keypoints need keypoint names), "
+                "the parts and the content field against the dataset version, assignees and reviewers "
+                "against the project's members (where the server knows them). Records are dealt to the "
+                "assignees in turn: record r to assignees[r mod n].",
+                body=TaskRequest,
+                body_required=True,
+            ),
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}",
+        annotation.AnnotationTaskHandler,
+        {
+            "get": Operation(
+                "One annotation task with its progress per state and per person", AnnotationTask
+            ),
+            "patch": Operation(
+                "Change a task's description, annotators, reviewers or label schema (its maker or an administrator)",
+                AnnotationTask,
+                audit="annotation.task.change",
+                description="A new label schema keeps every class, second-level class and keypoint of the old one.",
+                body=TaskUpdateRequest,
+                body_required=True,
+            ),
+            "delete": Operation(
+                "Delete a task with its labels, history and suggestions (409 while a pre-labelling run goes on)",
+                Deleted,
+                audit="annotation.task.delete",
+            ),
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/queue",
+        annotation.AnnotationQueueHandler,
+        {
+            "get": Operation(
+                "A page of the task's records of one state, in record or uncertainty order",
+                RecordQueue,
+                description="`order=uncertainty` lists the unlabelled records with a pre-labelling suggestion "
+                "first, the least certain first, then the others in record order. `mine=1`: unlabelled "
+                "records dealt to the caller, labels the caller saved last (a rejected label goes back to "
+                "its annotator this way).",
+                query=(
+                    Query(
+                        "state",
+                        {
+                            "type": "string",
+                            "enum": [*(s.value for s in RecordState), "all"],
+                            "default": "unlabelled",
+                        },
+                    ),
+                    Query(
+                        "order",
+                        {"type": "string", "enum": [o.value for o in QueueOrder], "default": "record"},
+                    ),
+                    Query("mine", {"type": "integer", "enum": [0, 1], "default": 0}),
+                    Query("after", description="the `next` of the previous page"),
+                    Query("limit", {"type": "integer", "minimum": 1, "maximum": QUEUE_MAX, "default": 50}),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/publish",
+        annotation.AnnotationPublishHandler,
+        {
+            "post": Operation(
+                "Publish the task's accepted labels as a new dataset version with train and test parts",
+                DatasetVersion,
+                status=201,
+                audit="annotation.publish",
+                description="Accepted records not marked dropped are written with every field of their source "
+                "record and the label fields of the record format (`class_name`, `subclass` for class kinds; "
+                "`width`, `height`, `object` for object kinds; `label`, the value as JSON), split per class "
+                "with a seeded shuffle, and registered with lineage to the task. The task's maker or an "
+                "administrator publishes; 409 when no label is accepted.",
+                body=PublishRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/export",
+        annotation.AnnotationExportHandler,
+        {
+            "get": Operation(
+                "The task's labels as a zip of COCO, Pascal VOC, YOLO or Labelme files",
+                None,
+                content={"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+                description="Files are named after the record's `path` field (PART/INDEX without one), so an "
+                "export imports back. COCO holds boxes, polygons, masks and keypoints; VOC boxes; YOLO boxes "
+                "and polygons; Labelme boxes and polygons; OCR text rides along. A format that cannot hold "
+                "the task's kind answers 400 naming `format` (class tasks are published instead).",
+                query=(
+                    EXPORT_FORMAT,
+                    Query(
+                        "all",
+                        {"type": "integer", "enum": [0, 1], "default": 0},
+                        "1: every saved label, not only the accepted ones (dropped records never)",
+                    ),
+                ),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/import",
+        annotation.AnnotationImportHandler,
+        {
+            "post": Operation(
+                "Label the task's unlabelled records from a zip or tar of COCO, VOC, YOLO or Labelme files",
+                LabelImport,
+                audit="annotation.import",
+                description="The body is the archive itself, streamed, read with the upload's checks. Each "
+                "labelled image is matched to the record whose `path` ends with its file name; its objects "
+                "are checked against the task's classes (400 naming the file). Records that have a label "
+                "keep it; the others get the imported one, as `labelled`, with an `imported` history step. "
+                "YOLO class numbers are read from classes.txt, else the task's class order.",
+                upload=True,
+                query=(EXPORT_FORMAT,),
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}",
+        annotation.AnnotationRecordHandler,
+        {
+            "get": Operation(
+                "One record of a task: its fields (bytes as URLs), its label and its suggestion",
+                AnnotationRecord,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/label",
+        annotation.LabelHandler,
+        {
+            "put": Operation(
+                "Save a record's label over the version the annotator loaded",
+                Label,
+                description="Durable once answered. A label saved or reviewed since that version answers 409 "
+                "naming the record, who saved it and when: nobody overwrites another's label silently. The "
+                "value is checked against the task's kind and classes (400 naming the field). A saved label "
+                "is `labelled` again, to be reviewed.",
+                body=LabelRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/review",
+        annotation.LabelReviewHandler,
+        {
+            "post": Operation(
+                "Accept or reject a record's label (a rejection needs a comment and goes back to its annotator)",
+                Label,
+                body=ReviewRequest,
+                body_required=True,
+            )
+        },
+    ),
+    Route(
+        "/annotation/tasks/{name}/records/{record}/history",
+        annotation.LabelHistoryHandler,
+        {
+            "get": Operation(
+                "Every save, import and review of a record's label: who, when, the value, the suggestion it took",
+                LabelHistory,
+            )
+        },
+    ),
+]
+ROUTES += ANNOTATION_ROUTES
+
+
 def tornado_pattern(path: str) -> str:
     """Turn `/datasets/{name}` into the tornado pattern `/kpl/api/datasets/([^/]+)`."""
-    index = "[0-9]+"
-    pattern = re.sub(r"\{(\w+)\}", lambda m: f"({index if m.group(1) == 'index' else _SEGMENT})", path)
+    number = "[0-9]+"
+    pattern = re.sub(r"\{(\w+)\}", lambda m: f"({number if m.group(1) in NUMBERS else _SEGMENT})", path)
     return f"{API_PREFIX}{pattern}/?"
 
 

@@ -32,9 +32,9 @@ def voc_xml(stem: str, boxes: list[tuple[str, int, int, int, int, int]], size: t
     return ET.tostring(root)
 
 
-def write_raw(folder: Path, records: list[dict]) -> Path:
-    """Write records as an uploaded (raw) dataset folder."""
-    with WriteOnlyDataset(folder, "root", RAW_TYPE, batch_rows=7) as w:  # several batches on purpose
+def write_raw(folder: Path, records: list[dict], part: str = "root") -> Path:
+    """Write records as an uploaded (raw) dataset folder, as one part."""
+    with WriteOnlyDataset(folder, part, RAW_TYPE, batch_rows=7) as w:  # several batches on purpose
         for record in records:
             w.write(record)
     return folder

@@ -49,9 +49,29 @@ export function yTitle(title: string, yNames: ReadonlyArray<string>): string {
 }
 
 /**
+ * Tick labels with the decimals the step between ticks needs: uPlot's own keep three, and
+ * ticks 0.0005 apart read 0.998, 0.998, 0.998.
+ */
+export function tickLabels(
+  splits: ReadonlyArray<number | null>,
+  step: number
+): string[] {
+  let decimals = 0;
+  while (
+    decimals < 12 &&
+    Math.abs(Number(step.toFixed(decimals)) - step) > Math.abs(step) * 1e-6
+  ) {
+    decimals++;
+  }
+  return splits.map(value =>
+    value === null || value === undefined ? '' : value.toFixed(decimals)
+  );
+}
+
+/**
  * A uPlot axis in the theme's colors (a canvas cannot read CSS variables), with its title.
  */
-function axis(label: string, whole = false): uPlot.Axis {
+function axis(label: string, whole = false, vertical = false): uPlot.Axis {
   const style = getComputedStyle(document.body);
   const color = (name: string, fallback: string) =>
     style.getPropertyValue(name).trim() || fallback;
@@ -61,8 +81,34 @@ function axis(label: string, whole = false): uPlot.Axis {
     stroke: color('--jp-ui-font-color1', '#333'),
     grid: { stroke: color('--jp-border-color2', '#e0e0e0'), width: 1 },
     ticks: { stroke: color('--jp-border-color1', '#bdbdbd'), width: 1 },
-    ...(whole ? { incrs: WHOLE_STEPS } : {})
+    values: (_plot, splits, _axis, _space, step) => tickLabels(splits, step),
+    ...(whole ? { incrs: WHOLE_STEPS } : {}),
+    ...(vertical ? { size: fitLabels } : {})
   };
+}
+
+/**
+ * A y axis as wide as its longest tick label (uPlot's fixed 50 px put long labels under the title).
+ */
+function fitLabels(
+  plot: uPlot,
+  values: string[],
+  index: number,
+  cycle: number
+): number {
+  const axis = plot.axes[index] as uPlot.Axis & { _size?: number };
+  if (cycle > 1 && axis._size) {
+    return axis._size; // uPlot measures again until the sizes settle: keep the first
+  }
+  const longest = (values ?? []).reduce(
+    (a, b) => (b.length > a.length ? b : a),
+    ''
+  );
+  plot.ctx.font = (axis.font as unknown as string[] | undefined)?.[0] ?? '';
+  const width = longest
+    ? plot.ctx.measureText(longest).width / devicePixelRatio
+    : 0;
+  return Math.ceil(width + (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 8);
 }
 
 /**
@@ -77,6 +123,8 @@ export function MetricChart(props: {
   width: number;
   /** series drawn as dots, not lines (one value per x, e.g. per trial) */
   dots?: string[];
+  /** series drawn as steps (a running best holds its value until the next improves on it) */
+  steps?: string[];
   /** x ticks on whole numbers only (trial numbers); otherwise so when every x is whole */
   integerX?: boolean;
 }): JSX.Element {
@@ -116,11 +164,17 @@ export function MetricChart(props: {
                     stroke: palette(i),
                     width: 1.5,
                     spanGaps: true,
-                    points: { show: false }
+                    points: { show: false },
+                    ...(props.steps?.includes(name)
+                      ? { paths: uPlot.paths.stepped?.({ align: 1 }) }
+                      : {})
                   }
             )
           ],
-          axes: [axis(props.xName, whole), axis(props.yName ?? props.title)]
+          axes: [
+            axis(props.xName, whole),
+            axis(props.yName ?? props.title, false, true)
+          ]
         },
         data,
         box.current!

@@ -63,6 +63,16 @@ function formatValue(value: unknown): string {
 }
 
 /**
+ * A trial's parameters as the trials table and the best trial's line show them: `lr=0.006030, …`.
+ */
+export function formatParams(params: { [name: string]: unknown }): string {
+  return Object.keys(params)
+    .sort()
+    .map(key => `${key}=${formatValue(params[key])}`)
+    .join(', ');
+}
+
+/**
  * The rows of the trials table, by trial number; the experiment's best trial is marked.
  */
 export function trialRows(
@@ -82,10 +92,7 @@ export function trialRows(
         trial.state === 'running'
           ? (waiting.get(trial.job_id)?.queue?.message ?? '')
           : '',
-      params: Object.keys(trial.params)
-        .sort()
-        .map(key => `${key}=${formatValue(trial.params[key])}`)
-        .join(', '),
+      params: formatParams(trial.params),
       value: formatValue(trial.value),
       jobId: trial.job_id,
       best: trial.number === experiment.best_trial

@@ -8,7 +8,12 @@ import React from 'react';
 
 import { Experiment, Job, KPLClient } from './api';
 import { MetricChart } from './charts';
-import { historySeries, trialRows, trialsDone } from './experiment';
+import {
+  formatParams,
+  historySeries,
+  trialRows,
+  trialsDone
+} from './experiment';
 import { formatTime } from './format';
 import { experimentsIcon } from './icons';
 import { StateBadge } from './jobs';
@@ -260,7 +265,7 @@ export class ExperimentView extends ReactWidget {
           <div className="kpl-meta kpl-experiment-best">
             {experiment.best_trial === null
               ? 'no complete trial yet'
-              : `best: trial ${experiment.best_trial} · ${formatBest(experiment.best_value)} · ${JSON.stringify(experiment.best_params)}` +
+              : `best: trial ${experiment.best_trial} · ${formatBest(experiment.best_value)} · ${formatParams(experiment.best_params ?? {})}` +
                 (experiment.best_model ? ` · ${experiment.best_model}` : '')}
           </div>
           {experiment.reason && (
@@ -273,8 +278,10 @@ export class ExperimentView extends ReactWidget {
               title="optimisation history"
               series={history}
               xName="trial"
+              yName={String(experiment.objective.metric)}
               width={width}
               dots={['objective']}
+              steps={['best so far']}
               integerX
             />
           )}

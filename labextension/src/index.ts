@@ -5,6 +5,7 @@ import {
 } from '@jupyterlab/application';
 import {
   ICommandPalette,
+  InputDialog,
   MainAreaWidget,
   WidgetTracker
 } from '@jupyterlab/apputils';
@@ -28,6 +29,7 @@ import {
 } from './icons';
 import { JobsPanel } from './jobs';
 import { JobView, jobWidget } from './jobView';
+import { LabellingView } from './labellingView';
 import { CompareView } from './compareView';
 import {
   PIPELINE_FACTORY,
@@ -72,6 +74,7 @@ export namespace CommandIDs {
   export const openDeployment = 'kpl-lab:open-deployment';
   export const openModels = 'kpl-lab:open-models';
   export const openModel = 'kpl-lab:open-model';
+  export const labelTask = 'kpl-lab:label-task';
 }
 
 /**
@@ -122,6 +125,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       namespace: 'kpl-lab-model'
     });
     const forms = new Map<string, MainAreaWidget<SubmitJobForm>>();
+    const labelling = new Map<string, MainAreaWidget<LabellingView>>();
 
     const openDataset = (name: string, version: string) => {
       let widget = datasets.find(
@@ -453,6 +457,38 @@ const plugin: JupyterFrontEndPlugin<void> = {
         args.name ? `Open Experiment ${args.name}` : 'Open KPL Experiment',
       execute: args => openExperiment(String(args.name))
     });
+    const labelTask = (name: string) => {
+      const id = `kpl-label-${name}`;
+      let widget = labelling.get(id);
+      if (widget === undefined || widget.isDisposed) {
+        widget = new MainAreaWidget({
+          content: new LabellingView(client, name)
+        });
+        widget.id = id;
+        widget.title.closable = true;
+        labelling.set(id, widget);
+        app.shell.add(widget, 'main');
+      }
+      app.shell.activateById(widget.id);
+      widget.content.node.focus();
+      return widget;
+    };
+    commands.addCommand(CommandIDs.labelTask, {
+      label: args =>
+        args.name ? `Label ${args.name}` : 'Label a KPL Annotation Task…',
+      caption: 'Label the records of an annotation task with the keyboard',
+      execute: async args => {
+        let name = args.name ? String(args.name) : '';
+        if (!name) {
+          const answer = await InputDialog.getText({
+            title: 'Label an annotation task',
+            label: 'Task name (kpl-lab annotation list)'
+          });
+          name = answer.button.accept ? (answer.value ?? '').trim() : '';
+        }
+        return name ? labelTask(name) : undefined;
+      }
+    });
     commands.addCommand(CommandIDs.openJob, {
       label: args => (args.id ? `Open Job ${args.id}` : 'Open KPL Job'),
       execute: args => openJob(String(args.id))
@@ -503,6 +539,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       CommandIDs.openServices,
       CommandIDs.uploadDataset,
       CommandIDs.submitJob,
+      CommandIDs.labelTask,
       CommandIDs.about
     ]) {
       palette?.addItem({ command, category: CATEGORY });

@@ -67,6 +67,8 @@ const MIME_NODE_TYPE = 'application/x-kpl-node-type';
 const VALIDATE_DELAY_MS = 500;
 const RUN_POLL_MS = 1000;
 const MIN_FIT_ZOOM = 0.75;
+// A large graph is not shrunk below readable labels: the rest is a pan away.
+const FIT_OPTIONS = { maxZoom: 1, minZoom: MIN_FIT_ZOOM };
 
 const validator = customizeValidator<ReadonlyJSONObject>();
 
@@ -188,6 +190,23 @@ function Editor(props: IEditorProps): JSX.Element {
   } | null>(null);
   const [error, setError] = useState('');
   const moved = useRef(new Set<string>());
+  // The graph is fitted again when the canvas changes size (the Lab's sidebars open and close,
+  // the first layout settles) until the user pans or zooms it.
+  const canvas = useRef<HTMLDivElement>(null);
+  const viewMoved = useRef(false);
+  useEffect(() => {
+    const node = canvas.current;
+    if (!node || typeof ResizeObserver === 'undefined') {
+      return;
+    }
+    const observer = new ResizeObserver(() => {
+      if (!viewMoved.current && node.clientWidth && node.clientHeight) {
+        void flow.fitView(FIT_OPTIONS);
+      }
+    });
+    observer.observe(node);
+    return () => observer.disconnect();
+  }, [flow]);
   const [sizes, setSizes] = useState(
     new Map<string, { width: number; height: number }>()
   );
@@ -468,6 +487,7 @@ function Editor(props: IEditorProps): JSX.Element {
           <span className="kpl-error">{error}</span>
         </div>
         <div
+          ref={canvas}
           className="kpl-PipelineEditor-canvas"
           onDragOver={event => {
             event.preventDefault();
@@ -520,8 +540,13 @@ function Editor(props: IEditorProps): JSX.Element {
               onConnect={onConnect}
               onPaneClick={() => setSelected(null)}
               fitView
-              // A large graph is not shrunk below readable labels: the rest is a pan away.
-              fitViewOptions={{ maxZoom: 1, minZoom: MIN_FIT_ZOOM }}
+              fitViewOptions={FIT_OPTIONS}
+              onMoveEnd={event => {
+                // null: a fit, not the user's pan or zoom
+                if (event) {
+                  viewMoved.current = true;
+                }
+              }}
               deleteKeyCode={['Delete', 'Backspace']}
             >
               <Background />

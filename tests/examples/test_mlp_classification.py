@@ -37,6 +37,8 @@ def test_the_sample_algorithm_is_valid_and_needs_nothing_beyond_the_platform():
     algorithm = read_algorithm(ALGORITHM)
     assert list(algorithm.spec.functions) == ["train", "test", "infer", "deploy"]
     assert [port.key for port in algorithm.spec.function("train").inputs] == ["data", "checkpoint"]
+    # optional: a pipeline's train node (the classification template on the demo) needs only the data
+    assert [port.key for port in algorithm.spec.function("train").inputs if port.optional] == ["checkpoint"]
     assert algorithm.spec.image.runs == () and algorithm.spec.image.from_image is None
     assert algorithm.spec.function("train").resource.limits.cpu == 1  # beside a notebook on 2 cores
     assert {"epochs", "batch_size", "lr", "hidden"} <= set(algorithm.parameters.values)

@@ -273,7 +273,8 @@ def test_ctrl_c_stops_following_not_the_job(setup, monkeypatch):
 
     def interrupt(seconds):
         # Ctrl-C while the command waits to redraw; other waits (database, supervisor) go on.
-        if sys._getframe(1).f_globals.get("__name__") == "kpl_lab.cli.job":
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith("kpl_lab.cli") and seconds == kpl_lab.cli.job.FOLLOW_INTERVAL:
             raise KeyboardInterrupt
         real_sleep(seconds)
 

@@ -62,7 +62,6 @@ class Up:
                     f"--home={self.home}",
                     f"--port={self.port}",
                     "--authenticator=dummy",
-                    "--no-sample-data",
                     f"--user-python={user_python}",
                     f"--service-account={self.service}",
                     f"--account-prefix={prefix}",

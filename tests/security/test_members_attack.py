@@ -141,6 +141,7 @@ def test_no_query_engine_state_is_shared_between_projects(up: Up):
     seen = check(erin, "beta", "SELECT * FROM leak")
     assert not seen["ok"] and "reads only its inputs" in json.dumps(seen["problems"])
     assert check(erin, "beta", "SELECT path FROM a")["ok"]
+    assert check(dave, "alpha", "SELECT path FROM a")["ok"]  # alpha's worker was reset after its CREATE
     # each project's SQL was checked by a worker of its own sandbox account, none in the service
     workers = {
         p.uids().real
@@ -271,6 +272,6 @@ def test_only_the_helper_runs_as_root(up: Up):
     roots = [line for uid, line in family if uid == 0]
     assert len(roots) == 1 and "kpl_lab.privileged.helper" in roots[0], roots
     names = " ".join(line for uid, line in family if uid == service)
-    for part in ("jupyterhub", "configurable-http-proxy", "kpl_lab.hub.service"):
+    for part in ("jupyterhub", "kpl_lab.hub.proxy", "kpl_lab.hub.service"):
         assert part in names, names
     assert Path(up.home, "run", "helper.sock").stat().st_mode & 0o777 == 0o660

@@ -3,7 +3,9 @@
 The port and the admin API token come from KPL_HUB_PORT and KPL_HUB_TOKEN (chosen by
 playwright.hub.config.js). Projects: `demo` (the admin, `admin`) with the sample data
 `kpl-lab up` adds (the digits dataset and the mlp-classification algorithm), `nlp`
-(alice; no notebook allowed) and `vision` (bob); the profile `gpu` is for `vision` only.
+(alice; no notebook allowed) and `vision` (bob); the profile `gpu` is for `vision` only. The
+machine has 2 CPUs for the platform, whatever this one has (the small machine of the first
+hour's walk).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ GROUPS = {
     "nlp": {"users": ["alice"], "properties": {"kpl_quota": {"cpu": 2, "memory": 2048, "notebooks": 0}}},
     "vision": {"users": ["bob"], "properties": {"kpl_quota": {"cpu": 4, "memory": 4096, "gpu": 1}}},
 }
+MACHINE_CPUS = 2
 SCOPES = [
     "admin:users",
     "admin:groups",
@@ -52,6 +55,9 @@ def config_text(home: Path, args: argparse.Namespace, token: str) -> str:
         # notebooks load the lab extension JUPYTER_PATH names, if any (a build under test)
         "c.Spawner.env_keep.append('JUPYTER_PATH')",
         "c.Spawner.http_timeout = 120  # a single-user server on a busy 2-core machine starts slowly",
+        # the first hour's walk on the small machine of issue 31, whatever cores this one has: two
+        # members' notebooks and a deployment share 2 CPUs
+        f"c.Ledger.cpu = {MACHINE_CPUS}",
         "c.Spawner.start_timeout = 120",
         f"c.JupyterHub.services.append({{'name': 'tester', 'api_token': {token!r}}})",
         f"c.JupyterHub.load_roles.append({{'name': 'tester', 'services': ['tester'], 'scopes': {SCOPES!r}}})",

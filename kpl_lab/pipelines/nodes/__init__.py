@@ -6,7 +6,18 @@ from __future__ import annotations
 from ..format import ALGORITHM_FUNCTIONS
 from ..schema import PORT
 from .algorithms import AlgorithmNode
-from .base import CATEGORIES, Catalog, NodeType, Params, PlatformNode, Processor, Relational, Result, Step
+from .base import (
+    CATEGORIES,
+    Catalog,
+    NodeType,
+    Params,
+    PlatformNode,
+    Processor,
+    Relational,
+    Result,
+    Router,
+    Step,
+)
 from .records import ParseAnnotation, Sample, Split, coco, labelme, voc
 from .relational import LabelId, LeftJoin, RegexExtract, Rename, Select, Shuffle, Sql
 from .sinks import SaveDataset, SaveModel
@@ -48,5 +59,6 @@ __all__ = [
     "Processor",
     "Relational",
     "Result",
+    "Router",
     "Step",
 ]

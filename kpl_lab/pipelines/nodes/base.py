@@ -3,7 +3,9 @@
 Three kinds of node type differ in how they run: a `Relational` one is part of its unit's one
 engine query (fuse.py), a `Processor` goes over record batches in a sandboxed worker (or on
 Ray), a `PlatformNode` is run by the runner in the platform (catalog reads, registrations,
-jobs). Each may also have a Ray Data form (`on_ray`).
+jobs). Each may also have a Ray Data form (`on_ray`). A `Router` is a processor that only sends
+each record of its input to one of its ports (or none) by its row number: after a relational
+node it writes its ports as parts of that unit's one write.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pydantic_core import PydanticCustomError
 from ..schema import Output, names
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ...algorithms.spec import Port
     from ..fuse import Query, Relation
     from ..processors import Settings, Source, _Sink
@@ -104,6 +108,7 @@ class NodeType(ABC):
     keepable = False  # its output may go unwritten (fused into its readers' query) unless `keep: true`
     keeps_rows = False  # gives as many records as its input
     sorts = False  # its records' order is given by hidden order columns its unit's query sorts by
+    routes = False  # a Router: each input record to one of its ports or none, by row number (`route`)
     on_ray: Callable[..., None] | None = None  # its Ray Data form: (p, inputs, sinks, settings, log)
 
     def inputs(self, p: Any) -> dict[str, str]:
@@ -170,6 +175,68 @@ class Processor(NodeType):
         self, p: Any, inputs: dict[str, Source], sinks: dict[str, _Sink], settings: Settings, log: Log
     ) -> None:
         """Write each output port's records into its sink."""
+
+
+class Router(Processor):
+    """A processor that sends each record of its one input to one of its ports, or none, by its row number alone.
+
+    Read straight after a relational node (and by nothing else), it ends that node's unit: the
+    unit's one write goes to its ports (fuse.py), the input never written. Otherwise it runs on
+    its own, batch by batch. Either way the records keep their order and the input's metadata.
+    """
+
+    routes = True
+
+    @abstractmethod
+    def route(self, p: Any, rows: np.ndarray) -> np.ndarray:
+        """Return each row number's port: its index in the node's outputs, or -1 for none."""
+
+    def process(self, p, inputs, sinks, settings, log):
+        import numpy as np
+
+        from ..processors import carry_meta, int64_array
+
+        source = inputs["input"]
+        carry_meta(source, sinks)
+        ports = list(sinks)
+        start = 0
+        for batch in source.batches():
+            which = self.route(p, np.arange(start, start + batch.num_rows, dtype=np.uint64))
+            start += batch.num_rows
+            for i, port in enumerate(ports):
+                sinks[port].write(batch.take(int64_array(np.flatnonzero(which == i))))
+
+    def on_ray(self, p, inputs, sinks, settings, log):
+        import pyarrow.compute as pc
+
+        from .. import ray_backend
+        from ..processors import carry_meta
+        from ..ray_backend import PART
+
+        source = inputs["input"]
+        carry_meta(source, sinks)
+        ports = list(sinks)
+
+        def write(batch: pa.RecordBatch) -> None:
+            part = batch.column(PART)
+            batch = batch.drop_columns([PART])
+            for i, port in enumerate(ports):
+                sinks[port].write(batch.filter(pc.equal(part, i)))
+
+        numbered = ray_backend.dataset(source, numbered=True)
+        ray_backend.drain(ray_backend.map_blocks(numbered, _routed_block, node=self, p=p), write)
+
+
+def _routed_block(table: pa.Table, node: Router, p: Any) -> pa.Table:
+    """Return a numbered block's routed records with their port (PART), on a Ray worker."""
+    import numpy as np
+
+    from ..processors import int64_array
+    from ..ray_backend import PART, ROW
+
+    which = node.route(p, table.column(ROW).to_numpy())
+    kept = np.flatnonzero(which >= 0)
+    return table.drop_columns([ROW]).take(int64_array(kept)).append_column(PART, int64_array(which[kept]))
 
 
 class PlatformNode(NodeType):

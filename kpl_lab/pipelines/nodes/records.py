@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import Field
 
 from .. import ray_backend
-from ..processors import uniform
-from ..ray_backend import PART, ROW
+from ..processors import uniform_at
+from ..ray_backend import ROW
 from ..schema import PORT, Output
-from .base import Params, Processor, dataset_of, find_field, is_new
+from .base import Params, Processor, Router, dataset_of, find_field, is_new
 
 BOX = pa.struct(
     [
@@ -173,7 +172,7 @@ class SplitParams(Params):
     seed: int = 0
 
 
-class Split(Processor):
+class Split(Router):
     name, params = "split", SplitParams
     description = "Split the records into named parts by fraction, the same way for the same seed."
 
@@ -193,39 +192,10 @@ class Split(Processor):
             return None
         return {k: Output("dataset", schema) for k in p.ratios}
 
-    def process(self, p, inputs, sinks, settings, log):
-        bounds = _bounds(p)
-        start = 0
-        for batch in inputs["input"].batches():
-            which = np.searchsorted(bounds, uniform(p.seed, start, batch.num_rows), side="right")
-            start += batch.num_rows
-            for i, port in enumerate(p.ratios):
-                sinks[port].write(batch.filter(pa.array(which == i)))
-
-    def on_ray(self, p, inputs, sinks, settings, log):
-        ports = list(p.ratios)
-
-        def write(batch: pa.RecordBatch) -> None:
-            part = batch.column(PART)
-            batch = batch.drop_columns([PART])
-            for i, port in enumerate(ports):
-                sinks[port].write(batch.filter(pc.equal(part, i)))
-
-        numbered = ray_backend.dataset(inputs["input"], numbered=True)
-        ds = ray_backend.map_blocks(numbered, _split_block, seed=p.seed, bounds=_bounds(p))
-        ray_backend.drain(ds, write)
-
-
-def _bounds(p) -> np.ndarray:
-    """Return split's cumulative ratios (the last exactly 1)."""
-    bounds = np.cumsum(list(p.ratios.values()))
-    bounds[-1] = 1.0
-    return bounds
-
-
-def _split_block(table: pa.Table, seed: int, bounds: np.ndarray) -> pa.Table:
-    which = np.searchsorted(bounds, ray_backend.draws(table, seed), side="right")
-    return table.drop_columns([ROW]).append_column(PART, pa.array(which, pa.int64()))
+    def route(self, p, rows):
+        bounds = np.cumsum(list(p.ratios.values()))
+        bounds[-1] = 1.0  # every draw lands in a part
+        return np.searchsorted(bounds, uniform_at(p.seed, rows), side="right")
 
 
 class SampleParams(Params):
@@ -234,7 +204,7 @@ class SampleParams(Params):
     seed: int = 0
 
 
-class Sample(Processor):
+class Sample(Router):
     name, params = "sample", SampleParams
     description = "Keep a random share of the records (the same ones for the same seed)."
 
@@ -242,18 +212,5 @@ class Sample(Processor):
         schema = dataset_of(inputs, "input", report)
         return None if schema is None else {PORT: Output("dataset", schema)}
 
-    def process(self, p, inputs, sinks, settings, log):
-        start = 0
-        for batch in inputs["input"].batches():
-            keep = uniform(p.seed, start, batch.num_rows) < p.fraction
-            start += batch.num_rows
-            sinks[PORT].write(batch.filter(pa.array(keep)))
-
-    def on_ray(self, p, inputs, sinks, settings, log):
-        numbered = ray_backend.dataset(inputs["input"], numbered=True)
-        ds = ray_backend.map_blocks(numbered, _sample_block, seed=p.seed, fraction=p.fraction)
-        ray_backend.drain(ds, sinks[PORT].write)
-
-
-def _sample_block(table: pa.Table, seed: int, fraction: float) -> pa.Table:
-    return table.filter(pa.array(ray_backend.draws(table, seed) < fraction)).drop_columns([ROW])
+    def route(self, p, rows):
+        return np.where(uniform_at(p.seed, rows) < p.fraction, 0, -1)

@@ -31,7 +31,8 @@ class SaveDataset(PlatformNode):
         hit = runner.remembered(step)
         if hit is not None:
             return Result(runner.with_paths(step.project, hit)), True, None
-        row = runner.platform.catalog.add_dataset(
+        # the node's input as it was written: linked into the catalog, its version its content's hash
+        row = runner.platform.catalog.link_dataset(
             step.project, p.name, Path(step.inputs["input"]["folder"]), p.description, lineage=_lineage(step)
         )
         out = {"ref": f"dataset:{row.ref}", "rows": row.record_count, "content": f"dataset:{row.ref}"}

@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from urllib.parse import quote, urlencode
 
-from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ...api.catalog import Deleted
 from ...api.datasets import DatasetList, DatasetVersionDetail, ImportList, RecordsPage, Stats
-from ...catalog.datasets import check_import
-from ...catalog.datasets_view import DatasetView
+from ...catalog.datasets import check_import, field_url
+from ...catalog.datasets_view import THUMBNAIL_MAX, THUMBNAIL_MIN, DatasetView
 from ...catalog.serialize import dataset_detail_model, matches, named_model, version_model
 from ...catalog.storage import check_name
 from ...errors import BadRequest
@@ -132,21 +130,7 @@ class VersionBase(KPLHandler):
 
     def field_url(self, name: str, version: str) -> callable:
         """Return (part, index, field path) -> URL of the field route."""
-        base = url_path_join(
-            self.api_base,
-            "datasets",
-            quote(name, safe=""),
-            "versions",
-            quote(version, safe=""),
-            "records",
-        )
-        project = self.project
-
-        def url(part: str, index: int, path: str) -> str:
-            query = urlencode({"part": part, "project": project})
-            return f"{base}/{index}/fields/{quote(path, safe='')}?{query}"
-
-        return url
+        return field_url(self.api_base, self.project, name, version)
 
 
 class DatasetVersionHandler(VersionBase):
@@ -204,7 +188,7 @@ class FieldHandler(VersionBase):
         """Answer the field's content."""
         part = self.get_query_argument("part", None)
         size = self.get_query_argument("thumbnail", None)
-        size_px = self.query_int("thumbnail", 128, 1, 1 << 20) if size is not None else None
+        size_px = self.query_int("thumbnail", 128, THUMBNAIL_MIN, THUMBNAIL_MAX) if size is not None else None
 
         # more digits than any record count: not found (int() of thousands of digits raises)
         record = int(index) if len(index) <= 18 else -1

@@ -1,5 +1,6 @@
 import type { Experiment, Trial } from '../api';
 import {
+  formatParams,
   historySeries,
   searchParameters,
   searchSpace,
@@ -72,6 +73,15 @@ describe('historySeries', () => {
     });
     expect(history.objective).toEqual([]);
     expect(history['best so far']).toEqual([]);
+  });
+});
+
+describe('formatParams', () => {
+  it('shows the best trial as the table does: sorted, four significant digits', () => {
+    expect(formatParams({ lr: 0.006029978892389945, epochs: 3 })).toBe(
+      'epochs=3, lr=0.006030'
+    );
+    expect(formatParams({})).toBe('');
   });
 });
 

@@ -1013,6 +1013,200 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/annotation/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List annotation tasks, newest first, with their progress and the project's members */
+        get: operations["getAnnotationTasks"];
+        put?: never;
+        /**
+         * Create an annotation task on a dataset version
+         * @description The label schema is checked against the kind (keypoints need keypoint names), the parts and the content field against the dataset version, assignees and reviewers against the project's members (where the server knows them). Records are dealt to the assignees in turn: record r to assignees[r mod n].
+         */
+        post: operations["postAnnotationTasks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One annotation task with its progress per state and per person */
+        get: operations["getAnnotationTask"];
+        put?: never;
+        post?: never;
+        /** Delete a task with its labels, history and suggestions (409 while a pre-labelling run goes on) */
+        delete: operations["deleteAnnotationTask"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a task's description, annotators, reviewers or label schema (its maker or an administrator)
+         * @description A new label schema keeps every class, second-level class and keypoint of the old one.
+         */
+        patch: operations["patchAnnotationTask"];
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the task's records of one state, in record or uncertainty order
+         * @description `order=uncertainty` lists the unlabelled records with a pre-labelling suggestion first, the least certain first, then the others in record order. `mine=1`: unlabelled records dealt to the caller, labels the caller saved last (a rejected label goes back to its annotator this way).
+         */
+        get: operations["getAnnotationQueue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/publish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish the task's accepted labels as a new dataset version with train and test parts
+         * @description Accepted records not marked dropped are written with every field of their source record and the label fields of the record format (`class_name`, `subclass` for class kinds; `width`, `height`, `object` for object kinds; `label`, the value as JSON), split per class with a seeded shuffle, and registered with lineage to the task. The task's maker or an administrator publishes; 409 when no label is accepted.
+         */
+        post: operations["postAnnotationPublish"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The task's labels as a zip of COCO, Pascal VOC, YOLO or Labelme files
+         * @description Files are named after the record's `path` field (PART/INDEX without one), so an export imports back. COCO holds boxes, polygons, masks and keypoints; VOC boxes; YOLO boxes and polygons; Labelme boxes and polygons; OCR text rides along. A format that cannot hold the task's kind answers 400 naming `format` (class tasks are published instead).
+         */
+        get: operations["getAnnotationExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Label the task's unlabelled records from a zip or tar of COCO, VOC, YOLO or Labelme files
+         * @description The body is the archive itself, streamed, read with the upload's checks. Each labelled image is matched to the record whose `path` ends with its file name; its objects are checked against the task's classes (400 naming the file). Records that have a label keep it; the others get the imported one, as `labelled`, with an `imported` history step. YOLO class numbers are read from classes.txt, else the task's class order.
+         */
+        post: operations["postAnnotationImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/records/{record}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One record of a task: its fields (bytes as URLs), its label and its suggestion */
+        get: operations["getAnnotationRecord"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/records/{record}/label": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Save a record's label over the version the annotator loaded
+         * @description Durable once answered. A label saved or reviewed since that version answers 409 naming the record, who saved it and when: nobody overwrites another's label silently. The value is checked against the task's kind and classes (400 naming the field). A saved label is `labelled` again, to be reviewed.
+         */
+        put: operations["putLabel"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/records/{record}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept or reject a record's label (a rejection needs a comment and goes back to its annotator) */
+        post: operations["postLabelReview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/annotation/tasks/{name}/records/{record}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every save, import and review of a record's label: who, when, the value, the suggestion it took */
+        get: operations["getLabelHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1099,6 +1293,81 @@ export interface components {
              * @default null
              */
             version?: string | null;
+        };
+        /**
+         * AnnotationRecord
+         * @description One record of a task with what annotators see: its fields, its label and its suggestion.
+         */
+        AnnotationRecord: {
+            record: number;
+            part: string;
+            /** @description the record's index in its part */
+            index: number;
+            assignee: string | null;
+            /** @description the record's fields; bytes are BytesRef objects with the URL of their content */
+            fields: {
+                [key: string]: unknown;
+            };
+            label: components["schemas"]["Label"] | null;
+            suggestion: components["schemas"]["Suggestion"] | null;
+        };
+        /**
+         * AnnotationTask
+         * @description A labelling task with its progress.
+         */
+        AnnotationTask: {
+            name: string;
+            description: string;
+            /** @description NAME:VERSION labelled */
+            dataset: string;
+            kind: components["schemas"]["TaskKind"];
+            label_schema: components["schemas"]["LabelSchema"];
+            /** @description part -> records labelled from it, in record order */
+            parts: {
+                [key: string]: number;
+            };
+            record_count: number;
+            content_field: string;
+            assignees: string[];
+            reviewers: string[];
+            created_by: string;
+            created: string | null;
+            progress: components["schemas"]["TaskProgress"];
+        };
+        /**
+         * AnnotationTaskList
+         * @description The project's tasks, and its members (the names assignees and reviewers are chosen from).
+         */
+        AnnotationTaskList: {
+            tasks: components["schemas"]["AnnotationTask"][];
+            /** @description null where the server has no directory of users */
+            members: string[] | null;
+        };
+        /**
+         * BoxShape
+         * @description A rectangle in pixels (max inclusive), with its text in OCR tasks.
+         */
+        BoxShape: {
+            class_name: string;
+            /**
+             * @description a second-level class of class_name
+             * @default null
+             */
+            subclass?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "box";
+            xmin: number;
+            ymin: number;
+            xmax: number;
+            ymax: number;
+            /**
+             * @description the text read in the box (OCR)
+             * @default null
+             */
+            text?: string | null;
         };
         /**
          * Budget
@@ -1600,6 +1869,12 @@ export interface components {
          */
         ExperimentState: "running" | "stopped" | "succeeded" | "failed";
         /**
+         * ExportFormat
+         * @description The label formats a task exports to and imports from.
+         * @enum {string}
+         */
+        ExportFormat: "voc" | "coco" | "labelme" | "yolo";
+        /**
          * FieldError
          * @description One problem with one field of the request.
          */
@@ -1904,6 +2179,200 @@ export interface components {
             history: components["schemas"]["UsageSample"][];
         };
         /**
+         * KeypointsShape
+         * @description The keypoints of one object, [x, y, v] each in the schema's order (v: 0 not labelled, 1 hidden, 2 visible).
+         */
+        KeypointsShape: {
+            class_name: string;
+            /**
+             * @description a second-level class of class_name
+             * @default null
+             */
+            subclass?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "keypoints";
+            points: [
+                number,
+                number,
+                number
+            ][];
+        };
+        /**
+         * Label
+         * @description A record's label as saved.
+         */
+        Label: {
+            record: number;
+            /** @description the LabelValue saved */
+            value: {
+                [key: string]: unknown;
+            };
+            version: number;
+            state: components["schemas"]["LabelState"];
+            annotator: string;
+            saved: string | null;
+            suggestion_run: number | null;
+            reviewer: string | null;
+            comment: string;
+            reviewed: string | null;
+        };
+        /**
+         * LabelClass
+         * @description A first-level class with its second-level classes.
+         */
+        LabelClass: {
+            name: string;
+            children: string[];
+            color: string;
+        };
+        /**
+         * LabelClassRequest
+         * @description A first-level class with its second-level classes.
+         */
+        LabelClassRequest: {
+            name: string;
+            /**
+             * @description second-level classes
+             * @default []
+             */
+            children?: string[];
+            /**
+             * @description #rrggbb; default: one of a fixed palette
+             * @default null
+             */
+            color?: string | null;
+        };
+        /**
+         * LabelEvent
+         * @description One step of a label's history.
+         */
+        LabelEvent: {
+            version: number;
+            /** @enum {string} */
+            action: "saved" | "imported" | "accepted" | "rejected";
+            user: string;
+            at: string | null;
+            /** @description the value saved or imported */
+            value: {
+                [key: string]: unknown;
+            } | null;
+            comment: string;
+            /** @description the pre-labelling run whose suggestion was taken */
+            suggestion_run: number | null;
+            /** @description NAME:VERSION of the model that suggested it */
+            suggestion_model: string | null;
+            suggestion_score: number | null;
+        };
+        /**
+         * LabelHistory
+         * @description Every step of one record's label, oldest first.
+         */
+        LabelHistory: {
+            record: number;
+            events: components["schemas"]["LabelEvent"][];
+        };
+        /**
+         * LabelImport
+         * @description What an import of labels did.
+         */
+        LabelImport: {
+            format: components["schemas"]["ExportFormat"];
+            /** @description images with labels in the upload */
+            found: number;
+            /** @description records labelled from it */
+            imported: number;
+            /** @description records that had a label already (left as they were) */
+            kept: number;
+            /** @description paths of the upload that no record of the task has (first 100) */
+            unmatched: string[];
+            unmatched_count: number;
+        };
+        /**
+         * LabelRequest
+         * @description Save a record's label, if it is still at the version the annotator loaded.
+         */
+        LabelRequest: {
+            value: components["schemas"]["LabelValue"];
+            /** @description the label's version you loaded (0: there was none) */
+            version: number;
+            /**
+             * @description the pre-labelling run whose suggestion this value takes
+             * @default null
+             */
+            suggestion_run?: number | null;
+        };
+        /**
+         * LabelSchema
+         * @description A task's classes, keypoints and skeleton.
+         */
+        LabelSchema: {
+            classes: components["schemas"]["LabelClass"][];
+            keypoints: string[];
+            skeleton: [
+                number,
+                number
+            ][];
+        };
+        /**
+         * LabelSchemaRequest
+         * @description The classes a task labels with, and for keypoints the points and the skeleton joining them.
+         */
+        LabelSchemaRequest: {
+            classes: components["schemas"]["LabelClassRequest"][];
+            /**
+             * @description keypoint names, in order
+             * @default []
+             */
+            keypoints?: string[];
+            /**
+             * @description pairs of keypoint indices drawn as lines
+             * @default []
+             */
+            skeleton?: [
+                number,
+                number
+            ][];
+        };
+        /**
+         * LabelState
+         * @description Where a record's label is: saved by its annotator, then accepted or rejected by a reviewer.
+         * @enum {string}
+         */
+        LabelState: "labelled" | "accepted" | "rejected";
+        /**
+         * LabelValue
+         * @description A record's label: its class (class kinds) or its objects (the others); `dropped` marks it for removal.
+         */
+        LabelValue: {
+            /**
+             * @description the class (image, text and audio class)
+             * @default null
+             */
+            class_name?: string | null;
+            /**
+             * @description a second-level class of class_name
+             * @default null
+             */
+            subclass?: string | null;
+            /** @default [] */
+            objects?: (components["schemas"]["BoxShape"] | components["schemas"]["PolygonShape"] | components["schemas"]["MaskShape"] | components["schemas"]["KeypointsShape"])[];
+            /**
+             * @description the image's width in pixels
+             * @default null
+             */
+            width?: number | null;
+            /** @default null */
+            height?: number | null;
+            /**
+             * @description the record is to be removed (cleaning): never published
+             * @default false
+             */
+            dropped?: boolean;
+        };
+        /**
          * Layer
          * @description One layer (PyTorch) or node (ONNX) with the parameters it holds.
          */
@@ -1934,6 +2403,24 @@ export interface components {
             /** @description the job has ended and next_offset is the end of the log */
             done: boolean;
             state: components["schemas"]["JobState"];
+        };
+        /**
+         * MaskShape
+         * @description A brush mask of one object or class.
+         */
+        MaskShape: {
+            class_name: string;
+            /**
+             * @description a second-level class of class_name
+             * @default null
+             */
+            subclass?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "mask";
+            rle: components["schemas"]["RunLengths"];
         };
         /**
          * Metrics
@@ -2062,6 +2549,23 @@ export interface components {
             metric: string;
             /** @default maximize */
             direction?: components["schemas"]["Direction"];
+        };
+        /**
+         * PersonProgress
+         * @description What one person has done in a task.
+         */
+        PersonProgress: {
+            user: string;
+            /** @description records dealt to them (null: the task deals to nobody) */
+            assigned: number | null;
+            /** @description records whose label they saved last */
+            labelled: number;
+            accepted: number;
+            rejected: number;
+            /** @description records they accepted or rejected */
+            reviewed: number;
+            /** @description labelled / assigned x 100 */
+            percent: number | null;
         };
         /**
          * PipelineField
@@ -2244,6 +2748,29 @@ export interface components {
             };
         };
         /**
+         * PolygonShape
+         * @description A polygon of [x, y] points, with its text in OCR tasks.
+         */
+        PolygonShape: {
+            class_name: string;
+            /**
+             * @description a second-level class of class_name
+             * @default null
+             */
+            subclass?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "polygon";
+            points: [
+                number,
+                number
+            ][];
+            /** @default null */
+            text?: string | null;
+        };
+        /**
          * Port
          * @description An output of a function.
          */
@@ -2364,6 +2891,39 @@ export interface components {
          */
         PrunerName: "median" | "successive_halving" | "hyperband";
         /**
+         * PublishRequest
+         * @description Publish a task's accepted labels as a new version of a dataset, split into train and test.
+         */
+        PublishRequest: {
+            /** @description the dataset to add a version to (made when new) */
+            dataset: string;
+            /**
+             * @description share of each class put in `test`
+             * @default 0.2
+             */
+            test_fraction?: number;
+            /**
+             * @description seed of the split's shuffle
+             * @default 0
+             */
+            seed?: number;
+            /** @default  */
+            description?: string;
+        };
+        /**
+         * QueueEntry
+         * @description A record in a queue.
+         */
+        QueueEntry: {
+            record: number;
+            part: string;
+            index: number;
+            state: components["schemas"]["RecordState"];
+            assignee: string | null;
+            annotator: string | null;
+            uncertainty: number | null;
+        };
+        /**
          * QueueHolder
          * @description A job or notebook holding what a queued job needs (other projects' stay anonymous).
          */
@@ -2466,6 +3026,21 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /**
+         * RecordQueue
+         * @description A page of a task's records in the order asked for.
+         */
+        RecordQueue: {
+            records: components["schemas"]["QueueEntry"][];
+            /** @description pass as `after` for the next page (null: no more) */
+            next: string | null;
+        };
+        /**
+         * RecordState
+         * @description A record's state in a queue: unlabelled, or its label's state.
+         * @enum {string}
+         */
+        RecordState: "unlabelled" | "labelled" | "accepted" | "rejected";
         /**
          * RecordsPage
          * @description A page of records with only the columns asked for.
@@ -2586,6 +3161,33 @@ export interface components {
             } | null;
         };
         /**
+         * ReviewRequest
+         * @description Accept or reject a labelled record.
+         */
+        ReviewRequest: {
+            /** @enum {string} */
+            decision: "accept" | "reject";
+            /**
+             * @description what is wrong (shown to the annotator)
+             * @default
+             */
+            comment?: string;
+            /** @description the label's version you reviewed */
+            version: number;
+        };
+        /**
+         * RunLengths
+         * @description A brush mask as COCO's uncompressed RLE: runs of 0 and 1 pixels, column by column, starting with 0s.
+         */
+        RunLengths: {
+            /** @description [height, width] */
+            size: [
+                number,
+                number
+            ];
+            counts: number[];
+        };
+        /**
          * RunRequest
          * @description What to run: the file, and whether to reuse the cache.
          */
@@ -2658,6 +3260,103 @@ export interface components {
             class_scores: {
                 [key: string]: number[];
             };
+        };
+        /**
+         * Suggestion
+         * @description A pre-labelling run's answer for one record.
+         */
+        Suggestion: {
+            run_id: number;
+            /** @description a LabelValue; objects carry a `score` each when the model gave one */
+            value: {
+                [key: string]: unknown;
+            };
+            score: number | null;
+            /** @description 1 - score: queues ordered by uncertainty show the highest first */
+            uncertainty: number;
+            /** @description NAME:VERSION of the model that answered */
+            model_version: string;
+            created: string | null;
+        };
+        /**
+         * TaskKind
+         * @description What a task labels: an image's class, its objects (boxes, polygons, masks, keypoints, OCR), a text's or a sound's class.
+         * @enum {string}
+         */
+        TaskKind: "image_class" | "boxes" | "polygons" | "masks" | "keypoints" | "ocr" | "text_class" | "audio_class";
+        /**
+         * TaskProgress
+         * @description How far a task is, in records and percent.
+         */
+        TaskProgress: {
+            records: number;
+            /** @description records with a label (in any state) */
+            labelled: number;
+            accepted: number;
+            rejected: number;
+            /** @description records marked for removal */
+            dropped: number;
+            /** @description records with a pre-labelling suggestion */
+            suggested: number;
+            /** @description labelled / records x 100 */
+            percent: number;
+            percent_accepted: number;
+            people: components["schemas"]["PersonProgress"][];
+        };
+        /**
+         * TaskRequest
+         * @description A new labelling task: the records of a dataset version, what to label them with, and who labels and reviews.
+         */
+        TaskRequest: {
+            name: string;
+            /** @description NAME or NAME:VERSION (default: the newest version) */
+            dataset: string;
+            kind: components["schemas"]["TaskKind"];
+            label_schema: components["schemas"]["LabelSchemaRequest"];
+            /**
+             * @description the parts to label, in this order (default: every part)
+             * @default null
+             */
+            parts?: string[] | null;
+            /**
+             * @description label only the first N records
+             * @default null
+             */
+            limit?: number | null;
+            /**
+             * @description the field shown to annotators (default: `content`; for text, `text` when there is one)
+             * @default null
+             */
+            content_field?: string | null;
+            /**
+             * @description annotators: record r goes to assignees[r mod n] (empty: any member labels any record)
+             * @default []
+             */
+            assignees?: string[];
+            /**
+             * @description who may accept and reject (empty: any member)
+             * @default []
+             */
+            reviewers?: string[];
+            /** @default  */
+            description?: string;
+        };
+        /**
+         * TaskUpdateRequest
+         * @description Changes to a task: description, annotators, reviewers, or a label schema that keeps every class.
+         */
+        TaskUpdateRequest: {
+            /** @default null */
+            description?: string | null;
+            /** @default null */
+            assignees?: string[] | null;
+            /** @default null */
+            reviewers?: string[] | null;
+            /**
+             * @description a schema that keeps every class, second-level class and keypoint (new ones may be added)
+             * @default null
+             */
+            label_schema?: components["schemas"]["LabelSchemaRequest"] | null;
         };
         /**
          * Tensor
@@ -5107,6 +5806,436 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getAnnotationTasks: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationTaskList"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postAnnotationTasks: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationTask"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAnnotationTask: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationTask"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteAnnotationTask: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    patchAnnotationTask: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationTask"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAnnotationQueue: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                state?: "unlabelled" | "labelled" | "accepted" | "rejected" | "all";
+                order?: "record" | "uncertainty";
+                mine?: 0 | 1;
+                /** @description the `next` of the previous page */
+                after?: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordQueue"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postAnnotationPublish: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetVersion"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAnnotationExport: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                format: "voc" | "coco" | "labelme" | "yolo";
+                /** @description 1: every saved label, not only the accepted ones (dropped records never) */
+                all?: 0 | 1;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": Blob;
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postAnnotationImport: {
+        parameters: {
+            query: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+                format: "voc" | "coco" | "labelme" | "yolo";
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zip": Blob;
+                "application/x-tar": Blob;
+                "application/octet-stream": Blob;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LabelImport"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAnnotationRecord: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a record number of the task */
+                record: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationRecord"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    putLabel: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a record number of the task */
+                record: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LabelRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Label"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postLabelReview: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a record number of the task */
+                record: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Label"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getLabelHistory: {
+        parameters: {
+            query?: {
+                /** @description project of the objects (default `default`) */
+                project?: components["parameters"]["project"];
+            };
+            header?: never;
+            path: {
+                name: string;
+                /** @description a record number of the task */
+                record: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LabelHistory"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            default: components["responses"]["Error"];
+        };
+    };
 }
 type FlattenedDeepRequired<T> = {
     [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
@@ -5119,19 +6248,35 @@ type ReadonlyArray<T> = [
 export const pathsDatasetsPostParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/datasets"]["post"]["parameters"]["query"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const pathsJobsJob_idLogsGetParametersQueryFollowValues: ReadonlyArray<FlattenedDeepRequired<paths>["/jobs/{job_id}/logs"]["get"]["parameters"]["query"]["follow"]> = [0, 1];
 export const pathsExperimentsNamePlotsKindGetParametersPathKindValues: ReadonlyArray<FlattenedDeepRequired<paths>["/experiments/{name}/plots/{kind}"]["get"]["parameters"]["path"]["kind"]> = ["history", "importance", "parallel"];
+export const pathsAnnotationTasksNameQueueGetParametersQueryStateValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["state"]> = ["unlabelled", "labelled", "accepted", "rejected", "all"];
+export const pathsAnnotationTasksNameQueueGetParametersQueryOrderValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["order"]> = ["record", "uncertainty"];
+export const pathsAnnotationTasksNameQueueGetParametersQueryMineValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/queue"]["get"]["parameters"]["query"]["mine"]> = [0, 1];
+export const pathsAnnotationTasksNameExportGetParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/export"]["get"]["parameters"]["query"]["format"]> = ["voc", "coco", "labelme", "yolo"];
+export const pathsAnnotationTasksNameExportGetParametersQueryAllValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/export"]["get"]["parameters"]["query"]["all"]> = [0, 1];
+export const pathsAnnotationTasksNameImportPostParametersQueryFormatValues: ReadonlyArray<FlattenedDeepRequired<paths>["/annotation/tasks/{name}/import"]["post"]["parameters"]["query"]["format"]> = ["voc", "coco", "labelme", "yolo"];
+export const boxShapeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxShape"]["type"]> = ["box"];
 export const categoricalTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Categorical"]["type"]> = ["categorical"];
 export const datasetImportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["format"]> = ["import", "imagefolder", "voc", "coco", "labelme"];
 export const datasetImportStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DatasetImport"]["state"]> = ["queued", "importing"];
 export const deploymentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeploymentState"]> = ["starting", "ready", "degraded", "failed", "stopped"];
 export const directionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Direction"]> = ["maximize", "minimize"];
 export const experimentStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ExperimentState"]> = ["running", "stopped", "succeeded", "failed"];
+export const exportFormatValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ExportFormat"]> = ["voc", "coco", "labelme", "yolo"];
 export const floatRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FloatRange"]["type"]> = ["float"];
 export const intRangeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["IntRange"]["type"]> = ["int"];
 export const jobStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["JobState"]> = ["queued", "running", "succeeded", "failed", "stopped", "lost"];
+export const keypointsShapeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["KeypointsShape"]["type"]> = ["keypoints"];
+export const labelEventActionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["LabelEvent"]["action"]> = ["saved", "imported", "accepted", "rejected"];
+export const labelStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["LabelState"]> = ["labelled", "accepted", "rejected"];
+export const maskShapeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["MaskShape"]["type"]> = ["mask"];
 export const pipelineNodeRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeRun"]["state"]> = ["pending", "running", "succeeded", "cached", "failed", "skipped", "stopped"];
 export const pipelineNodeTypeCategoryValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineNodeType"]["category"]> = ["source", "processor", "sink", "algorithm"];
 export const pipelinePortKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelinePort"]["kind"]> = ["dataset", "model"];
 export const pipelineRunStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PipelineRun"]["state"]> = ["running", "succeeded", "failed", "stopped"];
+export const polygonShapeTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PolygonShape"]["type"]> = ["polygon"];
 export const prunerNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["PrunerName"]> = ["median", "successive_halving", "hyperband"];
+export const recordStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RecordState"]> = ["unlabelled", "labelled", "accepted", "rejected"];
+export const reviewRequestDecisionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ReviewRequest"]["decision"]> = ["accept", "reject"];
 export const samplerNameValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SamplerName"]> = ["random", "grid", "tpe", "cmaes"];
+export const taskKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TaskKind"]> = ["image_class", "boxes", "polygons", "masks", "keypoints", "ocr", "text_class", "audio_class"];
 export const trialStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["TrialState"]> = ["running", "complete", "pruned", "failed", "stopped"];

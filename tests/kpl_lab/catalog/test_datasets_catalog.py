@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from kpl_dataset import BasicType, ReadOnlyDataset, WriteOnlyDataset
+from kpl_dataset import BasicType, MetaDB, ReadOnlyDataset, WriteOnlyDataset
+from kpl_dataset.fs import resolve
 from kpl_lab.catalog.jobs import Job
 from kpl_lab.catalog.models import Project
 from kpl_lab.errors import BadRequest, Conflict, NotFound
@@ -67,6 +68,22 @@ def test_new_content_is_a_new_version(platform, digits):
     assert platform.catalog.get_dataset("p", f"d:{first.version}").record_count == 10
     [dataset] = platform.catalog.list_datasets("p")
     assert [v.record_count for v in dataset.versions] == [10, 12]
+
+
+def test_a_written_folder_is_linked_and_versioned_by_its_content_alone(platform, tmp_path):
+    first = platform.catalog.link_dataset("p", "w", write_dataset(tmp_path / "a", {"train": 7, "test": 3}))
+    # the same records written again elsewhere, later: other shard names and manifest times
+    again = platform.catalog.link_dataset("p", "w", write_dataset(tmp_path / "b", {"train": 7, "test": 3}))
+    assert again.version == first.version and first.parts == {"test": 3, "train": 7}
+    assert first.record_count == 10 and first.size_bytes > 0
+    more = platform.catalog.link_dataset("p", "w", write_dataset(tmp_path / "c", {"train": 8, "test": 3}))
+    described = write_dataset(tmp_path / "d", {"train": 7, "test": 3})
+    MetaDB(resolve(described), "train").put("source", "camera 2")  # a property is content too
+    noted = platform.catalog.link_dataset("p", "w", described)
+    assert len({first.version, more.version, noted.version}) == 3
+    [dataset] = platform.catalog.list_datasets("p")
+    assert len(dataset.versions) == 3
+    assert ReadOnlyDataset(str(platform.catalog.path(first)), "train").to_arrow().num_rows == 7
 
 
 def test_a_folder_that_is_not_a_dataset_is_refused(platform, tmp_path):

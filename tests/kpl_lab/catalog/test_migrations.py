@@ -13,6 +13,7 @@ from optuna.storages._rdb.models import BaseModel as OptunaBase
 from sqlalchemy import inspect
 
 import kpl_lab.catalog.alerts  # noqa: F401  (registers the alert tables)
+import kpl_lab.catalog.annotation  # noqa: F401  (registers the annotation tables)
 import kpl_lab.catalog.audit  # noqa: F401  (registers the audit log)
 import kpl_lab.catalog.deployments  # noqa: F401  (registers the deployment tables)
 import kpl_lab.catalog.experiments  # noqa: F401  (registers the experiment tables)

@@ -95,9 +95,14 @@ def test_bad_names_are_refused_before_copying(platform, model_dir, name):
     assert not platform.storage.root.joinpath("projects").exists() or staging_is_empty(platform)
 
 
-def test_names_in_any_language(platform, model_dir):
-    row = platform.catalog.add_model("项目", "模型-v1", model_dir)
-    assert platform.catalog.get_model("项目", "模型-v1").id == row.id
+def test_names_are_the_documents_pattern_in_every_script(platform, model_dir):
+    """ASCII letters, digits, _ - . as docs/openapi.yaml says to every JSON Schema reader (\\w is ASCII there)."""
+    with pytest.raises(BadRequest, match="模型-v1") as refused:
+        platform.catalog.add_model("p", "模型-v1", model_dir)
+    assert refused.value.field == "name"
+    assert platform.catalog.list_models("p") == []
+    row = platform.catalog.add_model("p", "model-v1.2_a", model_dir)
+    assert platform.catalog.get_model("p", "model-v1.2_a").id == row.id
 
 
 def test_symlink_in_upload_registers_nothing(platform, model_dir):

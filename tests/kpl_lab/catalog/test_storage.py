@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kpl_lab.catalog.storage import Storage, check_name, copy_hashed
+from kpl_lab.catalog.storage import Storage, check_name, copy_hashed, link_files
 from kpl_lab.errors import BadRequest
 
 
@@ -105,3 +105,21 @@ def test_publish_refuses_a_folder_another_account_made(tmp_path):
     with pytest.raises(BadRequest, match="made by another account"):
         storage.publish(staged, theirs / "abc")
     assert os.listdir(theirs) == []
+
+
+def test_link_files_links_its_own_files_and_copies_another_accounts(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "x").write_bytes(b"1")
+    (src / "y").write_bytes(b"2")
+    linked = link_files(src, tmp_path / "one")
+    assert [rel for rel, _ in linked] == ["a/x", "y"]
+    assert all(path.samefile(src / rel) for rel, path in linked)  # no byte written
+    # files another account owns (a sandboxed worker's) are copied: it could change a shared file later
+    monkeypatch.setattr(os, "geteuid", lambda: os.stat(src / "y").st_uid + 1)
+    copied = link_files(src, tmp_path / "two")
+    assert [(rel, path.read_bytes()) for rel, path in copied] == [("a/x", b"1"), ("y", b"2")]
+    assert not any(path.samefile(src / rel) for rel, path in copied)
+    (src / "z").symlink_to(src / "y")
+    with pytest.raises(BadRequest, match="z: symbolic links"):
+        link_files(src, tmp_path / "three")

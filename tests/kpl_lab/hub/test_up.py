@@ -472,7 +472,9 @@ def test_stopping_up_stops_the_deployments_replicas_and_gateway_until_the_next_s
         platform.deployments.wait("default", "pets", DEADLINE)
         (row,) = platform.deployments.get("default", "pets").replica_rows
         gateway = wait_for(lambda: gateway_process.state(home), "the gateway's start")
-        stop_serving(home, parse(["--home", str(home)]), None)  # as `kpl-lab up` does once its hub ended
+        stop_serving(
+            home, parse(["--home", str(home)]), sys.executable, None
+        )  # as `kpl-lab up` does once its hub ended
         assert not replicas.supervised(row.handle)
         assert not is_alive(gateway["pid"], gateway["pid_start"])
         assert "stopped the gateway and 1 replica(s) of deployments" in capsys.readouterr().out

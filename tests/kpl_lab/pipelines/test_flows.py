@@ -123,3 +123,5 @@ def test_classification_flow_numbers_labels_trains_and_saves_the_model(lab, frui
     assert text == repr(sorted({(n, i) for i, n in enumerate(names)}))
     nodes = {n.node: n for n in run.nodes}
     assert nodes["train"].job_id and nodes["train"].state == "succeeded"
+    # a model is no table: no row count (the editor showed "0 rows" on train and model)
+    assert nodes["train"].rows_out is None and nodes["model"].rows_out is None

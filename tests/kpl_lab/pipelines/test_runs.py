@@ -180,6 +180,40 @@ def test_rerun_from_a_node_and_rerun_all(lab, fruit, seg):
     assert set(_states(fresh).values()) == {"succeeded"}
 
 
+def test_a_fresh_run_of_the_same_data_registers_no_new_version(lab, fruit, seg):
+    runner = PipelineRunner(lab)
+    first = runner.run("p", seg)
+    again = runner.run("p", seg, fresh=True)  # everything written again: new shard names and times
+    assert _states(again)["save"] == "succeeded"
+    (saved,) = [d for d in lab.catalog.list_datasets("p") if d.name == "fruit-segmentation-train"]
+    assert len(saved.versions) == 1 and first.state == "succeeded"
+
+
+def test_a_split_after_a_query_writes_each_record_once_and_save_dataset_links_it(lab, fruit):
+    fruit.add(
+        "plain", [{"path": f"{i}.jpg", "contentType": "image/jpeg", "content": b"x"} for i in range(50)]
+    )
+    text = (
+        "version: 1\nname: parts\nnodes:\n  raw: {type: dataset, dataset: plain}\n"
+        "  pick: {type: select, input: raw, where: \"path <> '7.jpg'\"}\n"
+        "  parts: {type: split, input: pick, ratios: {train: 0.5, val: 0.5}, seed: 3}\n"
+        "  train: {type: save_dataset, input: parts.train, name: t}\n"
+        "  val: {type: save_dataset, input: parts.val, name: v}\n"
+    )
+    run = PipelineRunner(lab).run("p", text)
+    assert run.state == "succeeded", [(n.node, n.log) for n in run.nodes]
+    cache = lab.storage.project_dir("p") / "pipelines" / "cache"
+    # one folder holds the query's one write: the split's two parts, not the select's output
+    assert [d for d in cache.iterdir() if (d / "out").exists()] == []
+    (written,) = [d for d in cache.iterdir() if (d / "train").is_dir()]
+    assert sorted(f.name for f in written.iterdir()) == ["node.json", "train", "val"]
+    for name, part in (("t", "train"), ("v", "val")):
+        saved = lab.catalog.path(lab.catalog.get_dataset("p", name))
+        shards = sorted(f.relative_to(written / part) for f in (written / part).rglob("*.kpl/*"))
+        assert shards and all((saved / f).samefile(written / part / f) for f in shards)  # linked, not copied
+    assert len(fruit.saved("t")) + len(fruit.saved("v")) == 49
+
+
 def test_stop_ends_the_running_node_and_skips_the_rest(lab, fruit):
     fruit.add("plain", [{"path": f"{i}.jpg", "contentType": "image/jpeg", "content": b"x"} for i in range(3)])
     slow = "SELECT sum(hash(r1.range + r2.range)) AS n FROM a, range(1000000000) r1, range(1000000000) r2"

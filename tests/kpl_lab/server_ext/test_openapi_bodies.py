@@ -310,6 +310,53 @@ async def test_every_route_answers_its_documented_schema(checked, jp_serverapp, 
     assert (await api.delete("deployments/api"))[0] == 200
     assert (await api.raw("POST", "deployments/api/predict", b"img")).code == 404
 
+    # annotation: a task on the dataset, a label saved, reviewed and kept in its history
+    task = {
+        "name": "pets-class",
+        "dataset": f"pets:{version}",
+        "kind": "image_class",
+        "label_schema": {"classes": [{"name": "cat", "children": ["tabby"]}, {"name": "dog"}]},
+    }
+    code, created = await api.post("annotation/tasks", task)
+    assert code == 201, created
+    assert (await api.get("annotation/tasks"))[0] == 200
+    assert (await api.get("annotation/tasks/pets-class"))[0] == 200
+    assert (await api.call("PATCH", "annotation/tasks/pets-class", {"description": "pets"}))[0] == 200
+    code, queue = await api.get("annotation/tasks/pets-class/queue", order="uncertainty", limit=2)
+    assert code == 200 and queue["records"][0]["record"] == 0, queue
+    assert (await api.get("annotation/tasks/pets-class/records/0"))[0] == 200
+    code, label = await api.call(
+        "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "dog"}, "version": 0}
+    )
+    assert code == 200, label
+    code, again = await api.call(
+        "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "cat"}, "version": 0}
+    )
+    assert (code, again["field"]) == (409, "version"), again
+    code, reviewed = await api.post(
+        "annotation/tasks/pets-class/records/0/review", {"decision": "accept", "version": label["version"]}
+    )
+    assert code == 200 and reviewed["state"] == "accepted", reviewed
+    assert (await api.get("annotation/tasks/pets-class/records/0/history"))[0] == 200
+    code, published = await api.post("annotation/tasks/pets-class/publish", {"dataset": "pets-labelled"})
+    assert code == 201 and published["lineage"]["annotation_task"] == "pets-class", published
+    assert (await api.get("annotation/tasks/pets-class/export", format="voc"))[0] == 400  # a class task
+    boxes = {**task, "name": "pets-boxes", "kind": "boxes"}
+    assert (await api.post("annotation/tasks", boxes))[0] == 201
+    box = {"type": "box", "class_name": "dog", "xmin": 1, "ymin": 1, "xmax": 4, "ymax": 4}
+    code, label = await api.call(
+        "PUT", "annotation/tasks/pets-boxes/records/0/label", {"value": {"objects": [box]}, "version": 0}
+    )
+    assert code == 200, label
+    exported = await api.raw("GET", "annotation/tasks/pets-boxes/export", format="voc", all=1)
+    assert exported.code == 200 and exported.body.startswith(b"PK")
+    assert exported.headers["Content-Type"] == "application/zip"
+    code, imported = await api.upload("annotation/tasks/pets-boxes/import", exported.body, format="voc")
+    assert code == 200 and imported["kept"] == 1, imported
+    assert (await api.delete("annotation/tasks/pets-boxes"))[0] == 200
+    assert (await api.get("annotation/tasks/pets-class", project="other"))[0] == 404
+    assert (await api.delete("annotation/tasks/pets-class"))[0] == 200
+
     # errors answer the Error schema
     assert (await api.get("jobs/0000000000"))[0] == 404
     assert (await api.post("jobs", {"algorithm": "trainer", "parameters": {"epochs": "x"}}))[0] == 400

@@ -2,7 +2,7 @@
 
 Every check runs, in every phase (examples, coverage, fuzzing, stateful). The read-only
 operations are pointed at objects made beforehand (a dataset, an algorithm and its job, the
-model it registered, an experiment, a pipeline run), so their query arguments are checked by
+model it registered, an experiment, a pipeline run, an annotation task with a label), so their query arguments are checked by
 the handlers themselves instead of stopping at a 404; see schemathesis.toml.
 """
 
@@ -54,6 +54,20 @@ async def objects(api) -> dict[str, str]:
     code, run = await api.post("pipelines/runs", {"text": COPY})
     assert code == 201, run
     assert (await wait_run(api, run["id"]))["state"] == "succeeded"
+    task = {
+        "name": "pets-class",
+        "dataset": "pets",
+        "kind": "image_class",
+        "label_schema": {"classes": [{"name": "cat"}, {"name": "dog"}]},
+    }
+    code, created = await api.post("annotation/tasks", task)
+    assert code == 201, created
+    code, label = await api.call(
+        "PUT", "annotation/tasks/pets-class/records/0/label", {"value": {"class_name": "dog"}, "version": 0}
+    )
+    assert code == 200, label
+    code, created = await api.post("annotation/tasks", {**task, "name": "pets-boxes", "kind": "boxes"})
+    assert code == 201, created
     return {
         "KPL_ST_DATASET_VERSION": dataset["version"],
         "KPL_ST_ALGORITHM_VERSION": algorithm["version"],

@@ -14,6 +14,7 @@ from .executor import ExecutionState, Executor, run_sync
 from .ledger import Ledger
 from .records import JobRecords, now
 from .runfolder import read_own_json
+from .usage import merge
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -34,6 +35,8 @@ def end_job(ledger: Ledger, job_id: str, state: str, reason: str = "", **fields)
             job.enforcement = fields["handle"].get("enforcement", job.enforcement)
         if "exit_code" in fields:
             job.exit_code = fields["exit_code"]
+        if fields.get("usage"):
+            job.usage = merge(job.usage or {}, fields["usage"])
         if fields.get("last_log_lines"):
             job.last_log_lines = fields["last_log_lines"]
         ledger.release("job", job_id, session)
@@ -136,6 +139,7 @@ class Finisher:
             exit_code=exit_code,
             last_log_lines=status.get("last_log_lines", ""),
             handle=handle,
+            usage=status.get("usage"),  # the last samples of a supervisor that left the end to the host
         )
         self.scheduler.after_an_end()
 

@@ -20,6 +20,7 @@ platform's read-then-write code already relies.
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -129,6 +130,7 @@ class Ledger(LoggingConfigurable):
         self.platform = platform
         self.rules = Rules(platform)
         self._seeded = False
+        self._seeding = threading.Lock()
         self._inventories: dict[str, dict[str, list[Device]]] = {}  # declared devices' digest -> found
 
     def load_config(self) -> None:
@@ -148,10 +150,13 @@ class Ledger(LoggingConfigurable):
 
     def seed(self) -> None:
         """Load this process's settings into rules that nobody wrote yet (a home no host has opened)."""
-        if not self._seeded:
-            if self.rules.read(CAPACITY) is None:
-                self.load_config()
-            self._seeded = True
+        if self._seeded:
+            return
+        with self._seeding:  # another thread of this process may be half-way through: its quotas come after
+            if not self._seeded:
+                if self.rules.read(CAPACITY) is None:
+                    self.load_config()
+                self._seeded = True
 
     def machine(self, session: Session | None = None) -> Machine:
         """Return the machine's capacity as the rules say (this process's settings where none does)."""

@@ -33,6 +33,7 @@ from .launch import JobLaunch
 from .runfolder import (
     APPEND,
     is_alive,
+    left_to_host,
     open_in,
     process_start_time,
     read_own_json,
@@ -103,6 +104,11 @@ class LocalExecutor(Executor):
         Unicode(),
         help="Names of the platform's environment variables jobs also get (`Platform.passed_environment`).",
     )
+    platform_home = Unicode(
+        "",
+        help="The platform's home: while a host listens there (`kpl_lab.rounds`), it records the end of "
+        "a job that ended before its supervisor's first tick and left nothing to register.",
+    )
     callbacks = Unicode(
         "", help="`module:factory` the supervisor calls with `callbacks_config` to ingest and finish."
     )
@@ -160,6 +166,7 @@ class LocalExecutor(Executor):
             "tick_seconds": self.tick_seconds,
             "usage_seconds": self.usage_seconds,
             "environments_dir": self.environments_dir or None,
+            "platform_home": self.platform_home or None,
             "callbacks": self.callbacks or None,
             "callbacks_config": self.callbacks_config,
             "passed_environment": list(self.passed_environment),
@@ -272,11 +279,16 @@ class LocalExecutor(Executor):
     async def attach(self, launch: JobLaunch, handle: dict) -> ExecutionState:
         """Re-attach after a restart: adopt a job whose supervisor died, or say it is lost.
 
-        A live supervisor is left alone, even after it wrote status.json: it records the end.
+        A live supervisor is left alone, even after it wrote status.json: it records the end,
+        unless it left the end to the host (`left_to_host`).
         """
         state = await self.poll(launch, handle)
         full = state.handle
-        if not state.running and is_alive(full.get("supervisor_pid"), full.get("supervisor_start")):
+        if (
+            not state.running
+            and is_alive(full.get("supervisor_pid"), full.get("supervisor_start"))
+            and left_to_host(launch.run_dir) is None
+        ):
             return ExecutionState(True, reason="finishing", handle=full)
         if state.running and state.reason == "its supervisor is gone":
             adopter = self._spawn_supervisor(launch.run_dir, adopt=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from logging import Logger
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -16,7 +17,7 @@ from .finishing import Finisher, end_job, status_of
 from .launch import JobLaunch
 from .ledger import Ledger
 from .records import JobRecords
-from .runfolder import is_alive, read_own_json
+from .runfolder import is_alive, left_to_host, read_own_json
 from .scheduling import Scheduler
 from .supervisor import last_line, tail_lines
 
@@ -123,13 +124,21 @@ class Poller:
         return ended
 
     def _check_supervisors(self) -> list[str]:
-        """Adopt or finish the running jobs whose supervisor died; return those that ended."""
+        """Record the ends left to this host; adopt or finish the running jobs whose supervisor died.
+
+        Return the jobs that ended.
+        """
         with self.platform.session() as session:
             running = session.execute(select(Job.id, Job.handle).where(Job.state == "running")).all()
         ended = []
         for job_id, handle in running:
             handle = handle or {}
             if being_started(handle) or "supervisor_pid" not in handle:
+                continue
+            status = left_to_host(Path(handle["run_dir"])) if handle.get("run_dir") else None
+            if status is not None:  # its supervisor woke this host for it, and leaves
+                self.finisher.finish(job_id, status)
+                ended.append(job_id)
                 continue
             if is_alive(handle["supervisor_pid"], handle.get("supervisor_start")):
                 continue

@@ -18,6 +18,9 @@ from . import environment
 from .devices import VISIBLE_DEVICES_VARIABLE
 from .launch import JobLaunch
 
+HOST = "host"  # status.json's `recorder` when the platform's host records the end (`left_to_host`)
+SAVE_EVENT = b'"type":"save"'  # as kpl_helper writes a save event (compact JSON)
+
 
 def write_atomic(
     path: Path, text: str, durable: bool = True, within: Path | None = None, mode: int = 0o666
@@ -162,6 +165,36 @@ def read_own_json(path: Path) -> dict | None:
         if found.st_uid != os.geteuid() or not stat.S_ISREG(found.st_mode):
             return None
         return json.load(file)
+
+
+def left_to_host(run_dir: Path) -> dict | None:
+    """Return a job's status.json when its supervisor left the end for the platform's host to record."""
+    status = read_own_json(run_dir / "status.json")
+    return status if status is not None and status.get("recorder") == HOST else None
+
+
+def registers_nothing(run_dir: Path, outputs: Iterable[str]) -> bool:
+    """Say whether a job's end registers nothing: its output folders are empty and it asked for no save.
+
+    A hint of who records the end (`Supervisor._record`), not a rule: a save it misses is registered all the same.
+    """
+    try:
+        for key in outputs:
+            with contextlib.suppress(FileNotFoundError), os.scandir(run_dir / "outputs" / key) as found:
+                if next(found, None) is not None:
+                    return False
+        fd = open_in(run_dir, "events.jsonl")
+    except FileNotFoundError:
+        return True
+    except OSError:  # a link or no folder, of the job's user: left to the usual recording
+        return False
+    tail = b""
+    with open(fd, "rb") as events:
+        while chunk := events.read(1 << 20):
+            if SAVE_EVENT in tail + chunk:
+                return False
+            tail = chunk[-len(SAVE_EVENT) :]
+    return True
 
 
 def process_start_time(pid: int) -> int | None:

@@ -21,7 +21,7 @@ from .finishing import end_job
 from .launch import JobLaunch, Resources
 from .ledger import Ledger
 from .records import JobRecords, now
-from .runfolder import this_process
+from .runfolder import left_to_host, this_process
 
 if TYPE_CHECKING:
     from ..platform import Platform
@@ -70,6 +70,15 @@ class Scheduler:
         if self.platform.hosting:
             self.schedule()
         else:
+            self.wake()
+
+    def caught_up(self, launch: JobLaunch) -> None:
+        """Wake this host for a job stored just now whose end its supervisor already left to it.
+
+        A round that ran meanwhile could not see the job (its record not committed, or its
+        handle still the launcher's) and took the supervisor's wake: the next one finds it.
+        """
+        if self.supervised and self.platform.hosting and left_to_host(launch.run_dir) is not None:
             self.wake()
 
     def schedule(self) -> list[str]:
@@ -196,3 +205,4 @@ class Scheduler:
             row.handle = {
                 key: value for key, value in {**(row.handle or {}), **handle}.items() if key != "launcher"
             }
+        self.caught_up(launch)

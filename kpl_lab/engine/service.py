@@ -65,6 +65,7 @@ class JobService(LoggingConfigurable):
             self.executor.grace_seconds = self.grace_seconds
             self.executor.environments_dir = str(Path(platform.home) / "environments")
             self.executor.helper_socket = platform.helper_socket
+            self.executor.platform_home = str(platform.home)
             self.executor.passed_environment = list(platform.passed_environment)
             self.executor.callbacks = "kpl_lab.engine.callbacks:supervisor_callbacks"
             self.executor.callbacks_config = self._platform_config()

@@ -115,6 +115,8 @@ class Submitter:
             if launched is not None:
                 self.scheduler.abandon(launched, job.handle)
             raise
+        if launched is not None:
+            self.scheduler.caught_up(launched)
         if here:
             self.scheduler.launch(started)
         else:

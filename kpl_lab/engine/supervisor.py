@@ -6,7 +6,9 @@ worker stops the others and fails the job), with stdout and stderr going
 straight to output.log (so the job's output never passes through memory here and
 the job survives the supervisor), waits for it, enforces stop requests and the
 memory watchdog, calls the ingestion callbacks on a timer, and records the end in
-status.json before calling the finishing callback. Detached (`--detach`), it forks
+status.json before calling the finishing callback (or, for a job that ended before the
+first tick and registers nothing, leaves the end to the platform's host, which it wakes:
+`Supervisor._host_records`). Detached (`--detach`), it forks
 away from whoever started it, so a server or CLI that exits leaves it running.
 `--adopt` watches a job whose first supervisor died.
 
@@ -47,12 +49,14 @@ from .launch import JobLaunch
 from .limits import JobLimits, cgroup_name, group_rss_bytes
 from .runfolder import (
     APPEND,
+    HOST,
     Refused,
     is_alive,
     job_environment,
     open_in,
     process_start_time,
     read_own_json,
+    registers_nothing,
     worker_devices,
     worker_environment,
     worker_log,
@@ -683,9 +687,11 @@ class Supervisor:
             memory_exceeded=bool(oom),
             last_log_lines=lines,
             killed_after_seconds=self.grace if self.killed and self.stop_requested else None,
+            ran=True,
         )
 
     def _record(self, exit_code: int | None, reason: str, stopped: bool, **extra) -> None:
+        """Write status.json and record the end, or leave it to the platform's host (`_host_records`)."""
         status = {
             "exit_code": exit_code,
             "reason": reason,
@@ -695,6 +701,15 @@ class Supervisor:
             "killed_after_seconds": extra.get("killed_after_seconds"),
             "finished": time.time(),
         }
+        if extra.get("ran") and self._host_records():
+            # its samples go with the status: this process never opened the database
+            status.update(recorder=HOST, usage=self.samples)
+            self.samples = []
+            write_atomic(self.run_dir / "status.json", json.dumps(status))
+            from ..rounds import wake
+
+            wake(self.config["platform_home"])  # gone meanwhile: the next host's reconcile records it
+            return
         write_atomic(self.run_dir / "status.json", json.dumps(status))
         if self.callbacks is None:
             try:
@@ -703,6 +718,24 @@ class Supervisor:
                 log.exception("could not load the callbacks")
         self._flush_samples()
         self._call("finish", status)
+
+    def _host_records(self) -> bool:
+        """Say whether the platform's host records the end: it listens, and this process has nothing to open for it.
+
+        A job that ended before the first tick left this process without the platform: opening
+        it (SQLAlchemy, the database, its statements compiled anew) would cost more than the
+        job, where the host has it open and is woken anyway. Outputs and saves to register are
+        copied here as ever, not in the host's round.
+        """
+        from ..rounds import hosted  # after the job's start: its socket module is not needed before
+
+        home = self.config.get("platform_home")
+        return (
+            self.callbacks is None
+            and bool(home)
+            and hosted(home)
+            and registers_nothing(self.run_dir, self.launch.outputs)
+        )
 
     def _call(self, name: str, *args) -> None:
         if self.callbacks is None:

@@ -12,6 +12,7 @@ carries on. A lease on the experiment row keeps two processes from driving it at
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -19,10 +20,11 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import column, func, or_, select, table, update
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
     from ..platform import Platform
 
 ACTIVE = "running"
+# Optuna's own tables (our migration 0006 makes them): only to count a study's trials
+OPTUNA_STUDIES = table("studies", column("study_id"), column("study_name"))
+OPTUNA_TRIALS = table("trials", column("trial_id"), column("study_id"))
 
 
 def now() -> datetime:
@@ -204,8 +209,14 @@ class ExperimentService(LoggingConfigurable):
         """Return the experiment's Optuna study with its sampler and pruner."""
         import optuna
 
-        study_id = self.storage.get_study_id_from_name(experiment.study_name)
-        asked = len(self.storage.get_all_trials(study_id, deepcopy=False))
+        with self.platform.session() as session:  # counted, not read: Optuna would load every trial
+            asked = session.scalar(
+                select(func.count())
+                .select_from(
+                    OPTUNA_TRIALS.join(OPTUNA_STUDIES, OPTUNA_TRIALS.c.study_id == OPTUNA_STUDIES.c.study_id)
+                )
+                .where(OPTUNA_STUDIES.c.study_name == experiment.study_name)
+            )
         return optuna.load_study(
             study_name=experiment.study_name,
             storage=self.storage,
@@ -478,7 +489,8 @@ class ExperimentService(LoggingConfigurable):
                 experiment.project  # noqa: B018
             if experiment.state != ACTIVE:
                 return False
-            study = self.study(experiment)
+            # made once a step needs it (a pruner's question, a new trial): most rounds need none
+            study = functools.cache(functools.partial(self.study, experiment))
             for trial in experiment.trials:
                 if trial.state == ACTIVE:
                     self._follow(experiment, study, trial)
@@ -499,7 +511,9 @@ class ExperimentService(LoggingConfigurable):
             ).all()
         return [(int(step), float(value)) for step, value in rows]
 
-    def _follow(self, experiment: Experiment, study: optuna.Study, trial: ExperimentTrial) -> None:
+    def _follow(
+        self, experiment: Experiment, study: Callable[[], optuna.Study], trial: ExperimentTrial
+    ) -> None:
         """Report a running trial's new points, prune it if the pruner says so, finish it if its job ended."""
         import optuna
 
@@ -512,7 +526,7 @@ class ExperimentService(LoggingConfigurable):
         last = points[-1][1] if points else None
         if not job.is_final:
             condemned = (
-                experiment.pruner and points and optuna.trial.Trial(study, trial.trial_id).should_prune()
+                experiment.pruner and points and optuna.trial.Trial(study(), trial.trial_id).should_prune()
             )
             if condemned:
                 with contextlib.suppress(Conflict):  # it ended meanwhile
@@ -538,12 +552,14 @@ class ExperimentService(LoggingConfigurable):
         self._set_trial(trial.id, state=state, reported=reported, finished=now())
 
     def _tell(self, trial_id: int, state: optuna.trial.TrialState, value: float | None = None) -> None:
-        """Record a trial's end in Optuna once (a round cut short may tell it again).
+        """Record a trial's end in Optuna once (a round cut short may tell it again: Optuna refuses that).
 
         Straight to the storage, not `Study.tell`: the grid sampler's hook there calls
         `Study.stop`, which only works inside `Study.optimize`; our samplers need no other hook.
         """
-        if not self.storage.get_trial(trial_id).state.is_finished():
+        from optuna.exceptions import UpdateFinishedTrialError
+
+        with contextlib.suppress(UpdateFinishedTrialError):
             self.storage.set_trial_state_values(trial_id, state, None if value is None else [value])
 
     def _set_trial(self, trial_row_id: int, **values: Any) -> None:
@@ -555,7 +571,7 @@ class ExperimentService(LoggingConfigurable):
     def _elapsed(self, experiment: Experiment) -> float:
         return experiment.seconds_before + (now() - utc(experiment.resumed)).total_seconds()
 
-    def _start_or_finish(self, experiment_id: int, study: optuna.Study) -> None:
+    def _start_or_finish(self, experiment_id: int, study: Callable[[], optuna.Study]) -> None:
         """Submit trials up to the parallelism and budget; finish the experiment once all are done."""
         with self.platform.session() as session:
             experiment = session.get(Experiment, experiment_id)
@@ -569,7 +585,7 @@ class ExperimentService(LoggingConfigurable):
         out_of_time = seconds is not None and self._elapsed(experiment) >= seconds
         room = 0 if out_of_time else min(experiment.parallelism - len(active), budget - len(counted))
         for _ in range(max(room, 0)):
-            if not self._start_trial(experiment, study):
+            if not self._start_trial(experiment, study()):
                 return
         if room <= 0 and not active:
             best = self.best(experiment)

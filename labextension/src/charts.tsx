@@ -123,6 +123,8 @@ export function MetricChart(props: {
   width: number;
   /** series drawn as dots, not lines (one value per x, e.g. per trial) */
   dots?: string[];
+  /** series drawn as steps (a running best holds its value until the next improves on it) */
+  steps?: string[];
   /** x ticks on whole numbers only (trial numbers); otherwise so when every x is whole */
   integerX?: boolean;
 }): JSX.Element {
@@ -162,7 +164,10 @@ export function MetricChart(props: {
                     stroke: palette(i),
                     width: 1.5,
                     spanGaps: true,
-                    points: { show: false }
+                    points: { show: false },
+                    ...(props.steps?.includes(name)
+                      ? { paths: uPlot.paths.stepped?.({ align: 1 }) }
+                      : {})
                   }
             )
           ],

@@ -281,6 +281,7 @@ export class ExperimentView extends ReactWidget {
               yName={String(experiment.objective.metric)}
               width={width}
               dots={['objective']}
+              steps={['best so far']}
               integerX
             />
           )}

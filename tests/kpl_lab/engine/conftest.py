@@ -17,13 +17,18 @@ WAIT_SECONDS = 120
 ROUND_SECONDS = 0.2  # a test's host runs rounds often: a stopped job's place is taken at once
 
 
-def make_platform(home: Path, database_url: str | None = None, **ledger) -> Platform:
-    """Return a platform on this database whose ledger has the given capacity (cpu, memory, devices, quotas)."""
+def make_platform(
+    home: Path, database_url: str | None = None, tick_seconds: float = 0.2, **ledger
+) -> Platform:
+    """Return a platform on this database whose ledger has the given capacity (cpu, memory, devices, quotas).
+
+    `tick_seconds`: between a supervisor's ticks (its first opens the platform).
+    """
     config = Config(
         {
             "Ledger": {"cpu": 4.0, "memory": 4096, **ledger},
             "JobService": {"grace_seconds": 1.0},
-            "LocalExecutor": {"tick_seconds": 0.2, "usage_seconds": 0.2},
+            "LocalExecutor": {"tick_seconds": tick_seconds, "usage_seconds": 0.2},
         }
     )
     if database_url:
@@ -47,27 +52,34 @@ class Lab:
     """A platform under test with helpers to add algorithms and wait for jobs."""
 
     def __init__(
-        self, tmp_path: Path, database_url: str | None = None, hosted: bool = True, **ledger
+        self,
+        tmp_path: Path,
+        database_url: str | None = None,
+        hosted: bool = True,
+        round_seconds: float = ROUND_SECONDS,
+        tick_seconds: float = 0.2,
+        **ledger,
     ) -> None:
         self.tmp_path = tmp_path
         self.home = tmp_path / "home"
         self.database_url = database_url
         self.ledger = ledger
         self.hosted = hosted
-        self.platform = make_platform(self.home, database_url, **ledger)
+        self.round_seconds, self.tick_seconds = round_seconds, tick_seconds
+        self.platform = make_platform(self.home, database_url, tick_seconds, **ledger)
         self.release_file = tmp_path / "release"
         self.rounds = Rounds(self.platform)
         if hosted:  # as a server runs it: queued jobs start when others end (else nothing schedules)
-            self.rounds.start(ROUND_SECONDS)
+            self.rounds.start(round_seconds)
 
     def restart(self) -> Platform:
         """Drop the platform object (the "server") and open a new one on the same home."""
         self.rounds.stop()
         self.platform.close()
-        self.platform = make_platform(self.home, self.database_url, **self.ledger)
+        self.platform = make_platform(self.home, self.database_url, self.tick_seconds, **self.ledger)
         self.rounds = Rounds(self.platform)
         if self.hosted:
-            self.rounds.start(ROUND_SECONDS)
+            self.rounds.start(self.round_seconds)
         return self.platform
 
     @property

@@ -61,7 +61,7 @@ def _ms(value: float | None) -> str:
 
 
 def cmd_create(args: argparse.Namespace, platform) -> int:
-    shown = platform.deploy(args.name, args.model, args.replicas, args.algorithm)
+    shown = platform.client.deploy(args.name, args.model, args.replicas, args.algorithm)
     if args.wait:
         shown = platform.wait_deployment(args.name, args.timeout)
     if args.json:
@@ -78,7 +78,7 @@ def cmd_predict(args: argparse.Namespace, platform) -> int:
     if not path.is_file():
         raise BadRequest(f"{path}: no such file", field="FILE")
     content_type = args.content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    emit_json(platform.predict(args.name, path.read_bytes(), content_type))
+    emit_json(platform.client.predict(args.name, path.read_bytes(), content_type))
     return 0
 
 
@@ -98,13 +98,13 @@ def cmd_canary(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_promote(args: argparse.Namespace, platform) -> int:
-    shown = platform.promote(args.name, args.timeout)
+    shown = platform.client.promote(args.name, args.timeout)
     print(f"deployment {args.name}: {shown['model_version']} is production")
     return 0
 
 
 def cmd_list(args: argparse.Namespace, platform) -> int:
-    shown = platform.deployments()
+    shown = platform.client.deployments()
     if args.json:
         emit_json(shown)
         return 0
@@ -124,7 +124,7 @@ def cmd_list(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_show(args: argparse.Namespace, platform) -> int:
-    shown = platform.deployment(args.name)
+    shown = platform.client.deployment(args.name)
     if args.json:
         emit_json(shown)
     else:
@@ -133,7 +133,7 @@ def cmd_show(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, platform) -> int:
-    for log in platform.deployment_logs(args.name, args.lines):
+    for log in platform.client.deployment_logs(args.name, args.lines):
         print(f"==> replica {log['replica']} ({log['model_version']}) <==")
         if log["text"]:
             print(log["text"])
@@ -141,13 +141,13 @@ def cmd_logs(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, platform) -> int:
-    platform.delete_deployment(args.name)
+    platform.client.delete_deployment(args.name)
     print(f"deployment {args.name} deleted")
     return 0
 
 
 def cmd_key_create(args: argparse.Namespace, platform) -> int:
-    created = platform.create_deployment_key(args.name)
+    created = platform.client.create_deployment_key(args.name)
     if args.json:
         emit_json(created)
     else:
@@ -161,7 +161,7 @@ def cmd_key_create(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_key_list(args: argparse.Namespace, platform) -> int:
-    shown = platform.deployment_keys(args.name)
+    shown = platform.client.deployment_keys(args.name)
     if args.json:
         emit_json(shown)
     else:
@@ -175,7 +175,7 @@ def cmd_key_list(args: argparse.Namespace, platform) -> int:
 
 
 def cmd_key_revoke(args: argparse.Namespace, platform) -> int:
-    platform.revoke_deployment_key(args.name, args.key_id)
+    platform.client.revoke_deployment_key(args.name, args.key_id)
     print(f"key {args.key_id} of deployment {args.name} revoked")
     return 0
 

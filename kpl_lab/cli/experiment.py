@@ -110,7 +110,7 @@ def _follow(platform, name: str) -> int:
 
     printed: set[tuple[int, str]] = set()
     while True:
-        experiment = Experiment.model_validate(platform.experiment(name))
+        experiment = Experiment.model_validate(platform.client.experiment(name))
         for trial in experiment.trials:
             if (trial.number, trial.state.value) not in printed:
                 printed.add((trial.number, trial.state.value))
@@ -147,7 +147,7 @@ def cmd_experiment_create(args, platform) -> int:
 def cmd_experiment_list(args, platform) -> int:
     from ..api.experiments import Experiment
 
-    listed = platform.experiments()
+    listed = platform.client.experiments()
     if args.json:
         emit_json(listed)
         return 0
@@ -174,15 +174,15 @@ def cmd_experiment_list(args, platform) -> int:
 
 
 def cmd_experiment_show(args, platform) -> int:
-    return _answer(args, platform, platform.experiment(args.name))
+    return _answer(args, platform, platform.client.experiment(args.name))
 
 
 def cmd_experiment_stop(args, platform) -> int:
-    return _answer(args, platform, platform.stop_experiment(args.name))
+    return _answer(args, platform, platform.client.stop_experiment(args.name))
 
 
 def cmd_experiment_resume(args, platform) -> int:
-    return _answer(args, platform, platform.resume_experiment(args.name, args.trials, args.seconds))
+    return _answer(args, platform, platform.client.resume_experiment(args.name, args.trials, args.seconds))
 
 
 def register(groups) -> None:

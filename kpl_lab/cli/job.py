@@ -54,7 +54,7 @@ def job_json(platform, job: dict) -> dict:
             {k: v for k, v in summary.items() if k != "curve"}
             for summary in platform.metric_summaries(job["id"])
         ],
-        "usage": {k: v for k, v in platform.usage(job["id"]).items() if k != "history"},
+        "usage": {k: v for k, v in platform.client.usage(job["id"]).items() if k != "history"},
     }
 
 
@@ -133,20 +133,20 @@ def cmd_job_submit(args, platform) -> int:
 
 
 def cmd_job_rerun(args, platform) -> int:
-    job = platform.rerun(args.job_id)
+    job = platform.client.rerun(args.job_id)
     return _started(args, platform, job, f"job {job['id']} re-runs job {args.job_id}")
 
 
 def cmd_job_copy(args, platform) -> int:
-    source = platform.job(args.job_id)
+    source = platform.client.job(args.job_id)
     parameters = _parameters(source["parameters"] or {}, args.param) or None
-    job = platform.copy(args.job_id, parameters, _resources(args) or None)
+    job = platform.client.copy(args.job_id, parameters, _resources(args) or None)
     return _started(args, platform, job, f"job {job['id']} copies job {args.job_id}")
 
 
 def cmd_job_resume(args, platform) -> int:
-    source = platform.job(args.job_id)
-    job = platform.resume(args.job_id, _parameters(source["parameters"] or {}, args.param) or None)
+    source = platform.client.job(args.job_id)
+    job = platform.client.resume(args.job_id, _parameters(source["parameters"] or {}, args.param) or None)
     return _started(args, platform, job, f"job {job['id']} resumes job {args.job_id}")
 
 
@@ -173,7 +173,7 @@ def _follow(platform, job_id: str, out) -> int:
     live = out.isatty()
     shown, width, waits = None, 0, ""
     while True:
-        job = platform.job(job_id)
+        job = platform.client.job(job_id)
         why = _waits(job)
         if why and why != waits:  # a line of its own, above the status line
             out.write(("\r" + " " * width + "\r" if live else "") + f"{job_id} {why}\n")
@@ -209,7 +209,7 @@ def _follow(platform, job_id: str, out) -> int:
 
 
 def cmd_job_list(args, platform) -> int:
-    jobs = platform.jobs(args.state)
+    jobs = platform.client.jobs(args.state)
     if args.json:
         emit_json([job_json(platform, job) for job in jobs])
         return 0
@@ -235,7 +235,7 @@ def cmd_job_list(args, platform) -> int:
 
 
 def cmd_job_show(args, platform) -> int:
-    job = platform.job(args.job_id)
+    job = platform.client.job(args.job_id)
     if args.json:
         emit_json(job_json(platform, job))
         return 0
@@ -263,7 +263,7 @@ def cmd_job_show(args, platform) -> int:
         ("resources", _resources_text(job["limits"] or {})),
         ("devices", devices),
         ("enforcement", job["enforcement"]),
-        ("usage", usage_text(platform.usage(job["id"]))),
+        ("usage", usage_text(platform.client.usage(job["id"]))),
         ("created", human_time(job["created"])),
         ("started", human_time(job["started"])),
         ("finished", human_time(job["finished"])),
@@ -326,19 +326,19 @@ def cmd_job_logs(args, platform) -> int:
 
 
 def cmd_job_stop(args, platform) -> int:
-    job = platform.stop(args.job_id)
+    job = platform.client.stop(args.job_id)
     # the job's supervisor records the end; wait for it (SIGKILL comes after the grace period)
     deadline = time.monotonic() + platform.grace_seconds + 10
     while job["state"] not in FINAL_STATES and time.monotonic() < deadline:
         time.sleep(FOLLOW_INTERVAL / 2)
-        job = platform.job(args.job_id)
+        job = platform.client.job(args.job_id)
     print(f"job {job['id']} {job['state']}" + (f": {job['reason']}" if job["reason"] else ""))
     return 0
 
 
 def cmd_job_metrics(args, platform) -> int:
-    job = platform.job(args.job_id)
-    metrics = platform.metrics(job["id"], args.max_points)
+    job = platform.client.job(args.job_id)
+    metrics = platform.client.metrics(job["id"], args.max_points)
     figures = metrics["figures"]
     title = f"job {job['id']} ({job['algorithm']} {job['function']})"
     if args.plot:
@@ -391,7 +391,7 @@ def plot_metrics(figures: dict[str, dict], path: str, title: str) -> None:
 def cmd_job_compare(args, platform) -> int:
     from ..api.experiments import Comparison
 
-    comparison = platform.compare(args.job_ids)
+    comparison = platform.client.compare(args.job_ids)
     if args.json:
         emit_json(comparison)
         return 0

@@ -124,13 +124,13 @@ def cmd_model_evaluate(args, platform) -> int:
     if not args.follow:
         print(f"submitted {', '.join(ids)}; compare them with: kpl-lab job compare {' '.join(ids)}")
         return 0
-    while any(platform.job(job_id)["state"] in ("queued", "running") for job_id in ids):
+    while any(platform.client.job(job_id)["state"] in ("queued", "running") for job_id in ids):
         platform.tick()
     if len(ids) < 2:
-        job = platform.job(ids[0])
+        job = platform.client.job(ids[0])
         print(f"job {job['id']} {job['state']}: {job['results']}")
         return 0 if job["state"] == "succeeded" else 1
-    comparison = platform.compare(ids)
+    comparison = platform.client.compare(ids)
     if args.json:
         emit_json(comparison)
     else:

@@ -20,7 +20,7 @@ def _read(path: str) -> str:
 
 
 def cmd_validate(args, platform) -> int:
-    result = platform.validate_pipeline(_read(args.file))
+    result = platform.client.validate_pipeline(_read(args.file))
     if args.json:
         emit_json(result)
         return 0 if result["ok"] else 1
@@ -82,7 +82,7 @@ def cmd_execute(args, platform) -> int:
 
 
 def cmd_runs(args, platform) -> int:
-    runs = platform.pipeline_runs(args.limit)
+    runs = platform.client.pipeline_runs(args.limit)
     if args.json:
         emit_json({"runs": runs})
         return 0
@@ -111,7 +111,7 @@ def _seconds(node: dict) -> float | None:
 
 
 def cmd_show(args, platform) -> int:
-    run = platform.pipeline_run(args.run_id)
+    run = platform.client.pipeline_run(args.run_id)
     if args.json:
         emit_json(run)
         return 0
@@ -151,7 +151,7 @@ def cmd_show(args, platform) -> int:
 
 
 def cmd_stop(args, platform) -> int:
-    run = platform.stop_pipeline(args.run_id)
+    run = platform.client.stop_pipeline_run(args.run_id)
     print(f"pipeline run {run['id']}: stop requested")
     return 0
 

@@ -1,11 +1,13 @@
-"""Where `kpl-lab` commands read and change things: through `kpl_lab.client.Client`, on either transport.
+"""Where `kpl-lab` commands read and change things: `kpl_lab.client.Client`, on either transport.
 
-Every command is written against the methods below and sees the REST API's JSON shapes, so
-both modes answer alike and print through the same `kpl_lab.text` functions.
-`ServicePlatform` is `Client` calls only: over HTTP to the hub's shared platform service
-(as the user, in their project), or in this process on a home (`client_on_home`, the same
-operations the REST handlers run). `LocalPlatform` is the latter plus what has no request:
-the scheduling round beside no host, files of this machine, pipelines executed here.
+Commands call the API through `platform.client` (the one Python API): over HTTP to the hub's
+shared platform service (as the user, in their project), or in this process on a home
+(`kpl_lab.operations.local.client_on_home`, the same operations the REST handlers run), so
+both modes answer alike and print through the same `kpl_lab.text` functions. The methods
+below are what a command needs beyond one request: `ServicePlatform` composes `Client` calls
+(a version by reference, a folder uploaded as an archive, logs by line, a deployment waited
+for, a pipeline run followed), and `LocalPlatform` adds what has no request: the scheduling
+round beside no host, files of this machine, pipelines executed here, replicas restarted.
 `open_platform` picks the service wherever `Client()` would (a notebook under JupyterHub).
 """
 
@@ -136,30 +138,6 @@ class ServicePlatform:
         """Submit a job (a JobRequest's fields); return it."""
         return self.client.submit(**request)
 
-    def rerun(self, job_id: str) -> dict:
-        """Run a job again exactly; return the new job."""
-        return self.client.rerun(job_id)
-
-    def copy(self, job_id: str, parameters: dict | None, resources: dict | None) -> dict:
-        """Run a job again with other parameters or resources; return the new job."""
-        return self.client.copy(job_id, parameters=parameters, resources=resources)
-
-    def resume(self, job_id: str, parameters: dict | None) -> dict:
-        """Continue a job from the model it produced; return the new job."""
-        return self.client.resume(job_id, parameters=parameters)
-
-    def job(self, job_id: str) -> dict:
-        """Return one job with its progress and time left."""
-        return self.client.job(job_id)
-
-    def jobs(self, state: str | None) -> list[dict]:
-        """Return the project's jobs, newest first."""
-        return self.client.jobs(state)
-
-    def stop(self, job_id: str) -> dict:
-        """Ask a job to stop; return it."""
-        return self.client.stop(job_id)
-
     def _points(self, job_id: str) -> dict[str, dict[str, list]]:
         return self.client.metrics(job_id, max_points=ALL_POINTS)["figures"]
 
@@ -182,22 +160,6 @@ class ServicePlatform:
                 line = sparkline([y for _, y in curves[figure][name]], SUMMARY_WIDTH)
                 summaries.append(_metric_summary(figure, name, points, last, line, len(points)))
         return summaries
-
-    def usage(self, job_id: str) -> dict:
-        """Return a job's resource use: latest, peak_memory_mb, history."""
-        return self.client.usage(job_id)
-
-    def quota(self) -> dict:
-        """Return the project's quota."""
-        return self.client.quota()
-
-    def set_quota(self, quota: dict) -> dict:
-        """Replace the project's quota (administrators)."""
-        return self.client.set_quota(quota)
-
-    def metrics(self, job_id: str, max_points: int) -> dict:
-        """Return a job's metrics as the REST API answers them."""
-        return self.client.metrics(job_id, max_points=max_points)
 
     def logs(self, job_id: str, follow: bool, worker: int) -> Iterator[str]:
         """Yield a worker's output line by line; with `follow`, until the job ends."""
@@ -230,15 +192,7 @@ class ServicePlatform:
         version, _ = self.catalog_show("model", ref)
         return self.client.model_structure(_split(version["ref"])[0], version["version"])
 
-    def compare(self, job_ids: list[str]) -> dict:
-        """Return jobs side by side as the REST API answers them."""
-        return self.client.compare(job_ids)
-
     # pipelines
-
-    def validate_pipeline(self, text: str) -> dict:
-        """Return each node's schemas and every problem of a pipeline file's text."""
-        return self.client.validate_pipeline(text)
 
     def start_pipeline(
         self, text: str, path: str, from_node: str | None, fresh: bool, here: bool, backend: str | None = None
@@ -264,43 +218,15 @@ class ServicePlatform:
                 return run
             time.sleep(FOLLOW_INTERVAL)
 
-    def pipeline_runs(self, limit: int) -> list[dict]:
-        """Return the project's pipeline runs, newest first."""
-        return self.client.pipeline_runs(limit)
-
-    def pipeline_run(self, run_id: str) -> dict:
-        """Return one pipeline run with its nodes."""
-        return self.client.pipeline_run(run_id)
-
-    def stop_pipeline(self, run_id: str) -> dict:
-        """Stop a pipeline run; return it."""
-        return self.client.stop_pipeline_run(run_id)
-
     # deployments
 
     def reconcile_deployments(self) -> list[str]:
         """The service restarts its own replicas."""
         return []
 
-    def deployments(self) -> list[dict]:
-        """Return the project's deployments with their state and replicas."""
-        return self.client.deployments()
-
-    def deployment(self, name: str) -> dict:
-        """Return one deployment with its replicas and request metrics per model version."""
-        return self.client.deployment(name)
-
-    def deploy(self, name: str, model: str, replicas: int, algorithm: str | None) -> dict:
-        """Deploy a model version; its replicas start at once."""
-        return self.client.deploy(name, model, replicas, algorithm)
-
     def canary(self, name: str, request: dict) -> dict:
         """Serve a canary version (a CanaryRequest's fields) to a percent of the requests."""
         return self.client.canary(name, **request)
-
-    def promote(self, name: str, timeout: float) -> dict:
-        """Make the canary production once its replicas are ready (the service waits for them)."""
-        return self.client.promote(name, timeout)
 
     def wait_deployment(self, name: str, timeout: float) -> dict:
         """Wait until every replica is ready; raise when one failed or time ran out."""
@@ -314,51 +240,11 @@ class ServicePlatform:
                 raise Unavailable(f"deployment {name!r} was not ready after {timeout:g} s")
             time.sleep(FOLLOW_INTERVAL)
 
-    def deployment_logs(self, name: str, lines: int) -> list[dict]:
-        """Return the last lines of each replica's output."""
-        return self.client.deployment_logs(name, lines)
-
-    def delete_deployment(self, name: str) -> None:
-        """Stop a deployment and free its resources."""
-        self.client.delete_deployment(name)
-
-    def deployment_keys(self, name: str) -> list[dict]:
-        """Return a deployment's API keys (ids and first characters, never the keys)."""
-        return self.client.deployment_keys(name)
-
-    def create_deployment_key(self, name: str) -> dict:
-        """Make an API key for a deployment's predict; `key` is shown this once."""
-        return self.client.create_deployment_key(name)
-
-    def revoke_deployment_key(self, name: str, key_id: str) -> None:
-        """Revoke an API key of a deployment."""
-        self.client.revoke_deployment_key(name, key_id)
-
-    def predict(self, name: str, data: bytes, content_type: str) -> dict:
-        """Send bytes to a deployment; return its JSON answer with `model_version` added."""
-        return self.client.predict(name, data, content_type)
-
     # experiments
-
-    def experiments(self) -> list[dict]:
-        """Return the project's experiments, newest first."""
-        return self.client.experiments()
-
-    def experiment(self, name: str) -> dict:
-        """Return one experiment with its trials and best trial."""
-        return self.client.experiment(name)
 
     def create_experiment(self, request) -> dict:
         """Check and create an experiment (an ExperimentRequest); its first trials start."""
         return self.client.create_experiment(request.model_dump(mode="json", exclude_unset=True))
-
-    def stop_experiment(self, name: str) -> dict:
-        """Stop an experiment and its running trials."""
-        return self.client.stop_experiment(name)
-
-    def resume_experiment(self, name: str, trials: int | None, seconds: float | None) -> dict:
-        """Resume a stopped experiment, or a finished one with a larger budget."""
-        return self.client.resume_experiment(name, trials=trials, seconds=seconds)
 
     def tick(self) -> None:
         """The service drives its own jobs and experiments: only wait a little."""
@@ -487,7 +373,7 @@ class LocalPlatform(ServicePlatform):
         run_id = self._runner().create(self.project, text, path, from_node=from_node, fresh=fresh)
         if not here:
             self._detach(run_id, backend)
-        return self.pipeline_run(run_id)
+        return self.client.pipeline_run(run_id)
 
     def _detach(self, run_id: str, backend: str | None = None) -> None:
         """Execute the recorded run in a process of its own that outlives this command."""

@@ -22,13 +22,13 @@ def _limit(text: str) -> tuple[str, float]:
 
 def cmd_quota(args, platform) -> int:
     """Show the project's quota, or change some of its limits (administrators)."""
-    quota = platform.quota()["quota"]
+    quota = platform.client.quota()["quota"]
     if args.set or args.clear:
         changed = {key: value for key, value in quota.items() if value is not None and key not in args.clear}
         changed.update(dict(args.set))
         if any(value < 0 for value in changed.values()):
             raise BadRequest("a limit is a number >= 0", field="quota")
-        quota = platform.set_quota(changed)["quota"]
+        quota = platform.client.set_quota(changed)["quota"]
     if args.json:
         emit_json({"project": platform.project, "quota": quota})
         return 0

@@ -90,7 +90,7 @@ def cmd_canary(args: argparse.Namespace, platform) -> int:
         "sticky_header": args.sticky_header,
         "replicas": args.replicas,
     }
-    shown = platform.canary(args.name, request)
+    shown = platform.client.canary(args.name, **request)
     if args.wait:
         shown = platform.wait_deployment(args.name, args.timeout)
     print(f"deployment {args.name}: canary {shown['canary_model_version']} gets {args.weight} % of requests")

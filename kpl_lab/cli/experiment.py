@@ -138,7 +138,7 @@ def _answer(args, platform, shown: dict) -> int:
 
 
 def cmd_experiment_create(args, platform) -> int:
-    shown = platform.create_experiment(_request(args))
+    shown = platform.client.create_experiment(_request(args).model_dump(mode="json", exclude_unset=True))
     for warning in shown["warnings"]:
         print(f"kpl-lab: warning: {warning}", file=sys.stderr)
     return _answer(args, platform, shown)

@@ -128,7 +128,7 @@ def cmd_job_submit(args, platform) -> int:
         "parameters": _parameters(defaults, args.param),
         "resources": _resources(args) or None,
     }
-    job = platform.submit(request)
+    job = platform.client.submit(**request)
     return _started(args, platform, job, f"submitted job {job['id']} ({job['algorithm']} {job['function']})")
 
 

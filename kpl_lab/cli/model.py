@@ -88,8 +88,8 @@ def cmd_infer(args, platform) -> int:
             field="algorithm",
         )
     dataset, _ = platform.catalog_show("dataset", args.dataset)
-    job = platform.submit(
-        {
+    job = platform.client.submit(
+        **{
             "algorithm": algorithm["ref"],
             "function": "infer",
             "inputs": {args.model_key: f"model:{model['ref']}", data_keys[0]: f"dataset:{dataset['ref']}"},
@@ -108,8 +108,8 @@ def cmd_model_evaluate(args, platform) -> int:
     ref, defaults = platform.algorithm_parameters(args.algorithm)
     parameters = _parameters(defaults, args.param)
     ids = [
-        platform.submit(
-            {
+        platform.client.submit(
+            **{
                 "algorithm": ref,
                 "function": args.function,
                 "inputs": {

@@ -134,10 +134,6 @@ class ServicePlatform:
 
     # jobs
 
-    def submit(self, request: dict) -> dict:
-        """Submit a job (a JobRequest's fields); return it."""
-        return self.client.submit(**request)
-
     def _points(self, job_id: str) -> dict[str, dict[str, list]]:
         return self.client.metrics(job_id, max_points=ALL_POINTS)["figures"]
 
@@ -224,10 +220,6 @@ class ServicePlatform:
         """The service restarts its own replicas."""
         return []
 
-    def canary(self, name: str, request: dict) -> dict:
-        """Serve a canary version (a CanaryRequest's fields) to a percent of the requests."""
-        return self.client.canary(name, **request)
-
     def wait_deployment(self, name: str, timeout: float) -> dict:
         """Wait until every replica is ready; raise when one failed or time ran out."""
         deadline = time.monotonic() + timeout
@@ -241,10 +233,6 @@ class ServicePlatform:
             time.sleep(FOLLOW_INTERVAL)
 
     # experiments
-
-    def create_experiment(self, request) -> dict:
-        """Check and create an experiment (an ExperimentRequest); its first trials start."""
-        return self.client.create_experiment(request.model_dump(mode="json", exclude_unset=True))
 
     def tick(self) -> None:
         """The service drives its own jobs and experiments: only wait a little."""

@@ -333,15 +333,12 @@ test('a hyperparameter search starts from the Experiments panel and finds its be
   // the demo's dataset (its train and test parts; the newest, the pipeline's, is the default), and
   // parameter.yml's parameters to pick from
   const data = form.locator('.kpl-SearchForm-input[data-input="data"]');
-  const digits = await data
-    .locator('option')
-    .evaluateAll(
-      (options, name) =>
-        options.map(o => o.value).find(v => v.startsWith(`dataset:${name}:`)),
-      DATASET
-    );
-  expect(digits).toBeDefined();
-  await data.selectOption(digits);
+  // the options come with the project's datasets, fetched after the form opens: wait for them
+  const digitsOption = data
+    .locator(`option[value^="dataset:${DATASET}:"]`)
+    .first();
+  await expect(digitsOption).toBeAttached({ timeout: 60 * 1000 });
+  await data.selectOption(await digitsOption.getAttribute('value'));
   const lr = form.locator('.kpl-SearchForm-space tr[data-parameter="lr"]');
   await expect(lr).toBeVisible();
   await lr.locator('.kpl-SearchForm-searched').check();
